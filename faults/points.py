@@ -1,0 +1,133 @@
+"""Named crash points: step boundaries where an armed fault kills (or freezes) its own process.
+
+Code under test calls ``crash_point("store.commit.after_data")`` at each boundary. Unarmed, a
+point costs one dict lookup. Armed with ``arm(name, hit=n)``, the n-th time the point is reached
+the notifier (if any) is told the point's name and the process SIGKILLs (or SIGSTOPs) itself.
+
+Every point has a stable dotted name and a one-line meaning, declared with ``declare`` at import
+time of the module that reaches it; ``eos-harness points`` lists them. User stores may declare
+their own points the same way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = [
+    "CrashPoint",
+    "UnknownCrashPoint",
+    "arm",
+    "armed",
+    "crash_point",
+    "declare",
+    "declared",
+    "disarm_all",
+    "reached",
+    "set_notifier",
+    "start_tracing",
+]
+
+KILL = "kill"
+FREEZE = "freeze"
+ACTIONS = (KILL, FREEZE)
+
+
+@dataclass(frozen=True)
+class CrashPoint:
+    name: str
+    description: str
+
+
+class UnknownCrashPoint(ValueError):
+    """Raised when arming a name that no loaded module declared."""
+
+
+_declared: dict[str, CrashPoint] = {}
+# name -> [hits remaining before firing, action]; the only state read on the hot path.
+_armed: dict[str, list] = {}
+_notifier: Callable[[str], None] | None = None
+_trace: list[str] | None = None
+
+
+def declare(name: str, description: str) -> str:
+    """Declare a crash point (idempotent for the same name and meaning). Returns the name."""
+    existing = _declared.get(name)
+    if existing is not None and existing.description != description:
+        raise ValueError(f"crash point {name!r} declared twice with different meanings")
+    _declared[name] = CrashPoint(name, description)
+    return name
+
+
+def declared() -> list[CrashPoint]:
+    """All declared points, sorted by name."""
+    return [_declared[n] for n in sorted(_declared)]
+
+
+def check_known(name: str) -> None:
+    if name not in _declared:
+        close = difflib.get_close_matches(name, list(_declared), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UnknownCrashPoint(
+            f"unknown crash point {name!r}{hint} (run 'eos-harness points' to list them all)"
+        )
+
+
+def arm(name: str, hit: int = 1, action: str = KILL) -> None:
+    """Arm ``name`` to fire the ``hit``-th time it is reached from now (1 = next time)."""
+    check_known(name)
+    if hit < 1:
+        raise ValueError(f"hit must be >= 1, got {hit}")
+    if action not in ACTIONS:
+        raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
+    _armed[name] = [hit, action]
+
+
+def armed() -> dict[str, tuple[int, str]]:
+    return {name: (left, action) for name, (left, action) in _armed.items()}
+
+
+def disarm_all() -> None:
+    _armed.clear()
+
+
+def set_notifier(notifier: Callable[[str], None] | None) -> None:
+    """Called with the point's name just before the process kills or freezes itself."""
+    global _notifier
+    _notifier = notifier
+
+
+def start_tracing() -> list[str]:
+    """Record every point reached from now on (in order) into the returned list."""
+    global _trace
+    _trace = []
+    return _trace
+
+
+def reached() -> list[str]:
+    return list(_trace or [])
+
+
+def crash_point(name: str) -> None:
+    """Mark a step boundary. Fires if this point is armed and its hit count runs out."""
+    if _trace is not None:
+        _trace.append(name)
+    entry = _armed.get(name)
+    if entry is None:
+        return
+    entry[0] -= 1
+    if entry[0] > 0:
+        return
+    del _armed[name]
+    if _notifier is not None:
+        try:
+            _notifier(name)
+        except Exception:  # noqa: BLE001 - the kill must happen even if the pipe is gone
+            pass
+    if entry[1] == FREEZE:
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return
+    os.kill(os.getpid(), signal.SIGKILL)
