@@ -11,6 +11,7 @@ their own points the same way.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import signal
@@ -123,10 +124,8 @@ def crash_point(name: str) -> None:
         return
     del _armed[name]
     if _notifier is not None:
-        try:
+        with contextlib.suppress(Exception):  # the kill must happen even if the pipe is gone
             _notifier(name)
-        except Exception:  # noqa: BLE001 - the kill must happen even if the pipe is gone
-            pass
     if entry[1] == FREEZE:
         os.kill(os.getpid(), signal.SIGSTOP)
         return

@@ -1,0 +1,255 @@
+"""Checkers of the EOS task lifecycle: pure functions of a recorded history and the lifecycle model.
+
+The history is the driver's list of events (dicts with ``seq``, ``instance``, ``type`` …; see
+``harness.driver``). Each check returns :class:`Violation` s; ``check_all`` runs every check.
+
+Checks (names are public: verdicts, chaos summaries and mutants' ``caught_by`` use them):
+
+- ``no_uncommitted_survives``: after recovery the store holds no write of an uncommitted record.
+- ``committed_rolls_forward``: after recovery every committed write is there (rolled forward
+  from the changelog when the crash fell between the EOS commit and the store commit).
+- ``recovery_idempotent``: a crash during recovery leaves the same state once a later recovery ends.
+- ``state_matches_model``: a recovered value that no committed or uncommitted prefix explains.
+- ``exactly_once_output``: the read-committed output equals the model's: no duplicate, no loss.
+- ``read_your_own_writes``: the writer reads its own uncommitted writes.
+- ``read_committed_isolation``: a read-committed query during processing never sees an
+  uncommitted write (transactional stores).
+- ``no_wipe``: a transactional store is never wiped, and replays exactly the changelog tail
+  written after its last store commit.
+- ``task_finishes``: the task reaches the end of its input (no error, no hang).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from models.lifecycle import LifecycleModel
+
+CHECKS = (
+    "no_uncommitted_survives",
+    "committed_rolls_forward",
+    "recovery_idempotent",
+    "state_matches_model",
+    "exactly_once_output",
+    "read_your_own_writes",
+    "read_committed_isolation",
+    "no_wipe",
+    "task_finishes",
+)
+
+
+def _b(text: str | None) -> bytes | None:
+    return None if text is None else text.encode("latin-1")
+
+
+def _show(data: bytes | None, limit: int = 60) -> str | None:
+    if data is None:
+        return None
+    text = data.decode("latin-1")
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(data)} bytes)"
+
+
+@dataclass(frozen=True)
+class Violation:
+    check: str
+    key: str | None
+    expected: object
+    observed: object
+    event: int | None  # seq of the event where it shows
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _instances_crashed_in_restore(history: list[dict]) -> set[int]:
+    """Instances that died before their ``recover`` event (a crash during recovery)."""
+    recovered = {e["instance"] for e in history if e["type"] == "recover"}
+    return {e["instance"] for e in history if e["type"] == "crash" and e["instance"] not in recovered}
+
+
+def check_recovered_state(history: list[dict], model: LifecycleModel) -> list[Violation]:
+    violations: list[Violation] = []
+    crashed_in_restore = _instances_crashed_in_restore(history)
+    last_len = len(model.records)
+    for event in history:
+        if event["type"] != "recover" or event.get("contents") is None:
+            continue
+        position = event["input_position"]
+        expected = model.state_at(position)
+        observed = {_b(k): _b(v) for k, v in event["contents"]}
+        after_restore_crash = (event["instance"] - 1) in crashed_in_restore
+        for key in sorted(set(expected) | set(observed)):
+            exp, obs = expected.get(key), observed.get(key)
+            if exp == obs:
+                continue
+            held = model.positions_with(key, obs)
+            later = [q for q in held if position < q <= last_len]
+            earlier = [q for q in held if q < position]
+            if after_restore_crash:
+                check = "recovery_idempotent"
+            elif later and not earlier:
+                check = "no_uncommitted_survives"
+            elif earlier and not later:
+                check = "committed_rolls_forward"
+            elif obs is not None and later:
+                check = "no_uncommitted_survives"
+            else:
+                check = "state_matches_model"
+            violations.append(
+                Violation(check, _show(key), _show(exp), _show(obs), event["seq"])
+            )
+    return violations
+
+
+def _expected_tails(history: list[dict], model: LifecycleModel) -> dict[int, set[int]]:
+    """For each recover event (by seq): the changelog tail lengths a correct store replays.
+
+    The tail is the changelog written by records committed after the store's last commit; a
+    crash inside ``store.commit`` allows the tail of either side of that commit."""
+    tails: dict[int, set[int]] = {}
+    store_positions = {0}
+    pending_begin: int | None = None
+    for event in history:
+        kind = event["type"]
+        if kind == "store_commit_begin":
+            pending_begin = event["input_position"]
+        elif kind == "store_commit":
+            store_positions = {event["input_position"]}
+            pending_begin = None
+        elif kind == "crash" and pending_begin is not None:
+            store_positions = store_positions | {pending_begin}
+            pending_begin = None
+        elif kind == "recover":
+            committed = len(model.changelog(event["input_position"]))
+            tails[event["seq"]] = {committed - len(model.changelog(p)) for p in store_positions}
+    return tails
+
+
+def check_no_wipe(history: list[dict], model: LifecycleModel) -> list[Violation]:
+    violations = []
+    tails = _expected_tails(history, model)
+    for event in history:
+        if event["type"] != "recover" or not (event["transactional"] and event["persistent"]):
+            continue
+        if event["wiped"]:
+            violations.append(Violation("no_wipe", None, "store kept", "store wiped", event["seq"]))
+        allowed = tails[event["seq"]]
+        if event["replayed_records"] not in allowed:
+            violations.append(
+                Violation(
+                    "no_wipe",
+                    None,
+                    f"replay of the uncommitted tail ({' or '.join(map(str, sorted(allowed)))} records)",
+                    f"{event['replayed_records']} records replayed",
+                    event["seq"],
+                )
+            )
+    return violations
+
+
+def check_reads(history: list[dict], model: LifecycleModel) -> list[Violation]:
+    violations = []
+    transactional = next((e["transactional"] for e in history if e["type"] == "recover"), True)
+    for event in history:
+        if event["type"] != "read":
+            continue
+        key = _b(event["key"])
+        own, committed = _b(event["own"]), _b(event["committed"])
+        expected_own = model.value_after(event["index"], key)
+        if own != expected_own:
+            violations.append(
+                Violation("read_your_own_writes", _show(key), _show(expected_own), _show(own), event["seq"])
+            )
+        if transactional:
+            expected_committed = model.state_at(event["store_committed_position"]).get(key)
+            if committed != expected_committed:
+                violations.append(
+                    Violation(
+                        "read_committed_isolation", _show(key), _show(expected_committed), _show(committed), event["seq"]
+                    )
+                )
+    return violations
+
+
+def check_output(history: list[dict], model: LifecycleModel) -> list[Violation]:
+    outputs = [e for e in history if e["type"] == "output"]
+    if not outputs:
+        return []
+    event = outputs[-1]
+    finished = any(e["type"] == "done" for e in history)
+    position = len(model.records) if finished else event.get("committed_position", 0)
+    expected = model.expected_output(position)
+    observed = [(_b(k), _b(v)) for k, v in event["records"]]
+    if observed == expected:
+        return []
+    exp_count, obs_count = Counter(expected), Counter(observed)
+    violations = []
+    for rec in sorted(obs_count - exp_count):
+        what = "duplicate" if rec in exp_count else "unexpected"
+        violations.append(
+            Violation("exactly_once_output", _show(rec[0]), f"{exp_count[rec]}x {_show(rec[1])}", f"{obs_count[rec]}x ({what})", event["seq"])
+        )
+    for rec in sorted(exp_count - obs_count):
+        violations.append(
+            Violation("exactly_once_output", _show(rec[0]), f"{exp_count[rec]}x {_show(rec[1])}", f"{obs_count[rec]}x (lost)", event["seq"])
+        )
+    if not violations:
+        first = next(i for i, (a, b) in enumerate(zip(expected, observed, strict=False)) if a != b)
+        violations.append(
+            Violation("exactly_once_output", _show(expected[first][0]), f"output #{first} in input order", "out of order", event["seq"])
+        )
+    return violations
+
+
+def check_finishes(history: list[dict], model: LifecycleModel) -> list[Violation]:
+    violations = [
+        Violation("task_finishes", None, "no error", e["error"].strip().splitlines()[-1], e["seq"])
+        for e in history
+        if e["type"] == "error"
+    ]
+    violations += [
+        Violation("task_finishes", None, "the task makes progress", f"no event for {e['seconds']} s", e["seq"])
+        for e in history
+        if e["type"] == "hang"
+    ]
+    if not any(e["type"] == "done" for e in history) and not violations:
+        violations.append(Violation("task_finishes", None, "the task reaches the end of its input", "it never did", None))
+    return violations
+
+
+CHECKERS = (check_recovered_state, check_no_wipe, check_reads, check_output, check_finishes)
+
+
+def check_all(history: list[dict], model: LifecycleModel) -> list[Violation]:
+    found: list[Violation] = []
+    for checker in CHECKERS:
+        found.extend(checker(history, model))
+    return found
+
+
+def recovery_report(history: list[dict], model: LifecycleModel) -> list[dict]:
+    """The ``recovery`` entries of a verdict: what each recovery replayed vs. the uncommitted tail."""
+    tails = _expected_tails(history, model)
+    report = []
+    for event in history:
+        if event["type"] != "recover":
+            continue
+        allowed = tails[event["seq"]]
+        tail = event["replayed_records"] if event["replayed_records"] in allowed else min(allowed)
+        report.append(
+            {
+                "instance": event["instance"],
+                "replayed_records": event["replayed_records"],
+                "uncommitted_tail": tail,
+                "changelog_length": event["changelog_length"],
+                "wiped": event["wiped"],
+                "seconds": event["seconds"],
+            }
+        )
+    return report
+
+
+def summarize(violations: Iterable[Violation]) -> dict[str, int]:
+    return dict(Counter(v.check for v in violations))

@@ -1,0 +1,274 @@
+"""The scenario driver: runs an EOS task in child processes under a fault schedule and records history.
+
+A scenario loads a seeded input, then starts task instances one after another in children forked
+from a preloaded server (multiprocessing's forkserver), each with the next fault of the schedule
+armed: a crash point (``task.commit.after_eos``, ``store.commit.after_marker``, …, optionally
+``@n`` for the n-th time it is reached) or ``kill@n`` (the driver SIGKILLs the child after its
+n-th event). A dead instance is followed by a new one on the same directories until one reaches
+the end of the input and closes; then one more instance only recovers, to show the final state.
+Every event goes to ``history.jsonl`` with a sequence number, written here, never by the child.
+The checkers then judge the history against the lifecycle model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from faults import points
+from harness.broker import connect
+from harness.checkers.eos import Violation, check_all, recovery_report
+from harness.runtime import Task, TaskConfig, create_topics, encode
+from harness.stores import resolve
+from models.lifecycle import LifecycleModel
+from models.workloads import workload
+
+__all__ = ["Fault", "History", "Scenario", "ScheduleError", "parse_schedule", "run_scenario"]
+
+PRELOAD = ["harness.runtime", "harness.stores.catalogue", "harness.broker.embedded", "rocksdict"]
+EVENT_TIMEOUT_S = 30.0
+
+
+class ScheduleError(ValueError):
+    """A fault schedule that names an unknown point or is malformed."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault, armed in one task instance."""
+
+    point: str  # a crash point name, or "kill" (the driver SIGKILLs after ``hit`` events)
+    hit: int = 1
+
+    def __str__(self) -> str:
+        return self.point if self.hit == 1 else f"{self.point}@{self.hit}"
+
+
+def parse_schedule(text: str | list[str] | tuple[str, ...]) -> tuple[Fault, ...]:
+    """``"task.commit.after_eos@2,kill@7"`` → faults, checked against the declared points."""
+    items = text.split(",") if isinstance(text, str) else [p for t in text for p in t.split(",")]
+    faults = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        name, _, hit = item.partition("@")
+        if hit and not hit.isdigit():
+            raise ScheduleError(f"bad fault {item!r}: the part after '@' must be a count, e.g. {name}@2")
+        if name != "kill":
+            try:
+                points.check_known(name)
+            except points.UnknownCrashPoint as exc:
+                raise ScheduleError(str(exc)) from None
+        faults.append(Fault(name, int(hit or 1)))
+    return tuple(faults)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    store: str
+    workload: str
+    seed: int
+    schedule: tuple[Fault, ...] = ()
+    broker: str = "embedded"
+    records: int | None = None
+    commit_interval: int = 10
+
+    def repro(self) -> str:
+        parts = [f"eos-harness run --store {self.store} --workload {self.workload}"]
+        if self.schedule:
+            parts.append(f"--crash-at {','.join(map(str, self.schedule))}")
+        if self.broker != "embedded":
+            parts.append(f"--broker {self.broker}")
+        if self.records is not None:
+            parts.append(f"--records {self.records}")
+        if self.commit_interval != 10:
+            parts.append(f"--commit-interval {self.commit_interval}")
+        parts.append(f"--seed {self.seed}")
+        return " ".join(parts)
+
+
+def _child_main(config: TaskConfig, fault: Fault | None, mode: str, conn) -> None:
+    """Entry point of a task instance (runs in the forked child)."""
+    try:
+        points.set_notifier(lambda name: conn.send({"type": "fault_fired", "point": name}))
+        task = Task(config, emit=conn.send)
+        if fault is not None and fault.point != "kill":
+            points.arm(fault.point, fault.hit)
+        if mode == "verify":
+            task.start()
+            task._abandon()
+            conn.send({"type": "verified"})
+        else:
+            task.run()
+    except BaseException:  # noqa: BLE001 - everything the child hits is reported as an event
+        with contextlib.suppress(Exception):
+            conn.send({"type": "error", "error": traceback.format_exc()})
+        os._exit(1)
+    conn.close()
+    os._exit(0)
+
+
+_context = None
+
+
+def _mp():
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(PRELOAD)
+    return _context
+
+
+@dataclass
+class History:
+    path: Path
+    events: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._file = self.path.open("w")
+
+    def add(self, instance: int, event: dict) -> dict:
+        event = {"seq": len(self.events), "instance": instance, **event}
+        self.events.append(event)
+        self._file.write(json.dumps(event) + "\n")
+        return event
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _run_instance(config: TaskConfig, fault: Fault | None, mode: str, instance: int, history: History) -> str:
+    """Run one task instance to its end; returns how it ended: done, verified, crash, error, hang."""
+    ctx = _mp()
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child_main, args=(config, fault, mode, child), daemon=True)
+    proc.start()
+    child.close()
+    history.add(instance, {"type": "start", "mode": mode, "fault": str(fault) if fault else None, "pid": proc.pid})
+    seen = 0
+    outcome = "crash"
+    fired: str | None = None
+    try:
+        while True:
+            if not parent.poll(EVENT_TIMEOUT_S):
+                proc.kill()
+                history.add(instance, {"type": "hang", "seconds": EVENT_TIMEOUT_S})
+                outcome = "hang"
+                break
+            try:
+                event = parent.recv()
+            except EOFError:
+                break
+            if event["type"] == "fault_fired":
+                fired = event["point"]
+                continue
+            history.add(instance, event)
+            seen += 1
+            if event["type"] in ("done", "verified", "fenced"):
+                outcome = "done" if event["type"] != "verified" else "verified"
+            elif event["type"] == "error":
+                outcome = "error"
+            if fault is not None and fault.point == "kill" and seen == fault.hit:
+                proc.kill()
+                fired = "kill"
+    finally:
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        parent.close()
+    if outcome == "crash":
+        history.add(instance, {"type": "crash", "point": fired or "unexpected-exit", "exitcode": proc.exitcode})
+    return outcome
+
+
+def _input_records(scenario: Scenario) -> list[tuple[bytes, bytes]]:
+    wl = workload(scenario.workload)
+    return wl.generate(random.Random(scenario.seed), scenario.records or wl.default_records)
+
+
+def broker_spec(scenario: Scenario, run_dir: Path) -> str:
+    if scenario.broker == "embedded":
+        return f"embedded:{run_dir / 'broker.sqlite'}"
+    return scenario.broker
+
+
+def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
+    """Run one scenario in ``run_dir`` (created, emptied first) and return its verdict object."""
+    resolve(TaskConfig.for_store(scenario.store, broker="", state_dir="", workload=scenario.workload).store)
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    started = time.perf_counter()
+    records = _input_records(scenario)
+    spec = broker_spec(scenario, run_dir)
+    app = f"eos-{scenario.seed}-{os.getpid()}-{abs(hash((scenario.store, scenario.workload, scenario.schedule))) % 10**6}"
+    config = TaskConfig.for_store(
+        scenario.store,
+        broker=spec,
+        state_dir=str(run_dir / "state"),
+        workload=scenario.workload,
+        application_id=app,
+        commit_interval=scenario.commit_interval,
+    )
+    broker = connect(spec)
+    try:
+        create_topics(broker, config)
+        broker.produce(config.input_topic, config.partition, records)
+        history = History(run_dir / "history.jsonl")
+        history.add(0, {"type": "scenario", "store": scenario.store, "workload": scenario.workload,
+                        "seed": scenario.seed, "schedule": [str(f) for f in scenario.schedule],
+                        "records": len(records)})
+        instance = 0
+        schedule = list(scenario.schedule)
+        ended = None
+        for _ in range(len(schedule) + 3):
+            instance += 1
+            fault = schedule.pop(0) if schedule else None
+            ended = _run_instance(config, fault, "run", instance, history)
+            if ended in ("done", "error", "hang"):
+                break
+        if ended == "done":
+            instance += 1
+            _run_instance(config, None, "verify", instance, history)
+        output = broker.read_committed(config.output_tp, 0)
+        committed = broker.committed_offsets(config.group_id, [config.input_tp]).get(config.input_tp) or 0
+        history.add(0, {"type": "output", "committed_position": committed,
+                        "records": [[encode(r.key), encode(r.value)] for r in output]})
+        history.close()
+    finally:
+        broker.close()
+    model = LifecycleModel(workload(scenario.workload), records)
+    violations = check_all(history.events, model)
+    result = verdict(scenario, history.events, violations, recovery_report(history.events, model))
+    result["seconds"] = round(time.perf_counter() - started, 3)
+    result["history"] = str(run_dir / "history.jsonl")
+    (run_dir / "verdict.json").write_text(json.dumps(result, indent=2))
+    if not keep and not violations:
+        shutil.rmtree(run_dir / "state", ignore_errors=True)
+    return result
+
+
+def verdict(scenario: Scenario, events: list[dict], violations: list[Violation], recovery: list[dict]) -> dict:
+    hit = [e["point"] for e in events if e["type"] == "crash"]
+    return {
+        "store": scenario.store,
+        "workload": scenario.workload,
+        "broker": scenario.broker,
+        "seed": scenario.seed,
+        "schedule": [str(f) for f in scenario.schedule],
+        "crash_points": hit,
+        "verdict": "fail" if violations else "pass",
+        "violations": [v.to_json() for v in violations],
+        "recovery": recovery,
+        "repro": scenario.repro(),
+    }
+

@@ -1,0 +1,355 @@
+"""The EOS task runtime: one stateful task's lifecycle as KIP-844 describes it, for real.
+
+A task owns one input partition. It recovers its store (``recover``, then replays the changelog
+read-committed from the store's committed offset), resumes input from the committed input
+position, and processes records with a workload's processor: every store write is appended to the
+changelog inside the open EOS transaction, every output record to the output topic. Every
+``commit_interval`` records (and on close) it commits in steps:
+
+  (3) the EOS transaction (changelog + output records + input offsets), ``task.commit.after_eos``
+  (4a) ``store.commit(changelog offsets)``,                            ``task.commit.after_store``
+  (4b) the ``.checkpoint`` file,                                         ``task.commit.after_checkpoint``
+
+Names follow seed 004: the store lives in ``[state.dir]/[application.id]/[task.id]/rocksdb/
+[store.name]`` and logs to ``[application.id]-[store.name]-changelog``.
+
+The runtime reports what it does as events through an ``emit`` callback; it never writes the
+history itself (the driver does).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from faults.points import crash_point, declare
+from harness.broker import Broker, ProducerFenced, TransactionalProducer, connect
+from harness.checkpoint import read_checkpoint, write_checkpoint
+from harness.store import StateStore, StoreContext, TopicPartition
+from harness.stores import resolve
+from models.workloads import Workload, workload
+
+__all__ = ["Task", "TaskConfig", "UNSAFE_VARIANTS", "encode", "decode"]
+
+P_MID_BATCH = declare("task.process.mid_batch", "after a record is processed, its writes uncommitted (step 2)")
+P_BEFORE_EOS = declare("task.commit.before_eos", "before the EOS transaction commits (between steps 2 and 3)")
+P_AFTER_EOS = declare("task.commit.after_eos", "EOS transaction committed, store not yet committed (3 to 4a)")
+P_AFTER_STORE = declare("task.commit.after_store", "store committed, checkpoint not yet written (4a to 4b)")
+P_AFTER_CHECKPOINT = declare("task.commit.after_checkpoint", "checkpoint written (after 4b)")
+P_MID_REPLAY = declare("task.restore.mid_replay", "half of the changelog tail replayed into the store")
+P_CLOSE_MID = declare("task.close.mid", "during close: final commit done, checkpoint and store close not")
+
+# Runtime variants that are deliberately unsafe; the store they use and what they change.
+UNSAFE_VARIANTS: dict[str, tuple[str, str]] = {
+    "rocksdb-legacy-nowipe": (
+        "rocksdb-legacy",
+        "legacy store under EOS that trusts its contents after a crash instead of wiping them (unsafe)",
+    ),
+}
+
+
+def encode(data: bytes | None) -> str | None:
+    """Bytes to a JSON-safe string, exactly reversible (latin-1)."""
+    return None if data is None else data.decode("latin-1")
+
+
+def decode(text: str | None) -> bytes | None:
+    return None if text is None else text.encode("latin-1")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    store: str
+    broker: str
+    state_dir: str
+    workload: str
+    application_id: str = "eos-app"
+    store_name: str = "store"
+    topic_group: int = 0
+    partition: int = 0
+    commit_interval: int = 10
+    read_every: int = 3
+    legacy_wipe: bool = True
+    report_contents: bool = True
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.topic_group}_{self.partition}"
+
+    @property
+    def input_topic(self) -> str:
+        return f"{self.application_id}-input"
+
+    @property
+    def output_topic(self) -> str:
+        return f"{self.application_id}-output"
+
+    @property
+    def changelog_topic(self) -> str:
+        return f"{self.application_id}-{self.store_name}-changelog"
+
+    @property
+    def task_dir(self) -> Path:
+        return Path(self.state_dir) / self.application_id / self.task_id
+
+    @property
+    def store_dir(self) -> Path:
+        return self.task_dir / "rocksdb" / self.store_name
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.task_dir / ".checkpoint"
+
+    @property
+    def input_tp(self) -> TopicPartition:
+        return TopicPartition(self.input_topic, self.partition)
+
+    @property
+    def output_tp(self) -> TopicPartition:
+        return TopicPartition(self.output_topic, self.partition)
+
+    @property
+    def changelog_tp(self) -> TopicPartition:
+        return TopicPartition(self.changelog_topic, self.partition)
+
+    @property
+    def transactional_id(self) -> str:
+        return f"{self.application_id}-{self.task_id}"
+
+    @property
+    def group_id(self) -> str:
+        return self.application_id
+
+    @classmethod
+    def for_store(cls, store: str, **kwargs) -> TaskConfig:
+        """A config for ``store``, resolving the unsafe runtime variants to their store."""
+        if store in UNSAFE_VARIANTS:
+            return cls(store=UNSAFE_VARIANTS[store][0], legacy_wipe=False, **kwargs)
+        return cls(store=store, **kwargs)
+
+
+def create_topics(broker: Broker, config: TaskConfig) -> None:
+    partitions = config.partition + 1
+    for topic in (config.input_topic, config.output_topic, config.changelog_topic):
+        broker.create_topic(topic, partitions)
+
+
+class _LoggingWriter:
+    """Applies a processor's writes to the store and appends them to the changelog."""
+
+    def __init__(self, store: StateStore, producer: TransactionalProducer, tp: TopicPartition) -> None:
+        self.store, self.producer, self.tp = store, producer, tp
+
+    def write(self, writes: tuple[tuple[bytes, bytes | None], ...]) -> None:
+        if len(writes) == 1:
+            self.store.put(*writes[0])
+        else:
+            self.store.put_all(list(writes))
+        for key, value in writes:
+            self.producer.send(self.tp.topic, self.tp.partition, key, value)
+
+
+class Task:
+    """One task instance. ``run()`` recovers, processes the input to its end, and closes."""
+
+    def __init__(self, config: TaskConfig, emit: Callable[[dict], None] = lambda event: None) -> None:
+        self.config = config
+        self.emit = emit
+        self.workload: Workload = workload(config.workload)
+        self.factory = resolve(config.store)
+        self.broker: Broker | None = None
+        self.producer: TransactionalProducer | None = None
+        self.store: StateStore | None = None
+        self.position = 0  # next input offset to process
+        self.committed_position = 0
+        self.store_committed_position = 0
+        self.changelog_position = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def run(self) -> None:
+        self.start()
+        try:
+            self.process_all()
+            self.close()
+        except ProducerFenced as exc:
+            self.emit({"type": "fenced", "error": str(exc), "position": self.position})
+            self._abandon()
+
+    def start(self) -> None:
+        config = self.config
+        self.broker = connect(config.broker)
+        self.producer = self.broker.producer(config.transactional_id)
+        self.producer.init_transactions()
+        committed = self.broker.committed_offsets(config.group_id, [config.input_tp]).get(config.input_tp)
+        self.position = self.committed_position = committed or 0
+        self.recover()
+        self.producer.begin_transaction()
+
+    def _open_store(self) -> StateStore:
+        config = self.config
+        config.store_dir.mkdir(parents=True, exist_ok=True)
+        store = self.factory()
+        store.init(
+            StoreContext(
+                directory=config.store_dir,
+                application_id=config.application_id,
+                task_id=config.task_id,
+                store_name=config.store_name,
+                changelog=config.changelog_tp,
+            )
+        )
+        return store
+
+    def _stored_offset(self, store: StateStore) -> int | None:
+        tp = self.config.changelog_tp
+        if store.manages_offsets():
+            return store.committed_offset(tp)
+        return read_checkpoint(self.config.checkpoint_path).get(tp)
+
+    def recover(self) -> None:
+        """KIP-844 step 1: recover the store, then replay the committed changelog tail."""
+        config, broker = self.config, self.broker
+        assert broker is not None
+        started = time.perf_counter()
+        store = self._open_store()
+        tp = config.changelog_tp
+        wiped = False
+        start = self._stored_offset(store)
+        trusted = store.recover(start)
+        if store.persistent() and not trusted:
+            if start is None and config.legacy_wipe:
+                # EOS and no checkpoint: the contents may hold uncommitted writes. Wipe, restore all.
+                store.close()
+                shutil.rmtree(config.store_dir, ignore_errors=True)
+                store = self._open_store()
+                wiped = True
+            if start is None:
+                start = 0
+        if not store.persistent():
+            start = 0
+        start = start or 0
+        self.store = store
+        records = broker.read_committed(tp, start)
+        half = max(1, len(records) // 2)
+        for i, record in enumerate(records):
+            store.put(record.key, record.value)
+            if i + 1 == half:
+                crash_point(P_MID_REPLAY)
+        end = records[-1].offset + 1 if records else start
+        if store.persistent() and not store.transactional():
+            # Under EOS the legacy checkpoint is removed while the task runs (Kafka's rule): a crash
+            # then leaves no checkpoint, and the next start wipes the store.
+            config.checkpoint_path.unlink(missing_ok=True)
+        self._commit_store(end, in_restore=True)
+        self.changelog_position = end
+        self.emit(
+            {
+                "type": "recover",
+                "store_offset": start,
+                "recover_result": trusted,
+                "wiped": wiped,
+                "replayed_records": len(records),
+                "changelog_length": broker.end_offset(tp),
+                "input_position": self.committed_position,
+                "seconds": round(time.perf_counter() - started, 6),
+                "transactional": store.transactional(),
+                "persistent": store.persistent(),
+                "manages_offsets": store.manages_offsets(),
+                "contents": [[encode(k), encode(v)] for k, v in store.all()] if config.report_contents else None,
+            }
+        )
+
+    def _commit_store(self, changelog_end: int, in_restore: bool = False) -> None:
+        store = self.store
+        assert store is not None
+        tp = self.config.changelog_tp
+        self.emit({"type": "store_commit_begin", "input_position": self.committed_position, "changelog_position": changelog_end})
+        store.commit({tp: changelog_end})
+        self.store_committed_position = self.committed_position
+        self.emit({"type": "store_commit", "input_position": self.committed_position, "changelog_position": changelog_end, "restore": in_restore})
+
+    def _write_checkpoint(self, on_close: bool = False) -> None:
+        store = self.store
+        assert store is not None
+        if not store.persistent():
+            return
+        legacy = not store.transactional()
+        if legacy and not on_close:
+            return  # under EOS a legacy store is checkpointed only on a clean close
+        if store.manages_offsets() and not on_close:
+            return  # KIP-892: offsets live in the store; .checkpoint is rewritten on close
+        write_checkpoint(self.config.checkpoint_path, {self.config.changelog_tp: self.changelog_position})
+
+    def process_all(self) -> None:
+        config, broker, producer, store = self.config, self.broker, self.producer, self.store
+        assert broker is not None and producer is not None and store is not None
+        writer = _LoggingWriter(store, producer, config.changelog_tp)
+        records = broker.read_committed(config.input_tp, self.position)
+        uncommitted = 0
+        for record in records:
+            key, value = record.key or b"", record.value or b""
+            effects = self.workload.process(key, value, store)
+            writer.write(effects.writes)
+            for out_key, out_value in effects.outputs:
+                producer.send(config.output_topic, config.partition, out_key, out_value)
+            self.position = record.offset + 1
+            uncommitted += 1
+            if config.read_every and uncommitted % config.read_every == 0:
+                probe = effects.writes[0][0]
+                self.emit(
+                    {
+                        "type": "read",
+                        "index": record.offset,
+                        "key": encode(probe),
+                        "own": encode(store.get(probe)),
+                        "committed": encode(store.read_committed().get(probe)),
+                        "store_committed_position": self.store_committed_position,
+                    }
+                )
+            crash_point(P_MID_BATCH)
+            if uncommitted >= config.commit_interval:
+                self.commit()
+                uncommitted = 0
+
+    def commit(self, begin_next: bool = True) -> None:
+        """KIP-844 steps 3, 4a, 4b."""
+        config, producer = self.config, self.producer
+        assert producer is not None
+        crash_point(P_BEFORE_EOS)
+        producer.send_offsets_to_transaction({config.input_tp: self.position}, config.group_id)
+        positions = producer.commit_transaction()
+        self.committed_position = self.position
+        self.changelog_position = positions.get(config.changelog_tp, self.changelog_position)
+        self.emit({"type": "commit", "input_position": self.position, "changelog_position": self.changelog_position})
+        crash_point(P_AFTER_EOS)
+        self._commit_store(self.changelog_position)
+        crash_point(P_AFTER_STORE)
+        self._write_checkpoint()
+        crash_point(P_AFTER_CHECKPOINT)
+        if begin_next:
+            producer.begin_transaction()
+
+    def close(self) -> None:
+        """KIP-844 step 5: final commit, checkpoint, release."""
+        producer, store = self.producer, self.store
+        assert producer is not None and store is not None
+        if self.position != self.committed_position:
+            self.commit(begin_next=False)
+        else:
+            producer.abort_transaction()  # the open transaction is empty
+        crash_point(P_CLOSE_MID)
+        self._write_checkpoint(on_close=True)
+        store.close()
+        producer.close()
+        self.emit({"type": "done", "input_position": self.committed_position})
+
+    def _abandon(self) -> None:
+        for closer in (getattr(self.store, "close", None), getattr(self.producer, "close", None)):
+            try:
+                if closer is not None:
+                    closer()
+            except Exception:  # noqa: BLE001 - a fenced zombie must release what it can and stop
+                pass

@@ -1,0 +1,75 @@
+"""Reference model of the EOS task lifecycle (KIP-844 steps 1-5), pure and deterministic.
+
+Processing is deterministic, and a task always resumes from its committed input position, so
+everything the checkers need follows from the input and the processor: the store contents that
+must hold when the committed input position is ``p`` (``state_at(p)``), the writes each record
+causes (the changelog), and the outputs that must be read committed, exactly once, in order.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from models.workloads import Effects, Workload
+
+Key = bytes
+Value = bytes
+
+
+class DictView:
+    """A read-only sorted view of a dict, for running a processor against the model."""
+
+    def __init__(self, data: dict[Key, Value]) -> None:
+        self._data = data
+
+    def get(self, key: Key) -> Value | None:
+        return self._data.get(key)
+
+    def range(self, lo: Key, hi: Key) -> Iterator[tuple[Key, Value]]:
+        keys = sorted(self._data)
+        start, end = bisect.bisect_left(keys, lo), bisect.bisect_right(keys, hi)
+        return iter([(k, self._data[k]) for k in keys[start:end]])
+
+
+@dataclass
+class LifecycleModel:
+    workload: Workload
+    records: list[tuple[Key, Value]]
+    effects: list[Effects] = field(init=False)
+    _states: list[dict[Key, Value]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        state: dict[Key, Value] = {}
+        self._states = [dict(state)]
+        self.effects = []
+        for key, value in self.records:
+            eff = self.workload.process(key, value, DictView(state))
+            for k, v in eff.writes:
+                if v is None:
+                    state.pop(k, None)
+                else:
+                    state[k] = v
+            self.effects.append(eff)
+            self._states.append(dict(state))
+
+    def state_at(self, position: int) -> dict[Key, Value]:
+        """The store contents once the first ``position`` input records are committed."""
+        return self._states[position]
+
+    def expected_output(self, position: int) -> list[tuple[Key, Value]]:
+        """Every output record of the first ``position`` input records, in order."""
+        return [out for eff in self.effects[:position] for out in eff.outputs]
+
+    def changelog(self, position: int) -> list[tuple[Key, Value | None]]:
+        """The changelog a task leaves once ``position`` input records are committed."""
+        return [w for eff in self.effects[:position] for w in eff.writes]
+
+    def value_after(self, index: int, key: Key) -> Value | None:
+        """What the writer must read for ``key`` right after processing record ``index``."""
+        return self._states[index + 1].get(key)
+
+    def positions_with(self, key: Key, value: Value | None) -> list[int]:
+        """Committed positions at which ``key`` held ``value`` (used to classify a wrong value)."""
+        return [p for p, st in enumerate(self._states) if st.get(key) == value]

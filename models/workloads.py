@@ -1,0 +1,143 @@
+"""Workloads of the EOS task: seeded input generators and the pure processors that consume them.
+
+A processor turns one input record and a read-only view of the store into the store writes and
+output records it causes. The same processor runs in the real task (against the real store) and
+in the model (against a dict), so the model's expectation is exactly what the task must produce.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+Key = bytes
+Value = bytes
+
+
+class ReadView(Protocol):
+    def get(self, key: Key) -> Value | None: ...
+
+    def range(self, lo: Key, hi: Key): ...
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What processing one record does: writes in order (None deletes) and output records."""
+
+    writes: tuple[tuple[Key, Value | None], ...]
+    outputs: tuple[tuple[Key, Value], ...]
+
+
+Processor = Callable[[Key, Value, ReadView], Effects]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    generate: Callable[[random.Random, int], list[tuple[Key, Value]]]
+    process: Processor
+    default_records: int = 120
+
+
+def _counter_gen(rng: random.Random, n: int) -> list[tuple[Key, Value]]:
+    keys = max(4, n // 6)
+    return [(f"k{rng.randrange(keys):04d}".encode(), b"1") for _ in range(n)]
+
+
+def _counter(key: Key, value: Value, store: ReadView) -> Effects:
+    count = int(store.get(key) or b"0") + int(value)
+    new = str(count).encode()
+    return Effects(((key, new),), ((key, new),))
+
+
+def _tombstone_gen(rng: random.Random, n: int) -> list[tuple[Key, Value]]:
+    keys = max(4, n // 8)
+    out = []
+    for i in range(n):
+        key = f"t{rng.randrange(keys):03d}".encode()
+        out.append((key, b"DEL" if rng.random() < 0.3 else f"v{i}".encode()))
+    return out
+
+
+def _tombstones(key: Key, value: Value, store: ReadView) -> Effects:
+    if value == b"DEL":
+        existed = store.get(key) is not None
+        return Effects(((key, None),), ((key, b"deleted" if existed else b"absent"),))
+    return Effects(((key, value),), ((key, value),))
+
+
+def _range_gen(rng: random.Random, n: int) -> list[tuple[Key, Value]]:
+    out = []
+    for _ in range(n):
+        prefix = rng.choice("abcd")
+        out.append((f"{prefix}/{rng.randrange(12):02d}".encode(), str(rng.randrange(1, 9)).encode()))
+    return out
+
+
+def _range_aggregate(key: Key, value: Value, store: ReadView) -> Effects:
+    """Keep per-item values under ``p/NN``, and emit the prefix's sum read with a range scan.
+
+    A value of 1 deletes the item: a tombstone the range scan must honour."""
+    prefix = key.split(b"/", 1)[0]
+    write: Value | None = None if value == b"1" else value
+    total = 0
+    for k, v in store.range(prefix + b"/", prefix + b"/\xff"):
+        if k != key:
+            total += int(v)
+    if write is not None:
+        total += int(write)
+    agg = str(total).encode()
+    return Effects(((key, write), (b"sum/" + prefix, agg)), ((prefix, agg),))
+
+
+def _batch_gen(rng: random.Random, n: int) -> list[tuple[Key, Value]]:
+    return [(f"b{rng.randrange(n // 3 + 2):03d}".encode(), f"{i}".encode()) for i in range(n)]
+
+
+def _put_all_batch(key: Key, value: Value, store: ReadView) -> Effects:
+    """Each record writes four related keys together (the task applies them with put_all)."""
+    writes = tuple((key + f"#{j}".encode(), value + f".{j}".encode()) for j in range(4))
+    prev = store.get(key + b"#0")
+    return Effects(writes, ((key, (prev or b"-") + b"->" + value),))
+
+
+def _large_gen(rng: random.Random, n: int) -> list[tuple[Key, Value]]:
+    return [(f"L{rng.randrange(8)}".encode(), f"{i}".encode()) for i in range(n)]
+
+
+def _large_values(key: Key, value: Value, store: ReadView) -> Effects:
+    big = (value + b":") * (16384 // (len(value) + 1))
+    prev = store.get(key)
+    return Effects(((key, big),), ((key, b"%d" % (len(prev) if prev else 0)),))
+
+
+def _many_gen(rng: random.Random, n: int) -> list[tuple[Key, Value]]:
+    return [(f"m{rng.randrange(1 << 30):09d}-{i}".encode(), b"x") for i in range(n)]
+
+
+def _many_keys(key: Key, value: Value, store: ReadView) -> Effects:
+    seen = store.get(key) is not None
+    return Effects(((key, b"seen"),), ((key, b"dup" if seen else b"new"),))
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("counter", "per-key counter (read-modify-write)", _counter_gen, _counter),
+        Workload("tombstones", "puts and deletes of a few keys", _tombstone_gen, _tombstones),
+        Workload("range-aggregate", "per-prefix sums read with range scans, deletes included", _range_gen, _range_aggregate),
+        Workload("put-all", "four related keys per record written with put_all", _batch_gen, _put_all_batch),
+        Workload("large-values", "16 KiB values", _large_gen, _large_values, default_records=60),
+        Workload("many-keys", "a new key per record", _many_gen, _many_keys),
+    )
+}
+
+
+def workload(name: str) -> Workload:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise ValueError(f"unknown workload {name!r}: choose one of {', '.join(WORKLOADS)}") from None
