@@ -1,0 +1,213 @@
+"""The chaos campaign: many seeded scenarios over stores × workloads × fault schedules.
+
+The plan is a pure function of the seed: the same seed yields the same sequence of scenarios
+(``--scenarios K`` runs its first K; ``--minutes M`` runs as many as fit). The first scenarios of
+each store cover every crash point it reaches; the rest are random schedules of one to three
+faults (crash points at a random hit, driver kills after a random number of events).
+
+A real store must pass every scenario. A mutant or an unsafe variant must fail at least one:
+one that never fails is a hole in the harness. Either is an unexpected result (exit 1).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from faults import points
+from harness.driver import Fault, Scenario, run_scenario
+from harness.runtime import (
+    P_AFTER_CHECKPOINT,
+    P_AFTER_EOS,
+    P_AFTER_STORE,
+    P_BEFORE_EOS,
+    P_CLOSE_MID,
+    P_MID_BATCH,
+    P_MID_REPLAY,
+    UNSAFE_VARIANTS,
+)
+from harness.store import StoreContext, TopicPartition
+from harness.stores import BUILTIN, builtin_specs, resolve
+from models.workloads import WORKLOADS
+
+LIFECYCLE_POINTS = (P_MID_BATCH, P_BEFORE_EOS, P_AFTER_EOS, P_AFTER_STORE, P_AFTER_CHECKPOINT, P_CLOSE_MID)
+
+
+def default_stores() -> list[str]:
+    return [s.name for s in builtin_specs()] + list(UNSAFE_VARIANTS)
+
+
+def expected_to_fail(store: str) -> bool:
+    spec = BUILTIN.get(store)
+    return store in UNSAFE_VARIANTS or (spec is not None and spec.kind == "mutant")
+
+
+def store_points(store: str) -> list[str]:
+    """The crash points a store reaches in put/commit/recover (found by tracing it in a temp dir)."""
+    if store in UNSAFE_VARIANTS:
+        store = UNSAFE_VARIANTS[store][0]
+    factory = resolve(store)
+    tmp = Path(tempfile.mkdtemp(prefix="eos-points-"))
+    trace = points.start_tracing()
+    try:
+        tp = TopicPartition("points-changelog", 0)
+        s = factory()
+        s.init(StoreContext(directory=tmp / "store", changelog=tp))
+        s.recover(None)
+        for i in range(12):
+            s.put(b"k%02d" % i, b"v")
+        s.put_all([(b"a", b"1"), (b"b", None)])
+        s.commit({tp: 12})
+        s.close()
+        s = factory()
+        s.init(StoreContext(directory=tmp / "store", changelog=tp))
+        s.recover(12)
+        s.close()
+    finally:
+        points._trace = None
+        shutil.rmtree(tmp, ignore_errors=True)
+    seen: list[str] = []
+    for name in trace:
+        if not name.startswith("task.") and name not in seen:
+            seen.append(name)
+    return seen
+
+
+def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10) -> Iterator[Scenario]:
+    """The campaign's scenarios, in order, forever (the caller stops)."""
+    rng = random.Random(seed)
+    per_store_points = {s: store_points(s) for s in stores}
+    # Coverage first: every (store, point) once, with a workload rotating through all.
+    coverage: list[Scenario] = []
+    for store in stores:
+        for i, point in enumerate(list(LIFECYCLE_POINTS) + per_store_points[store]):
+            wl = workloads[(i + len(coverage)) % len(workloads)]
+            hit = rng.randint(1, 3) if point != P_MID_BATCH else rng.randint(1, 3 * commit_interval)
+            coverage.append(Scenario(store, wl, rng.randrange(2**31), (Fault(point, hit),), commit_interval=commit_interval))
+        # Recovery interrupted: roll-forward needed, then a crash in the middle of the replay.
+        wl = workloads[len(coverage) % len(workloads)]
+        coverage.append(
+            Scenario(store, wl, rng.randrange(2**31), (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY)), commit_interval=commit_interval)
+        )
+    yield from coverage
+    while True:
+        store = rng.choice(stores)
+        choices = list(LIFECYCLE_POINTS) + per_store_points[store] + [P_MID_REPLAY, "kill"]
+        schedule = []
+        for _ in range(rng.randint(1, 3)):
+            point = rng.choice(choices)
+            if point == "kill":
+                hit = rng.randint(1, 25)
+            elif point == P_MID_BATCH:
+                hit = rng.randint(1, 3 * commit_interval)
+            else:
+                hit = rng.randint(1, 4)
+            schedule.append(Fault(point, hit))
+        yield Scenario(store, rng.choice(workloads), rng.randrange(2**31), tuple(schedule), commit_interval=commit_interval)
+
+
+@dataclass
+class StoreTally:
+    store: str
+    expected_fail: bool
+    total: int = 0
+    failed: int = 0
+    checks: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def unexpected(self) -> bool:
+        return (self.failed > 0) != self.expected_fail
+
+    @property
+    def status(self) -> str:
+        if self.expected_fail:
+            return "caught" if self.failed else "NOT CAUGHT"
+        return "ok" if not self.failed else "FAILED"
+
+
+def run_campaign(
+    seed: int,
+    out_dir: Path,
+    stores: list[str] | None = None,
+    workloads: list[str] | None = None,
+    minutes: float | None = None,
+    scenarios: int | None = None,
+    workers: int = 2,
+    on_result: Callable[[dict], None] = lambda r: None,
+) -> dict:
+    """Run a campaign; returns the chaos JSON object (``seed``, ``minutes``, ``scenarios``, ``summary``)."""
+    stores = stores or default_stores()
+    for store in stores:
+        if store not in UNSAFE_VARIANTS:
+            resolve(store)
+    workloads = workloads or list(WORKLOADS)
+    for wl in workloads:
+        if wl not in WORKLOADS:
+            raise ValueError(f"unknown workload {wl!r}: choose among {', '.join(WORKLOADS)}")
+    if minutes is None and scenarios is None:
+        minutes = 1.0
+    deadline = time.monotonic() + minutes * 60 if minutes is not None else None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source = plan(seed, stores, workloads)
+    results: list[dict | None] = []
+
+    def more() -> bool:
+        if scenarios is not None and len(results) >= scenarios:
+            return False
+        return deadline is None or time.monotonic() < deadline
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        running = {}
+        while more() or running:
+            while more() and len(running) < workers:
+                index = len(results)
+                results.append(None)
+                scenario = next(source)
+                run_dir = out_dir / f"scenario-{index:05d}"
+                running[pool.submit(run_scenario, scenario, run_dir, False)] = index
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in done:
+                index = running.pop(future)
+                result = future.result()
+                result["index"] = index
+                results[index] = result
+                on_result(result)
+    finished = [r for r in results if r is not None]
+    return {
+        "seed": seed,
+        "minutes": minutes,
+        "scenarios": finished,
+        "summary": summarize(finished, stores),
+    }
+
+
+def summarize(results: list[dict], stores: list[str]) -> dict:
+    tallies = {s: StoreTally(s, expected_to_fail(s)) for s in stores}
+    points_hit: list[str] = []
+    for r in results:
+        tally = tallies[r["store"]]
+        tally.total += 1
+        if r["verdict"] == "fail":
+            tally.failed += 1
+            for v in r["violations"]:
+                tally.checks[v["check"]] = tally.checks.get(v["check"], 0) + 1
+        for p in r["crash_points"]:
+            if p not in points_hit:
+                points_hit.append(p)
+    return {
+        "total": len(results),
+        "failed": sum(1 for r in results if r["verdict"] == "fail"),
+        "points_hit": sorted(points_hit),
+        "stores": {
+            s: {"expected": "fail" if t.expected_fail else "pass", "scenarios": t.total, "failed": t.failed,
+                "status": t.status, "checks": t.checks}
+            for s, t in tallies.items()
+        },
+        "unexpected": sorted(s for s, t in tallies.items() if t.unexpected),
+    }

@@ -1,0 +1,187 @@
+"""CLI commands of the EOS lifecycle: ``eos-harness run`` (one scenario), ``chaos`` (a campaign), ``demo``."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from models.workloads import WORKLOADS
+
+console = Console(stderr=False)
+
+
+def _seed(seed: int | None) -> int:
+    return seed if seed is not None else random.SystemRandom().randrange(2**31)
+
+
+def _write_json(path: str | None, obj: dict) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(obj, indent=2))
+
+
+def _violations_table(result: dict) -> Table:
+    table = Table(title=f"violations of {result['store']} / {result['workload']}", show_lines=False)
+    for col in ("check", "key", "expected", "observed", "event"):
+        table.add_column(col, overflow="fold")
+    for v in result["violations"][:20]:
+        table.add_row(v["check"], str(v["key"]), str(v["expected"]), str(v["observed"]), str(v["event"]))
+    if len(result["violations"]) > 20:
+        table.add_row("…", f"{len(result['violations']) - 20} more", "", "", "")
+    return table
+
+
+@click.command("run")
+@click.option("--store", required=True, help="Built-in store, unsafe variant, or factory module:function.")
+@click.option("--workload", type=click.Choice(sorted(WORKLOADS)), default="counter", show_default=True)
+@click.option("--crash-at", "crash_at", multiple=True,
+              help="Fault schedule, one per task instance: POINT[@n] (n-th time reached) or kill@n "
+                   "(driver SIGKILL after n events). Repeat or comma-separate.")
+@click.option("--broker", default="embedded", show_default=True,
+              help="embedded | kafka-local (start a local broker) | kafka://HOST:PORT")
+@click.option("--records", type=int, default=None, help="Input records (default: the workload's).")
+@click.option("--commit-interval", type=int, default=10, show_default=True)
+@click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
+@click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
+@click.option("--out", default=None, help="Run directory (default runs/run-<seed>).")
+def run_command(store, workload, crash_at, broker, records, commit_interval, seed, json_path, out):
+    """Run one scenario: an EOS task under a crash schedule, checked against the model."""
+    from harness.driver import Scenario, ScheduleError, parse_schedule, run_scenario
+    from harness.stores import StoreFactoryError
+
+    seed = _seed(seed)
+    console.print(f"seed: {seed}")
+    try:
+        schedule = parse_schedule(list(crash_at))
+        scenario = Scenario(store, workload, seed, schedule, broker=broker, records=records,
+                            commit_interval=commit_interval)
+        out_dir = Path(out or f"runs/run-{seed}")
+        with _broker_for(scenario) as scenario:
+            result = run_scenario(scenario, out_dir)
+    except (ScheduleError, StoreFactoryError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from None
+    _write_json(json_path, result)
+    colour = "green" if result["verdict"] == "pass" else "red"
+    console.print(f"[{colour}]verdict: {result['verdict']}[/] ({result['seconds']} s); crash points hit: "
+                  f"{', '.join(result['crash_points']) or 'none'}")
+    for rec in result["recovery"]:
+        console.print(f"  recovery of instance {rec['instance']}: replayed {rec['replayed_records']} changelog records "
+                      f"(uncommitted tail {rec['uncommitted_tail']}, changelog length {rec['changelog_length']}, "
+                      f"wiped: {rec['wiped']}, {rec['seconds'] * 1000:.1f} ms)")
+    if result["violations"]:
+        console.print(_violations_table(result))
+        console.print(f"replay: {result['repro']}")
+    console.print(f"history: {result['history']}")
+    sys.exit(0 if result["verdict"] == "pass" else 1)
+
+
+class _broker_for:
+    """Start a local Kafka for ``--broker kafka-local`` and point the scenario at it."""
+
+    def __init__(self, scenario):
+        self.scenario = scenario
+        self.cluster = None
+
+    def __enter__(self):
+        if self.scenario.broker != "kafka-local":
+            return self.scenario
+        from dataclasses import replace
+
+        from harness.cluster import LocalKafka
+
+        self.cluster = LocalKafka(brokers=1)
+        self.cluster.__enter__()
+        return replace(self.scenario, broker=f"kafka://{self.cluster.bootstrap_servers}")
+
+    def __exit__(self, *exc):
+        if self.cluster is not None:
+            self.cluster.__exit__(*exc)
+
+
+def chaos_table(campaign: dict) -> Table:
+    summary = campaign["summary"]
+    table = Table(title=f"chaos campaign, seed {campaign['seed']}: {summary['total']} scenarios")
+    for col in ("store", "expected", "scenarios", "failed", "verdict", "checks that fired"):
+        table.add_column(col)
+    for store, t in summary["stores"].items():
+        if not t["scenarios"]:
+            continue
+        colour = "green" if t["status"] in ("ok", "caught") else "red"
+        checks = ", ".join(f"{c}×{n}" for c, n in sorted(t["checks"].items(), key=lambda kv: -kv[1]))
+        table.add_row(store, t["expected"], str(t["scenarios"]), str(t["failed"]), f"[{colour}]{t['status']}[/]", checks)
+    return table
+
+
+def run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers) -> dict:
+    from harness.chaos import run_campaign
+
+    out_dir = Path(out or f"runs/chaos-{seed}")
+    console.print(f"seed: {seed}   results: {out_dir}")
+    started = time.monotonic()
+    total = scenarios
+    with Progress(TextColumn("[bold]chaos"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+                  TimeElapsedColumn(), console=console, transient=False) as progress:
+        task = progress.add_task("chaos", total=total, status="")
+        failed = [0]
+
+        def on_result(result: dict) -> None:
+            failed[0] += result["verdict"] == "fail"
+            progress.update(task, advance=1, status=f"{failed[0]} failing (mutants included)")
+
+        campaign = run_campaign(seed, out_dir, stores=stores, workloads=workloads, minutes=minutes,
+                                scenarios=scenarios, workers=workers, on_result=on_result)
+    campaign["seconds"] = round(time.monotonic() - started, 1)
+    json_file = Path(json_path) if json_path else out_dir / "chaos.json"
+    _write_json(str(json_file), campaign)
+    console.print(chaos_table(campaign))
+    summary = campaign["summary"]
+    console.print(f"{summary['total']} scenarios in {campaign['seconds']} s "
+                  f"({summary['total'] / max(campaign['seconds'], 1e-9):.1f}/s); crash points hit: {len(summary['points_hit'])}")
+    if summary["unexpected"]:
+        console.print(f"[red]unexpected results: {', '.join(summary['unexpected'])}[/]")
+        for r in campaign["scenarios"]:
+            if r["store"] in summary["unexpected"] and r["verdict"] == "fail":
+                console.print(f"  replay: {r['repro']}")
+                break
+    console.print(f"results: {json_file} (histories under {out_dir})")
+    return campaign
+
+
+@click.command("chaos")
+@click.option("--stores", default=None, help="Comma-separated stores (default: every built-in store, mutant and unsafe variant).")
+@click.option("--workloads", default=None, help=f"Comma-separated workloads (default: all of {', '.join(WORKLOADS)}).")
+@click.option("--minutes", type=float, default=None, help="Run for this long (default 1 unless --scenarios).")
+@click.option("--scenarios", type=int, default=None, help="Run exactly this many scenarios.")
+@click.option("--seed", type=int, default=None, help="Campaign seed (printed when not given).")
+@click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
+@click.option("--out", default=None, help="Results directory (default runs/chaos-<seed>).")
+@click.option("--workers", type=int, default=2, show_default=True, help="Scenarios run at once.")
+def chaos_command(stores, workloads, minutes, scenarios, seed, json_path, out, workers):
+    """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
+    from harness.stores import StoreFactoryError
+
+    seed = _seed(seed)
+    try:
+        campaign = run_chaos(seed, stores.split(",") if stores else None, workloads.split(",") if workloads else None,
+                             minutes, scenarios, out, json_path, workers)
+    except (StoreFactoryError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from None
+    sys.exit(1 if campaign["summary"]["unexpected"] else 0)
+
+
+@click.command("demo")
+@click.option("--out", default="runs/demo", show_default=True)
+@click.option("--minutes", type=float, default=1.0, show_default=True)
+@click.option("--seed", type=int, default=7, show_default=True)
+def demo_command(out, minutes, seed):
+    """The main job: a short chaos campaign on the embedded broker, with a verdict table."""
+    campaign = run_chaos(seed, None, None, minutes, None, out, None, 2)
+    sys.exit(1 if campaign["summary"]["unexpected"] else 0)

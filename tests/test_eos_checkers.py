@@ -1,0 +1,137 @@
+"""The lifecycle checkers on hand-made histories: each check passes the right history and fails
+the history that breaks its promise, naming the promise."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from harness.checkers.eos import check_all
+from models.kv import KVModel
+from models.lifecycle import LifecycleModel
+from models.workloads import WORKLOADS, workload
+
+COUNTER = workload("counter")
+RECORDS = [(b"a", b"1"), (b"b", b"1"), (b"a", b"1"), (b"c", b"1"), (b"a", b"1"), (b"b", b"1")]
+MODEL = LifecycleModel(COUNTER, RECORDS)
+
+
+def enc(data: dict[bytes, bytes]) -> list[list[str]]:
+    return [[k.decode("latin-1"), v.decode("latin-1")] for k, v in sorted(data.items())]
+
+
+def history(*events: dict) -> list[dict]:
+    out = []
+    for i, e in enumerate(events):
+        out.append({"seq": i, "instance": e.pop("instance", 1), **e})
+    return out
+
+
+def recover(position: int, contents: dict, replayed: int = 0, wiped: bool = False, instance: int = 1, **kw) -> dict:
+    return {"type": "recover", "instance": instance, "input_position": position, "contents": enc(contents),
+            "replayed_records": replayed, "wiped": wiped, "changelog_length": 0, "seconds": 0.0,
+            "transactional": kw.get("transactional", True), "persistent": True, "manages_offsets": True}
+
+
+def output(position: int, records: list[tuple[bytes, bytes]]) -> dict:
+    return {"type": "output", "instance": 0, "committed_position": position,
+            "records": [[k.decode(), v.decode()] for k, v in records]}
+
+
+def good_run() -> list[dict]:
+    """Crash after the EOS commit of 4 records, before the store commit: roll forward 4 writes."""
+    return history(
+        recover(0, {}),
+        {"type": "store_commit_begin", "input_position": 0},
+        {"type": "store_commit", "input_position": 0},
+        {"type": "commit", "input_position": 4},
+        {"type": "crash", "point": "task.commit.after_eos"},
+        recover(4, MODEL.state_at(4), replayed=4, instance=2),
+        {"type": "store_commit", "input_position": 4, "instance": 2},
+        {"type": "commit", "input_position": 6, "instance": 2},
+        {"type": "store_commit", "input_position": 6, "instance": 2},
+        {"type": "done", "instance": 2},
+        recover(6, MODEL.state_at(6), replayed=0, instance=3),
+        output(6, MODEL.expected_output(6)),
+    )
+
+
+def checks(events: list[dict]) -> set[str]:
+    return {v.check for v in check_all(events, MODEL)}
+
+
+def test_a_correct_history_passes():
+    assert check_all(good_run(), MODEL) == []
+
+
+def test_uncommitted_write_that_survives_is_caught():
+    events = good_run()
+    events[5]["contents"] = enc(MODEL.state_at(5))  # record 4 was never committed
+    assert "no_uncommitted_survives" in checks(events)
+
+
+def test_committed_write_not_rolled_forward_is_caught():
+    events = good_run()
+    events[5]["contents"] = enc(MODEL.state_at(2))
+    assert "committed_rolls_forward" in checks(events)
+
+
+def test_replaying_more_than_the_tail_is_a_wipe():
+    events = good_run()
+    events[5]["replayed_records"] = 7
+    found = check_all(events, MODEL)
+    assert [v.check for v in found] == ["no_wipe"]
+    assert "4 records" in found[0].expected
+
+
+def test_duplicate_and_lost_outputs_are_caught():
+    events = good_run()
+    outputs = MODEL.expected_output(6)
+    events[-1] = {**output(6, outputs + outputs[-1:]), "seq": 11}
+    found = check_all(events, MODEL)
+    assert [v.check for v in found] == ["exactly_once_output"]
+    assert "duplicate" in found[0].observed
+    events[-1] = {**output(6, outputs[1:]), "seq": 11}
+    assert "lost" in check_all(events, MODEL)[0].observed
+
+
+def test_dirty_read_committed_is_caught_and_own_reads_checked():
+    read = {"type": "read", "index": 2, "key": "a", "own": "2", "committed": None, "store_committed_position": 0}
+    events = good_run()
+    events.insert(3, {"seq": 99, "instance": 1, **read})
+    assert check_all(events, MODEL) == []
+    events[3] = {**events[3], "committed": "2"}
+    assert checks(events) == {"read_committed_isolation"}
+    events[3] = {**events[3], "committed": None, "own": "1"}
+    assert checks(events) == {"read_your_own_writes"}
+
+
+def test_crash_during_recovery_then_wrong_state_is_recovery_idempotent():
+    events = history(
+        recover(0, {}),
+        {"type": "commit", "input_position": 4},
+        {"type": "crash", "point": "task.commit.after_eos"},
+        {"type": "crash", "point": "task.restore.mid_replay", "instance": 2},
+        recover(4, MODEL.state_at(2), replayed=4, instance=3),
+    )
+    assert "recovery_idempotent" in checks(events)
+
+
+def test_a_task_that_errors_does_not_finish():
+    events = history(recover(0, {}), {"type": "error", "error": "Traceback...\nValueError: boom\n"})
+    found = check_all(events, MODEL)
+    assert found[0].check == "task_finishes" and "boom" in found[0].observed
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_every_workload_is_deterministic_and_consistent_with_its_changelog(name):
+    wl = workload(name)
+    records = wl.generate(random.Random(3), 40)
+    assert records == wl.generate(random.Random(3), 40)
+    model = LifecycleModel(wl, records)
+    # Replaying the changelog into an empty store gives the committed state at every position.
+    for position in (0, 17, 40):
+        kv = KVModel(transactional=False)
+        kv.put_all(model.changelog(position))
+        assert dict(kv.all()) == model.state_at(position)
