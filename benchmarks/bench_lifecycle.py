@@ -1,0 +1,90 @@
+"""Benchmarks of the EOS lifecycle on the embedded broker, measured in one run.
+
+1. Scenarios per second of the chaos driver (target ≥ 10/s on 2 cores).
+2. Recovery time after a crash between the EOS commit and the store commit, at 10k, 100k and 1M
+   keys: ``rocksdb-indexed`` replays only the uncommitted tail (flat in state size) while
+   ``rocksdb-legacy`` is wiped and replays the whole changelog (linear); the ratio at 1M is the
+   figure that matters (target ≥ 20).
+
+``python -m benchmarks.bench_lifecycle [--sizes 10000,100000,1000000] [--seconds 20]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from faults import points
+from harness.broker import connect
+from harness.runtime import P_AFTER_EOS, Task, TaskConfig, create_topics
+
+
+def scenarios_per_second(seconds: float, out: Path) -> tuple[int, float]:
+    from harness.chaos import run_campaign
+
+    started = time.monotonic()
+    campaign = run_campaign(11, out, minutes=seconds / 60)
+    elapsed = time.monotonic() - started
+    return campaign["summary"]["total"], elapsed
+
+
+def _crash_after_last_eos_commit(config: TaskConfig, commits: int) -> None:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            points.arm(P_AFTER_EOS, commits)
+            Task(config).run()
+        finally:
+            os._exit(3)  # reached only if the point did not fire
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFSIGNALED(status):
+        raise RuntimeError(f"the task did not crash at {P_AFTER_EOS} (status {status})")
+
+
+def recovery_seconds(store: str, keys: int, interval: int, root: Path) -> tuple[float, int]:
+    run = root / f"{store}-{keys}"
+    run.mkdir(parents=True)
+    spec = f"embedded:{run / 'broker.sqlite'}"
+    config = TaskConfig.for_store(store, broker=spec, state_dir=str(run / "state"), workload="many-keys",
+                                  commit_interval=interval, read_every=0, report_contents=False)
+    broker = connect(spec)
+    create_topics(broker, config)
+    batch = 50_000
+    for start in range(0, keys, batch):
+        broker.produce(config.input_topic, 0, [(b"m%09d" % i, b"x") for i in range(start, min(keys, start + batch))])
+    broker.close()
+    _crash_after_last_eos_commit(config, keys // interval)
+    events: list[dict] = []
+    task = Task(config, emit=events.append)
+    task.start()
+    task._abandon()
+    recover = next(e for e in events if e["type"] == "recover")
+    return recover["seconds"], recover["replayed_records"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long to run the chaos driver")
+    parser.add_argument("--interval", type=int, default=1000, help="commit interval (records) when building state")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="eos-bench-lifecycle-"))
+    try:
+        total, elapsed = scenarios_per_second(args.seconds, root / "chaos")
+        print(f"chaos driver: {total} scenarios in {elapsed:.1f} s = {total / elapsed:.1f} scenarios/s (target >= 10)")
+        print()
+        print(f"{'keys':>9} {'indexed s':>10} {'replayed':>9} {'legacy s':>10} {'replayed':>9} {'legacy/indexed':>15}")
+        for keys in (int(s) for s in args.sizes.split(",")):
+            t_idx, n_idx = recovery_seconds("rocksdb-indexed", keys, args.interval, root)
+            t_leg, n_leg = recovery_seconds("rocksdb-legacy", keys, args.interval, root)
+            print(f"{keys:>9} {t_idx:>10.4f} {n_idx:>9} {t_leg:>10.4f} {n_leg:>9} {t_leg / t_idx:>15.1f}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
