@@ -1,0 +1,76 @@
+"""``eos-harness``: the command line. Each command lives with the code it drives; this file wires them."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from harness.commands import chaos_command, demo_command, run_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Fault-injection harness and verifier for exactly-once (EOS) state semantics."""
+
+
+def _load_points() -> None:
+    import harness.runtime  # noqa: F401  (declares the lifecycle points)
+    from harness.stores import builtin_specs
+
+    builtin_specs()  # imports every built-in store and mutant, declaring their points
+
+
+@main.command("stores")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def stores_command(as_json: bool) -> None:
+    """List the built-in stores and mutants."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.runtime import UNSAFE_VARIANTS
+    from harness.stores import BUILTIN, builtin_specs
+
+    rows = []
+    for spec in builtin_specs():
+        store = spec.factory()
+        rows.append({"name": spec.name, "kind": spec.kind, "transactional": store.transactional(),
+                     "manages_offsets": store.manages_offsets(), "description": spec.description})
+    for name, (base, description) in UNSAFE_VARIANTS.items():
+        if base not in BUILTIN:
+            continue
+        store = BUILTIN[base].factory()
+        rows.append({"name": name, "kind": "unsafe-runtime", "transactional": store.transactional(),
+                     "manages_offsets": store.manages_offsets(), "description": description})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title="stores")
+    for col in ("name", "kind", "transactional", "manages_offsets", "description"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], r["kind"], str(r["transactional"]), str(r["manages_offsets"]), r["description"])
+    Console().print(table)
+
+
+@main.command("points")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def points_command(as_json: bool) -> None:
+    """List every crash point with its meaning."""
+    from faults.points import declared
+
+    _load_points()
+    rows = [{"name": p.name, "description": p.description} for p in declared()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        click.echo(f"{r['name']:<45} {r['description']}")
+
+
+main.add_command(run_command)
+main.add_command(chaos_command)
+main.add_command(demo_command)
+
+if __name__ == "__main__":
+    main()
