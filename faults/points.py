@@ -30,6 +30,7 @@ __all__ = [
     "reached",
     "set_notifier",
     "start_tracing",
+    "stop_tracing",
 ]
 
 KILL = "kill"
@@ -106,6 +107,11 @@ def start_tracing() -> list[str]:
     global _trace
     _trace = []
     return _trace
+
+
+def stop_tracing() -> None:
+    global _trace
+    _trace = None
 
 
 def reached() -> list[str]:

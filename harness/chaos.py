@@ -12,15 +12,12 @@ one that never fails is a hole in the harness. Either is an unexpected result (e
 from __future__ import annotations
 
 import random
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from faults import points
 from harness.driver import Fault, Scenario, run_scenario
 from harness.runtime import (
     P_AFTER_CHECKPOINT,
@@ -32,8 +29,7 @@ from harness.runtime import (
     P_MID_REPLAY,
     UNSAFE_VARIANTS,
 )
-from harness.store import StoreContext, TopicPartition
-from harness.stores import BUILTIN, builtin_specs, resolve
+from harness.stores import BUILTIN, builtin_specs, reached_points, resolve
 from models.workloads import WORKLOADS
 
 LIFECYCLE_POINTS = (P_MID_BATCH, P_BEFORE_EOS, P_AFTER_EOS, P_AFTER_STORE, P_AFTER_CHECKPOINT, P_CLOSE_MID)
@@ -48,41 +44,10 @@ def expected_to_fail(store: str) -> bool:
     return store in UNSAFE_VARIANTS or (spec is not None and spec.kind == "mutant")
 
 
-def store_points(store: str) -> list[str]:
-    """The crash points a store reaches in put/commit/recover (found by tracing it in a temp dir)."""
-    if store in UNSAFE_VARIANTS:
-        store = UNSAFE_VARIANTS[store][0]
-    factory = resolve(store)
-    tmp = Path(tempfile.mkdtemp(prefix="eos-points-"))
-    trace = points.start_tracing()
-    try:
-        tp = TopicPartition("points-changelog", 0)
-        s = factory()
-        s.init(StoreContext(directory=tmp / "store", changelog=tp))
-        s.recover(None)
-        for i in range(12):
-            s.put(b"k%02d" % i, b"v")
-        s.put_all([(b"a", b"1"), (b"b", None)])
-        s.commit({tp: 12})
-        s.close()
-        s = factory()
-        s.init(StoreContext(directory=tmp / "store", changelog=tp))
-        s.recover(12)
-        s.close()
-    finally:
-        points._trace = None
-        shutil.rmtree(tmp, ignore_errors=True)
-    seen: list[str] = []
-    for name in trace:
-        if not name.startswith("task.") and name not in seen:
-            seen.append(name)
-    return seen
-
-
 def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10) -> Iterator[Scenario]:
     """The campaign's scenarios, in order, forever (the caller stops)."""
     rng = random.Random(seed)
-    per_store_points = {s: store_points(s) for s in stores}
+    per_store_points = {s: reached_points(UNSAFE_VARIANTS.get(s, (s,))[0]) for s in stores}
     # Coverage first: every (store, point) once, with a workload rotating through all.
     coverage: list[Scenario] = []
     for store in stores:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import os
 import random
 import shutil
@@ -27,13 +26,13 @@ from faults import points
 from harness.broker import connect
 from harness.checkers.eos import Violation, check_all, recovery_report
 from harness.runtime import Task, TaskConfig, create_topics, encode
+from harness.server import forkserver_context
 from harness.stores import resolve
 from models.lifecycle import LifecycleModel
 from models.workloads import workload
 
 __all__ = ["Fault", "History", "Scenario", "ScheduleError", "parse_schedule", "run_scenario"]
 
-PRELOAD = ["harness.runtime", "harness.stores.catalogue", "harness.broker.embedded", "rocksdict"]
 EVENT_TIMEOUT_S = 30.0
 
 
@@ -116,17 +115,6 @@ def _child_main(config: TaskConfig, fault: Fault | None, mode: str, conn) -> Non
     os._exit(0)
 
 
-_context = None
-
-
-def _mp():
-    global _context
-    if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(PRELOAD)
-    return _context
-
-
 @dataclass
 class History:
     path: Path
@@ -147,7 +135,7 @@ class History:
 
 def _run_instance(config: TaskConfig, fault: Fault | None, mode: str, instance: int, history: History) -> str:
     """Run one task instance to its end; returns how it ended: done, verified, crash, error, hang."""
-    ctx = _mp()
+    ctx = forkserver_context()
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child_main, args=(config, fault, mode, child), daemon=True)
     proc.start()

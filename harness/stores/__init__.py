@@ -7,12 +7,16 @@ A store factory is a callable taking no arguments that returns a new, unopened
 from __future__ import annotations
 
 import importlib
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from harness.store import StateStore
+from faults import points
+from harness.store import StateStore, StoreContext, TopicPartition
 
-__all__ = ["BUILTIN", "StoreFactoryError", "StoreSpec", "builtin_specs", "check_store", "resolve"]
+__all__ = ["BUILTIN", "StoreFactoryError", "StoreSpec", "builtin_specs", "check_store", "reached_points", "resolve"]
 
 
 class StoreFactoryError(ValueError):
@@ -90,6 +94,35 @@ def resolve(spec: str) -> Callable[[], StateStore]:
         return check_store(factory(), f"store factory {spec!r}")
 
     return checked
+
+
+def reached_points(store: str) -> list[str]:
+    """The crash points a store reaches in put/commit/recover (found by tracing it in a temp dir)."""
+    factory = resolve(store)
+    tmp = Path(tempfile.mkdtemp(prefix="eos-points-"))
+    trace = points.start_tracing()
+    try:
+        tp = TopicPartition("points-changelog", 0)
+        s = factory()
+        s.init(StoreContext(directory=tmp / "store", changelog=tp))
+        s.recover(None)
+        for i in range(12):
+            s.put(b"k%02d" % i, b"v")
+        s.put_all([(b"a", b"1"), (b"b", None)])
+        s.commit({tp: 12})
+        s.close()
+        s = factory()
+        s.init(StoreContext(directory=tmp / "store", changelog=tp))
+        s.recover(12)
+        s.close()
+    finally:
+        points.stop_tracing()
+        shutil.rmtree(tmp, ignore_errors=True)
+    seen: list[str] = []
+    for name in trace:
+        if not name.startswith("task.") and name not in seen:
+            seen.append(name)
+    return seen
 
 
 _loaded = False
