@@ -68,6 +68,46 @@ def points_command(as_json: bool) -> None:
         click.echo(f"{r['name']:<45} {r['description']}")
 
 
+@main.command("verify")
+@click.argument("store")
+@click.option("--seed", type=int, default=None, help="Seed of the state machine (printed when not given).")
+@click.option("--examples", type=int, default=40, show_default=True, help="Hypothesis examples.")
+@click.option("--steps", type=int, default=25, show_default=True, help="Steps per example.")
+@click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
+def verify_command(store: str, seed: int | None, examples: int, steps: int, json_path: str | None) -> None:
+    """Run the conformance suite against STORE (a built-in name or module:function)."""
+    import random
+    import sys
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.conformance import verify
+    from harness.stores import StoreFactoryError
+
+    console = Console()
+    seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    console.print(f"seed: {seed}")
+    try:
+        result = verify(store, seed, examples=examples, steps=steps)
+    except StoreFactoryError as exc:
+        raise click.UsageError(str(exc)) from None
+    if json_path:
+        Path(json_path).write_text(json.dumps(result, indent=2))
+    table = Table(title=f"conformance of {store}: {len(result['cases'])} cases")
+    for col in ("check", "key", "expected", "observed", "case"):
+        table.add_column(col, overflow="fold")
+    for v in result["violations"]:
+        table.add_row(v["check"], str(v["key"]), str(v["expected"]), str(v["observed"]), v["case"])
+    if result["violations"]:
+        console.print(table)
+        console.print(f"[red]verdict: fail[/]  replay: {result['repro']}")
+    else:
+        console.print(f"[green]verdict: pass[/] ({len(result['cases'])} cases)")
+    sys.exit(1 if result["violations"] else 0)
+
+
 main.add_command(run_command)
 main.add_command(chaos_command)
 main.add_command(demo_command)
