@@ -17,9 +17,10 @@ import json
 import os
 import random
 import shutil
+import signal
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from faults import points
@@ -46,9 +47,11 @@ class Fault:
 
     point: str  # a crash point name, or "kill" (the driver SIGKILLs after ``hit`` events)
     hit: int = 1
+    action: str = "kill"  # or "freeze": the process SIGSTOPs itself at the point (a zombie)
 
     def __str__(self) -> str:
-        return self.point if self.hit == 1 else f"{self.point}@{self.hit}"
+        text = self.point if self.hit == 1 else f"{self.point}@{self.hit}"
+        return f"freeze:{text}" if self.action == "freeze" else text
 
 
 def parse_schedule(text: str | list[str] | tuple[str, ...]) -> tuple[Fault, ...]:
@@ -58,6 +61,9 @@ def parse_schedule(text: str | list[str] | tuple[str, ...]) -> tuple[Fault, ...]
     for item in (i.strip() for i in items):
         if not item:
             continue
+        action = "kill"
+        if item.startswith("freeze:"):
+            action, item = "freeze", item.removeprefix("freeze:")
         name, _, hit = item.partition("@")
         if hit and not hit.isdigit():
             raise ScheduleError(f"bad fault {item!r}: the part after '@' must be a count, e.g. {name}@2")
@@ -66,7 +72,9 @@ def parse_schedule(text: str | list[str] | tuple[str, ...]) -> tuple[Fault, ...]
                 points.check_known(name)
             except points.UnknownCrashPoint as exc:
                 raise ScheduleError(str(exc)) from None
-        faults.append(Fault(name, int(hit or 1)))
+        if name == "kill" and action == "freeze":
+            raise ScheduleError("freeze: takes a crash point, not kill")
+        faults.append(Fault(name, int(hit or 1), action))
     return tuple(faults)
 
 
@@ -100,7 +108,7 @@ def _child_main(config: TaskConfig, fault: Fault | None, mode: str, conn) -> Non
         points.set_notifier(lambda name: conn.send({"type": "fault_fired", "point": name}))
         task = Task(config, emit=conn.send)
         if fault is not None and fault.point != "kill":
-            points.arm(fault.point, fault.hit)
+            points.arm(fault.point, fault.hit, fault.action)
         if mode == "verify":
             task.start()
             task._abandon()
@@ -133,49 +141,68 @@ class History:
         self._file.close()
 
 
-def _run_instance(config: TaskConfig, fault: Fault | None, mode: str, instance: int, history: History) -> str:
-    """Run one task instance to its end; returns how it ended: done, verified, crash, error, hang."""
-    ctx = forkserver_context()
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(config, fault, mode, child), daemon=True)
-    proc.start()
-    child.close()
-    history.add(instance, {"type": "start", "mode": mode, "fault": str(fault) if fault else None, "pid": proc.pid})
-    seen = 0
-    outcome = "crash"
-    fired: str | None = None
-    try:
+class Instance:
+    """One task instance in a child process; the driver collects its events into the history."""
+
+    def __init__(self, config: TaskConfig, fault: Fault | None, mode: str, number: int, history: History) -> None:
+        ctx = forkserver_context()
+        self.parent, child = ctx.Pipe(duplex=False)
+        self.fault, self.number, self.history = fault, number, history
+        self.proc = ctx.Process(target=_child_main, args=(config, fault, mode, child), daemon=True)
+        self.proc.start()
+        child.close()
+        history.add(number, {"type": "start", "mode": mode, "fault": str(fault) if fault else None, "pid": self.proc.pid})
+        self.seen = 0
+        self.fired: str | None = None
+
+    def collect(self, stop_when_frozen: bool = False) -> str:
+        """Record events until the child ends: done, verified, fenced, crash, error, hang (or frozen)."""
+        outcome = "crash"
+        fault, history = self.fault, self.history
         while True:
-            if not parent.poll(EVENT_TIMEOUT_S):
-                proc.kill()
-                history.add(instance, {"type": "hang", "seconds": EVENT_TIMEOUT_S})
+            if not self.parent.poll(EVENT_TIMEOUT_S):
+                self.proc.kill()
+                history.add(self.number, {"type": "hang", "seconds": EVENT_TIMEOUT_S})
                 outcome = "hang"
                 break
             try:
-                event = parent.recv()
+                event = self.parent.recv()
             except EOFError:
                 break
             if event["type"] == "fault_fired":
-                fired = event["point"]
+                self.fired = event["point"]
+                if stop_when_frozen and fault is not None and fault.action == "freeze":
+                    history.add(self.number, {"type": "frozen", "point": self.fired})
+                    return "frozen"
                 continue
-            history.add(instance, event)
-            seen += 1
+            history.add(self.number, event)
+            self.seen += 1
             if event["type"] in ("done", "verified", "fenced"):
-                outcome = "done" if event["type"] != "verified" else "verified"
+                outcome = event["type"]
             elif event["type"] == "error":
                 outcome = "error"
-            if fault is not None and fault.point == "kill" and seen == fault.hit:
-                proc.kill()
-                fired = "kill"
-    finally:
-        proc.join(5)
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
-        parent.close()
-    if outcome == "crash":
-        history.add(instance, {"type": "crash", "point": fired or "unexpected-exit", "exitcode": proc.exitcode})
-    return outcome
+            if fault is not None and fault.point == "kill" and self.seen == fault.hit:
+                self.proc.kill()
+                self.fired = "kill"
+        self.reap()
+        if outcome == "crash":
+            history.add(self.number, {"type": "crash", "point": self.fired or "unexpected-exit", "exitcode": self.proc.exitcode})
+        return outcome
+
+    def resume(self) -> None:
+        os.kill(self.proc.pid, signal.SIGCONT)
+        self.history.add(self.number, {"type": "resumed"})
+
+    def reap(self) -> None:
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.parent.close()
+
+
+def _run_instance(config: TaskConfig, fault: Fault | None, mode: str, number: int, history: History) -> str:
+    return Instance(config, fault, mode, number, history).collect()
 
 
 def _input_records(scenario: Scenario) -> list[tuple[bytes, bytes]]:
@@ -218,15 +245,33 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
         instance = 0
         schedule = list(scenario.schedule)
         ended = None
-        for _ in range(len(schedule) + 3):
-            instance += 1
-            fault = schedule.pop(0) if schedule else None
-            ended = _run_instance(config, fault, "run", instance, history)
-            if ended in ("done", "error", "hang"):
-                break
-        if ended == "done":
-            instance += 1
-            _run_instance(config, None, "verify", instance, history)
+        zombies: list[Instance] = []
+        try:
+            for _ in range(len(schedule) + 3):
+                instance += 1
+                fault = schedule.pop(0) if schedule else None
+                current = Instance(config, fault, "run", instance, history)
+                ended = current.collect(stop_when_frozen=True)
+                if ended == "frozen":
+                    # The frozen instance is a zombie: the task moves to another instance (its own
+                    # state directory, as on another host) while the zombie still holds its own.
+                    zombies.append(current)
+                    config = replace(config, state_dir=config.state_dir + "-moved")
+                    history.add(0, {"type": "migrated", "state_dir": config.state_dir})
+                    continue
+                if ended in ("done", "fenced", "error", "hang"):
+                    break
+            if ended == "done":
+                instance += 1
+                _run_instance(config, None, "verify", instance, history)
+            for zombie in zombies:  # wake the zombies: each must find itself fenced
+                zombie.resume()
+                zombie.collect()
+        finally:
+            for zombie in zombies:
+                if zombie.proc.is_alive():
+                    zombie.proc.kill()
+                    zombie.reap()
         output = broker.read_committed(config.output_tp, 0)
         committed = broker.committed_offsets(config.group_id, [config.input_tp]).get(config.input_tp) or 0
         history.add(0, {"type": "output", "committed_position": committed,
@@ -246,7 +291,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
 
 
 def verdict(scenario: Scenario, events: list[dict], violations: list[Violation], recovery: list[dict]) -> dict:
-    hit = [e["point"] for e in events if e["type"] == "crash"]
+    hit = [e["point"] if e["type"] == "crash" else f"freeze:{e['point']}" for e in events if e["type"] in ("crash", "frozen")]
     return {
         "store": scenario.store,
         "workload": scenario.workload,

@@ -17,6 +17,7 @@ Checks (names are public: verdicts, chaos summaries and mutants' ``caught_by`` u
 - ``no_wipe``: a transactional store is never wiped, and replays exactly the changelog tail
   written after its last store commit.
 - ``task_finishes``: the task reaches the end of its input (no error, no hang).
+- ``zombie_fenced``: an instance frozen while a newer one took over is fenced when it wakes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ CHECKS = (
     "read_committed_isolation",
     "no_wipe",
     "task_finishes",
+    "zombie_fenced",
 )
 
 
@@ -113,7 +115,10 @@ def _expected_tails(history: list[dict], model: LifecycleModel) -> dict[int, set
     pending_begin: int | None = None
     for event in history:
         kind = event["type"]
-        if kind == "store_commit_begin":
+        if kind == "migrated":  # a fresh state directory: the store starts from nothing
+            store_positions = {0}
+            pending_begin = None
+        elif kind == "store_commit_begin":
             pending_begin = event["input_position"]
         elif kind == "store_commit":
             store_positions = {event["input_position"]}
@@ -214,6 +219,12 @@ def check_finishes(history: list[dict], model: LifecycleModel) -> list[Violation
         for e in history
         if e["type"] == "hang"
     ]
+    frozen = {e["instance"] for e in history if e["type"] == "frozen"}
+    fenced = {e["instance"] for e in history if e["type"] == "fenced"}
+    for instance in sorted(frozen - fenced):
+        violations.append(
+            Violation("zombie_fenced", None, f"woken zombie instance {instance} is fenced", "it was not", None)
+        )
     if not any(e["type"] == "done" for e in history) and not violations:
         violations.append(Violation("task_finishes", None, "the task reaches the end of its input", "it never did", None))
     return violations
