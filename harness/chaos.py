@@ -53,7 +53,7 @@ def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: in
     for store in stores:
         for i, point in enumerate(list(LIFECYCLE_POINTS) + per_store_points[store]):
             wl = workloads[(i + len(coverage)) % len(workloads)]
-            hit = rng.randint(1, 3) if point != P_MID_BATCH else rng.randint(1, 3 * commit_interval)
+            hit = {P_MID_BATCH: rng.randint(1, 3 * commit_interval), P_CLOSE_MID: 1}.get(point, rng.randint(1, 3))
             coverage.append(Scenario(store, wl, rng.randrange(2**31), (Fault(point, hit),), commit_interval=commit_interval))
         # Recovery interrupted: roll-forward needed, then a crash in the middle of the replay.
         wl = workloads[len(coverage) % len(workloads)]
@@ -71,6 +71,8 @@ def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: in
                 hit = rng.randint(1, 25)
             elif point == P_MID_BATCH:
                 hit = rng.randint(1, 3 * commit_interval)
+            elif point == P_CLOSE_MID:
+                hit = 1
             else:
                 hit = rng.randint(1, 4)
             schedule.append(Fault(point, hit))

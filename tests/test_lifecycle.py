@@ -1,0 +1,129 @@
+"""The EOS task lifecycle end to end on the embedded broker: real child processes killed at every
+crash window, checked against the model; zombies fenced; the CLI; no process left behind."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.chaos import LIFECYCLE_POINTS, plan
+from harness.driver import Fault, Scenario, ScheduleError, parse_schedule, run_scenario
+from harness.runtime import P_AFTER_EOS, P_BEFORE_EOS, P_CLOSE_MID, P_MID_REPLAY
+from harness.stores import BUILTIN
+
+REAL_STORES = ["memory", "rocksdb-indexed", "rocksdb-secondary", "rocksdb-legacy"]
+EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
+
+
+def checks(result: dict) -> set[str]:
+    return {v["check"] for v in result["violations"]}
+
+
+@pytest.mark.parametrize("store", REAL_STORES)
+@pytest.mark.parametrize("point", LIFECYCLE_POINTS)
+def test_real_stores_keep_eos_through_a_crash_in_every_window(store, point, tmp_path):
+    hit = 1 if point == P_CLOSE_MID else 2  # close happens once per instance
+    result = run_scenario(Scenario(store, "counter", 3, (Fault(point, hit),)), tmp_path)
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["crash_points"] == [point]
+
+
+@pytest.mark.parametrize("store", REAL_STORES)
+def test_a_crash_during_recovery_is_harmless(store, tmp_path):
+    result = run_scenario(Scenario(store, "range-aggregate", 4, (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY))), tmp_path)
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["crash_points"] == [P_AFTER_EOS, P_MID_REPLAY]
+
+
+def test_roll_forward_replays_exactly_the_uncommitted_tail(tmp_path):
+    if "rocksdb-indexed" not in BUILTIN:
+        pytest.fail("rocksdb-indexed is not registered")
+    indexed = run_scenario(Scenario("rocksdb-indexed", "counter", 1, (Fault(P_AFTER_EOS, 3),)), tmp_path / "i")
+    assert indexed["verdict"] == "pass", indexed["violations"]
+    after_crash = indexed["recovery"][1]
+    # 10 records per commit, one write each: the tail is the 10 writes of the unapplied commit.
+    assert after_crash["replayed_records"] == after_crash["uncommitted_tail"] == 10
+    assert not after_crash["wiped"]
+    legacy = run_scenario(Scenario("rocksdb-legacy", "counter", 1, (Fault(P_AFTER_EOS, 3),)), tmp_path / "l")
+    assert legacy["verdict"] == "pass", legacy["violations"]
+    assert legacy["recovery"][1]["wiped"] and legacy["recovery"][1]["replayed_records"] == 30
+
+
+def test_legacy_store_without_the_wipe_keeps_uncommitted_writes(tmp_path):
+    result = run_scenario(Scenario("rocksdb-legacy-nowipe", "many-keys", 2, (Fault("task.process.mid_batch", 15),)), tmp_path)
+    assert result["verdict"] == "fail"
+    assert "no_uncommitted_survives" in checks(result)
+
+
+@pytest.mark.parametrize("store", ["memory", "rocksdb-indexed"])
+def test_a_zombie_is_fenced_and_none_of_its_writes_is_read_committed(store, tmp_path):
+    result = run_scenario(Scenario(store, "counter", 9, (Fault(P_BEFORE_EOS, 2, "freeze"),)), tmp_path)
+    assert result["verdict"] == "pass", result["violations"]
+    events = [json.loads(line) for line in Path(result["history"]).read_text().splitlines()]
+    zombie = next(e["instance"] for e in events if e["type"] == "frozen")
+    assert any(e["type"] == "fenced" and e["instance"] == zombie for e in events)
+    # The zombie had processed 20 records past its last commit: their outputs appear once, from the new instance.
+    output = next(e for e in events if e["type"] == "output")["records"]
+    assert len(output) == 120 and len({tuple(r) for r in output}) == 120
+
+
+def test_the_same_seed_plans_the_same_scenarios():
+    stores, workloads = ["memory"], ["counter", "tombstones"]
+    first = list(itertools.islice(plan(5, stores, workloads), 30))
+    assert first == list(itertools.islice(plan(5, stores, workloads), 30))
+    assert first != list(itertools.islice(plan(6, stores, workloads), 30))
+
+
+def test_schedules_name_known_points_only():
+    assert parse_schedule("task.commit.after_eos@2,kill@3,freeze:task.commit.before_eos") == (
+        Fault(P_AFTER_EOS, 2), Fault("kill", 3), Fault(P_BEFORE_EOS, 1, "freeze"))
+    with pytest.raises(ScheduleError, match="did you mean task.commit.after_eos"):
+        parse_schedule("task.commit.after_eso")
+
+
+def test_run_cli_writes_the_verdict_json_and_rejects_bad_input(tmp_path):
+    out = tmp_path / "out.json"
+    proc = subprocess.run([EOS_BIN, "run", "--store", "memory", "--workload", "tombstones", "--crash-at",
+                           "task.commit.after_store@2", "--seed", "4", "--json", str(out), "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "seed: 4" in proc.stdout
+    data = json.loads(out.read_text())
+    assert {"store", "workload", "broker", "seed", "crash_points", "verdict", "violations", "recovery", "repro"} <= set(data)
+    assert data["crash_points"] == ["task.commit.after_store"] and data["verdict"] == "pass"
+    bad = subprocess.run([EOS_BIN, "run", "--store", "nope", "--seed", "1"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown store 'nope'" in bad.stderr
+
+
+def test_no_process_is_left_after_a_chaos_run(tmp_path):
+    proc = subprocess.Popen([EOS_BIN, "chaos", "--stores", "memory", "--scenarios", "12", "--seed", "3",
+                             "--out", str(tmp_path / "c")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True, text=True)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    assert "12 scenarios" in output
+    assert session_processes(proc.pid, wait=10) == []
+
+
+def session_processes(sid: int, wait: float) -> list[psutil.Process]:
+    """Processes still in session ``sid`` after up to ``wait`` seconds (exiting ones get time to go)."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = []
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if os.getsid(p.pid) == sid:
+                    left.append(p)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
