@@ -1,0 +1,49 @@
+"""Fixtures of the conformance suite: the store(s) under test come from ``--eos-store``."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from harness.conformance import matrix_cases
+from harness.server import StoreServer
+from harness.stores import builtin_specs, reached_points, resolve
+
+
+def stores_under_test(config: pytest.Config) -> list[str]:
+    chosen = config.getoption("eos_store")
+    if chosen:
+        for spec in chosen:
+            resolve(spec)  # a clear error at collection for a bad factory
+        return chosen
+    return [s.name for s in builtin_specs() if s.kind == "store"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    stores = stores_under_test(metafunc.config)
+    if "matrix_case" in metafunc.fixturenames:
+        params = [
+            pytest.param((spec, wl, point), id=f"{spec}-{wl}-{point or 'kill'}")
+            for spec in stores
+            for wl, point in matrix_cases(reached_points(spec))
+        ]
+        metafunc.parametrize("matrix_case", params)
+    elif "eos_store" in metafunc.fixturenames:
+        metafunc.parametrize("eos_store", stores)
+
+
+@pytest.fixture(scope="session")
+def store_server():
+    with StoreServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def eos_seed(pytestconfig: pytest.Config) -> int:
+    seed = pytestconfig.getoption("eos_seed")
+    return seed if seed is not None else random.SystemRandom().randrange(2**31)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"eos-harness conformance stores: {', '.join(stores_under_test(config))}"

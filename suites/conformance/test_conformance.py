@@ -1,0 +1,30 @@
+"""The conformance suite users run: ``pytest suites/conformance --eos-store=module:function``.
+
+Each store is driven in a real child process and crashed for real; the promises checked follow
+the store's own ``persistent()``, ``transactional()`` and ``manages_offsets()``."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis.stateful import run_state_machine_as_test
+
+from harness.conformance import machine_for, run_case
+from harness.stores import reached_points
+
+
+def test_crash_matrix(matrix_case, store_server):
+    spec, workload, point = matrix_case
+    run_case(store_server, spec, workload, point)
+
+
+def test_state_machine(eos_store, store_server, eos_seed, pytestconfig):
+    examples = pytestconfig.getoption("eos_examples") or 15
+    machine = machine_for(eos_store, store_server, reached_points(eos_store))
+    hypothesis_seed(eos_seed)(machine)
+    print(f"seed: {eos_seed}  replay: eos-harness verify {eos_store} --seed {eos_seed} --examples {examples}")
+    run_state_machine_as_test(
+        machine,
+        settings=settings(max_examples=examples, stateful_step_count=20, deadline=None, database=None,
+                          suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink]),
+    )
