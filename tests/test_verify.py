@@ -1,0 +1,103 @@
+"""``eos-harness verify``: every real store passes, every mutant is caught by the check that names
+its mistake, a user's store works through a factory, bad factories get clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.conformance import verify
+from harness.stores import builtin_specs
+from tests.test_lifecycle import session_processes
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
+REAL = [s.name for s in builtin_specs() if s.kind == "store"]
+MUTANTS = [s for s in builtin_specs() if s.kind == "mutant"]
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([EOS_BIN, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_the_builtin_real_stores_are_all_there():
+    assert {"memory", "rocksdb-indexed", "rocksdb-secondary", "rocksdb-legacy"} <= set(REAL)
+    assert len(MUTANTS) >= 6
+
+
+@pytest.mark.parametrize("store", REAL)
+def test_every_real_store_passes(store):
+    result = verify(store, seed=1, examples=8, steps=15)
+    assert result["verdict"] == "pass", result["violations"]
+    assert len(result["cases"]) >= 4
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda s: s.name)
+def test_every_mutant_is_caught_by_the_check_naming_its_mistake(mutant):
+    result = verify(mutant.name, seed=1, examples=30, steps=20)
+    assert result["verdict"] == "fail", f"{mutant.name} survived: a hole in the harness"
+    fired = {v["check"] for v in result["violations"]}
+    assert fired & set(mutant.caught_by), f"{mutant.name}: expected one of {mutant.caught_by}, got {fired}"
+
+
+def test_the_same_seed_reports_the_same_cases():
+    mutant = next(s.name for s in MUTANTS if s.name == "mutant-range-ignores-tombstones")
+    first, second = verify(mutant, seed=42, examples=15, steps=15), verify(mutant, seed=42, examples=15, steps=15)
+    assert first["cases"] == second["cases"]
+    assert first["violations"] == second["violations"]
+
+
+def test_verify_cli_writes_json_and_leaves_no_process(tmp_path):
+    out = tmp_path / "v.json"
+    proc = subprocess.Popen([EOS_BIN, "verify", "mutant-read-committed-sees-overlay", "--seed", "3", "--examples", "10",
+                             "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 1, output
+    assert "seed: 3" in output and "read_committed_isolation" in output
+    data = json.loads(out.read_text())
+    assert data["verdict"] == "fail" and data["seed"] == 3 and data["store"] == "mutant-read-committed-sees-overlay"
+    assert {"check", "key", "expected", "observed", "case"} <= set(data["violations"][0])
+    assert data["repro"].startswith("eos-harness verify mutant-read-committed-sees-overlay --seed 3")
+    assert session_processes(proc.pid, wait=10) == []
+
+
+def test_a_user_store_outside_the_package_passes_verify_and_the_pytest_suite():
+    proc = cli("verify", "user_store:make_store", "--seed", "5", "--examples", "8")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "verdict: pass" in proc.stdout
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
+    suite = subprocess.run([sys.executable, "-m", "pytest", "-v", "suites/conformance", "--eos-store=user_store:make_store",
+                            "--eos-examples=5", "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=300,
+                           env=env, cwd=Path(__file__).parent.parent)
+    assert suite.returncode == 0, suite.stdout + suite.stderr
+    assert "user_store:make_store" in suite.stdout and " passed" in suite.stdout
+
+
+@pytest.mark.parametrize(
+    ("factory", "message"),
+    [
+        ("no_such_module:make", "cannot import module 'no_such_module'"),
+        ("user_store:missing", "module 'user_store' has no attribute 'missing'"),
+        ("user_store:not_a_store", "returned dict, which is not a state store"),
+        ("rocksdb-indexd", "unknown store 'rocksdb-indexd'"),
+    ],
+)
+def test_a_bad_factory_gets_a_clear_error(factory, message):
+    proc = cli("verify", factory, "--seed", "1", "--examples", "1", timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr
+
+
+def test_stores_and_points_list_as_json():
+    stores = json.loads(cli("stores", "--json").stdout)
+    assert {"name", "kind", "transactional", "manages_offsets", "description"} <= set(stores[0])
+    assert {s["name"] for s in stores if s["kind"] == "mutant"} == {m.name for m in MUTANTS}
+    names = {p["name"] for p in json.loads(cli("points", "--json").stdout)}
+    assert {"task.commit.after_eos", "store.commit.after_marker", "store.commit.before_write"} <= names
