@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from harness.stores import StoreSpec, register
+from harness.stores.indexed import IndexedRocksStore
+from harness.stores.legacy import LegacyRocksStore
 from harness.stores.memory import MemoryStore
+from harness.stores.secondary import SecondaryRocksStore
 
 register(StoreSpec("memory", "store", "in-memory, not persistent (restored from the changelog)", MemoryStore))
+register(StoreSpec("rocksdb-indexed", "store",
+                   "KIP-892: uncommitted writes in an in-memory overlay; data+offsets in one atomic batch",
+                   IndexedRocksStore))
+register(StoreSpec("rocksdb-secondary", "store",
+                   "KIP-844: uncommitted writes in a temporary RocksDB, commit marker, chunked copy (4 per chunk)",
+                   partial(SecondaryRocksStore, copy_chunk=4)))
+register(StoreSpec("rocksdb-legacy", "store",
+                   "non-transactional RocksDB (before KIP-844); offsets in the task's .checkpoint",
+                   LegacyRocksStore))
+
+from harness.stores import mutants  # noqa: E402,F401  (registers the mutants)

@@ -1,0 +1,91 @@
+"""``rocksdb-legacy``: a non-transactional RocksDB store, as state stores were before KIP-844.
+
+Writes go straight into the database (its write-ahead log), visible to every reader at once, and
+they survive a crash of the process whether or not the task committed: the hazard KIP-844 fixes.
+``recover`` returns False (the contents cannot be trusted after a crash); the offsets are not the
+store's business (KIP-892: the runtime keeps them in the task's ``.checkpoint`` file).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+from faults.points import crash_point, declare
+from harness.store import CommitFromProcessorError, StoreContext, TopicPartition
+from harness.stores.indexed import open_rocksdb, scan
+
+P_BEFORE_FLUSH = declare("store.legacy.commit.before_flush", "legacy store: commit called, WAL not yet synced")
+P_AFTER_FLUSH = declare("store.legacy.commit.after_flush", "legacy store: WAL synced")
+
+
+class LegacyRocksStore:
+    """Persistent, not transactional, does not manage offsets."""
+
+    def __init__(self, name: str = "store") -> None:
+        self.name = name
+        self._db = None
+        self._via_processor = False
+
+    def init(self, context: StoreContext) -> None:
+        context.directory.mkdir(parents=True, exist_ok=True)
+        self._db, _ = open_rocksdb(str(context.directory / "db"))
+        self._via_processor = context.via_processor
+
+    def persistent(self) -> bool:
+        return True
+
+    def transactional(self) -> bool:
+        return False
+
+    def manages_offsets(self) -> bool:
+        return False
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._db.get(key)
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            self._db.delete(key)
+        else:
+            self._db.put(key, value)
+
+    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        for key, value in entries:
+            self.put(key, value)
+
+    def delete(self, key: bytes) -> bytes | None:
+        old = self._db.get(key)
+        self._db.delete(key)
+        return old
+
+    def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return iter(list(scan(self._db, lo, hi)))
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        return iter(list(scan(self._db)))
+
+    def read_committed(self) -> LegacyRocksStore:
+        """Not transactional: the latest writes are all there is (as KIP-844 says for IQ)."""
+        return self
+
+    def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        if self._via_processor:
+            raise CommitFromProcessorError(f"store {self.name!r}: processors must not commit stores")
+        crash_point(P_BEFORE_FLUSH)
+        self._db.flush_wal(True)
+        crash_point(P_AFTER_FLUSH)
+
+    def committed_offset(self, tp: TopicPartition) -> int | None:
+        return None
+
+    def recover(self, changelog_offset: int | None) -> bool:
+        return False
+
+    def flush(self) -> None:
+        """Deprecated (KIP-892): a no-op. Use commit."""
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.flush(True)
+            self._db.close()
+            self._db = None

@@ -1,0 +1,178 @@
+"""Mutants: the real stores, each with ONE mistake people really make. Some check must catch each;
+a mutant that survives the suites is a hole in the harness (tests/test_verify.py, tests/test_chaos.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+from rocksdict import WriteBatch
+
+from faults.points import crash_point, declare
+from harness.store import TopicPartition
+from harness.stores import StoreSpec, register
+from harness.stores.indexed import (
+    P_AFTER_WRITE,
+    P_BEFORE_WRITE,
+    IndexedRocksStore,
+    _CommittedView,
+    scan,
+)
+from harness.stores.secondary import (
+    P_AFTER_COPY,
+    P_AFTER_MARKER,
+    P_AFTER_MARKER_DELETE,
+    P_AFTER_TRUNCATE,
+    SecondaryRocksStore,
+)
+
+P_BETWEEN = declare("store.commit.between_data_and_offsets", "mutant: data written, offsets not yet (two writes)")
+
+
+class SplitOffsetsWrite(IndexedRocksStore):
+    """Writes the data and the offsets in two separate writes: a crash between them commits the
+    data without its offsets."""
+
+    def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        self._check_commit_allowed()
+        crash_point(P_BEFORE_WRITE)
+        self._db.write(self._data_batch(), self._write_options)
+        crash_point(P_BETWEEN)
+        offsets = WriteBatch(raw_mode=True)
+        self._add_offsets(offsets, changelog_offsets)
+        self._db.write(offsets, self._write_options)
+        crash_point(P_AFTER_WRITE)
+        self._overlay, self._sorted = {}, None
+
+
+class RecoverKeepsUncommitted(SecondaryRocksStore):
+    """``recover`` without a marker forgets to truncate the temporary store."""
+
+    def recover(self, changelog_offset: int | None) -> bool:
+        if self.marker.exists():
+            return super().recover(changelog_offset)
+        return True
+
+    def close(self) -> None:
+        if self._main is None:
+            return
+        self._offsets.close()
+        self._main.close()
+        self._tmp.close()
+        self._main = self._tmp = None
+
+
+class PutAllBypassesTransaction(IndexedRocksStore):
+    """``put_all`` writes straight into the database, outside the transaction."""
+
+    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        for key, value in entries:
+            self._overlay.pop(key, None)
+            self._sorted = None
+            if value is None:
+                self._db.delete(key)
+            else:
+                self._db.put(key, value)
+
+
+class _DirtyView(_CommittedView):
+    def get(self, key: bytes) -> bytes | None:
+        return self._store.get(key)
+
+    def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self._store.range(lo, hi)
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        return self._store.all()
+
+
+class ReadCommittedSeesOverlay(IndexedRocksStore):
+    """The read-committed view reads through the uncommitted overlay."""
+
+    def read_committed(self) -> _DirtyView:
+        return _DirtyView(self)
+
+
+class MarkerDeletedEarly(SecondaryRocksStore):
+    """Deletes the commit marker before the copy: a crash mid-copy leaves half a commit that
+    recovery then throws away with the temporary store."""
+
+    def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        self._write_marker(changelog_offsets)
+        crash_point(P_AFTER_MARKER)
+        self._delete_marker()
+        self._copy(changelog_offsets)
+        crash_point(P_AFTER_COPY)
+        self._truncate()
+        crash_point(P_AFTER_TRUNCATE)
+        crash_point(P_AFTER_MARKER_DELETE)
+
+
+class RangeIgnoresTombstones(IndexedRocksStore):
+    """Range scans merge the overlay's puts but forget its tombstones."""
+
+    def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
+        overlay = {k: v for k, v in self._overlay_range(lo, hi) if v is not None}
+        base = dict(scan(self._db, lo, hi))
+        base.update(overlay)
+        return iter(sorted(base.items()))
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        return self.range(b"", b"\xff" * 64)
+
+
+class OffsetsInMemory(IndexedRocksStore):
+    """Keeps the committed offsets in memory only: correct until the process restarts."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self._memory_offsets: dict[TopicPartition, int] = {}
+
+    def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        self._check_commit_allowed()
+        crash_point(P_BEFORE_WRITE)
+        self._db.write(self._data_batch(), self._write_options)
+        crash_point(P_AFTER_WRITE)
+        self._memory_offsets.update(changelog_offsets)
+        self._overlay, self._sorted = {}, None
+
+    def committed_offset(self, tp: TopicPartition) -> int | None:
+        return self._memory_offsets.get(tp)
+
+
+class DeleteDropsFromOverlay(IndexedRocksStore):
+    """``delete`` removes the key from the overlay instead of writing a tombstone, so the
+    committed value shows again."""
+
+    def delete(self, key: bytes) -> bytes | None:
+        old = self.get(key)
+        self._overlay.pop(key, None)
+        self._sorted = None
+        return old
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            self.delete(key)
+        else:
+            super().put(key, value)
+
+
+for name, cls, caught_by, description in (
+    ("mutant-split-offsets-write", SplitOffsetsWrite, ("atomic_commit", "no_wipe"),
+     "data and offsets in two separate writes"),
+    ("mutant-recover-keeps-uncommitted", RecoverKeepsUncommitted, ("no_uncommitted_survives",),
+     "recover() keeps the temporary store's uncommitted writes"),
+    ("mutant-put-all-bypasses-txn", PutAllBypassesTransaction, ("read_committed_isolation", "no_uncommitted_survives"),
+     "put_all() writes straight into the database"),
+    ("mutant-read-committed-sees-overlay", ReadCommittedSeesOverlay, ("read_committed_isolation",),
+     "the read-committed view reads uncommitted writes"),
+    ("mutant-marker-deleted-early", MarkerDeletedEarly, ("atomic_commit", "committed_rolls_forward"),
+     "secondary store deletes its commit marker before the copy"),
+    ("mutant-range-ignores-tombstones", RangeIgnoresTombstones, ("read_your_own_writes",),
+     "range scans ignore the overlay's tombstones"),
+    ("mutant-offsets-in-memory", OffsetsInMemory, ("committed_offset_durable", "no_wipe"),
+     "committed offsets kept in memory, lost on restart"),
+    ("mutant-delete-drops-from-overlay", DeleteDropsFromOverlay, ("read_your_own_writes",),
+     "delete() drops the overlay entry instead of writing a tombstone"),
+):
+    factory = cls if not issubclass(cls, SecondaryRocksStore) else (lambda c=cls: c(copy_chunk=4))
+    register(StoreSpec(name, "mutant", description, factory, caught_by))

@@ -1,0 +1,207 @@
+"""``rocksdb-secondary``: a transactional store after KIP-844's secondary-store mechanism.
+
+Uncommitted writes go to a temporary RocksDB beside the main one (a delete is a tombstone value).
+Reads look in the temporary store first, ranges merge both. ``commit`` (1) syncs the temporary
+store and writes a commit marker holding the offsets, (2) copies the temporary store into the
+main store in chunks, the offsets with the last chunk, (3) truncates the temporary store and
+(4) deletes the marker. ``recover`` finishes an interrupted commit when the marker exists (the
+copy is idempotent), else truncates the temporary store: uncommitted writes are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from rocksdict import WriteBatch, WriteOptions
+
+from faults.points import crash_point, declare
+from harness.store import CommitFromProcessorError, StoreContext, TopicPartition
+from harness.stores.indexed import (
+    OFFSETS_CF,
+    decode_offset,
+    encode_offset,
+    merge,
+    offset_key,
+    open_rocksdb,
+    scan,
+)
+
+P_AFTER_MARKER = declare("store.commit.after_marker", "secondary store: commit marker written, copy not started")
+P_MID_COPY = declare("store.commit.mid_copy", "secondary store: a chunk copied into the main store, more to go")
+P_AFTER_COPY = declare("store.commit.after_copy", "secondary store: copy done, temporary store not truncated")
+P_AFTER_TRUNCATE = declare("store.commit.after_truncate", "secondary store: temporary store truncated, marker still there")
+P_AFTER_MARKER_DELETE = declare("store.commit.after_marker_delete", "secondary store: marker deleted, commit complete")
+
+PUT, TOMBSTONE = b"P", b"D"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _MainView:
+    def __init__(self, store: SecondaryRocksStore) -> None:
+        self._store = store
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._store._main.get(key)
+
+    def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return iter(list(scan(self._store._main, lo, hi)))
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        return iter(list(scan(self._store._main)))
+
+
+class SecondaryRocksStore:
+    """Transactional, persistent, manages its offsets; uncommitted writes in a temporary RocksDB."""
+
+    def __init__(self, name: str = "store", copy_chunk: int = 1000) -> None:
+        if copy_chunk < 1:
+            raise ValueError(f"copy_chunk must be >= 1, got {copy_chunk}")
+        self.name = name
+        self.copy_chunk = copy_chunk
+        self._main = self._tmp = None
+        self._via_processor = False
+        self._sync = WriteOptions()
+        self._sync.sync = True
+
+    def init(self, context: StoreContext) -> None:
+        self.directory = context.directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.marker = self.directory / "COMMIT"
+        self._main, cfs = open_rocksdb(str(self.directory / "main"), (OFFSETS_CF,))
+        self._offsets, self._offsets_handle = cfs[OFFSETS_CF]
+        self._tmp, _ = open_rocksdb(str(self.directory / "tmp"))
+        self._via_processor = context.via_processor
+
+    def persistent(self) -> bool:
+        return True
+
+    def transactional(self) -> bool:
+        return True
+
+    def manages_offsets(self) -> bool:
+        return True
+
+    # -- writes and reads -----------------------------------------------------------------------
+    def put(self, key: bytes, value: bytes | None) -> None:
+        self._tmp.put(key, TOMBSTONE if value is None else PUT + value)
+
+    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        batch = WriteBatch(raw_mode=True)
+        for key, value in entries:
+            batch.put(key, TOMBSTONE if value is None else PUT + value)
+        self._tmp.write(batch)
+
+    def delete(self, key: bytes) -> bytes | None:
+        old = self.get(key)
+        self.put(key, None)
+        return old
+
+    def get(self, key: bytes) -> bytes | None:
+        raw = self._tmp.get(key)
+        if raw is None:
+            return self._main.get(key)
+        return None if raw == TOMBSTONE else raw[1:]
+
+    def _pending(self, lo: bytes | None = None, hi: bytes | None = None) -> list[tuple[bytes, bytes | None]]:
+        return [(k, None if v == TOMBSTONE else v[1:]) for k, v in scan(self._tmp, lo, hi)]
+
+    def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return iter(list(merge(scan(self._main, lo, hi), self._pending(lo, hi))))
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        return iter(list(merge(scan(self._main), self._pending())))
+
+    def read_committed(self) -> _MainView:
+        return _MainView(self)
+
+    # -- commit -----------------------------------------------------------------------------------
+    def _write_marker(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        self._tmp.flush_wal(True)  # the uncommitted writes must be durable before the marker says "copy them"
+        doc = [[tp.topic, tp.partition, offset] for tp, offset in changelog_offsets.items()]
+        tmp = self.marker.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.marker)
+        fsync_dir(self.directory)
+
+    def _read_marker(self) -> dict[TopicPartition, int]:
+        return {TopicPartition(t, p): o for t, p, o in json.loads(self.marker.read_text())}
+
+    def _delete_marker(self) -> None:
+        self.marker.unlink(missing_ok=True)
+        fsync_dir(self.directory)
+
+    def _copy(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        pending = self._pending()
+        chunks = [pending[i : i + self.copy_chunk] for i in range(0, len(pending), self.copy_chunk)] or [[]]
+        for number, chunk in enumerate(chunks):
+            batch = WriteBatch(raw_mode=True)
+            for key, value in chunk:
+                if value is None:
+                    batch.delete(key)
+                else:
+                    batch.put(key, value)
+            if number == len(chunks) - 1:
+                for tp, offset in changelog_offsets.items():
+                    batch.put(offset_key(tp), encode_offset(offset), self._offsets_handle)
+            self._main.write(batch, self._sync)
+            if number < len(chunks) - 1:
+                crash_point(P_MID_COPY)
+
+    def _truncate(self) -> None:
+        batch = WriteBatch(raw_mode=True)
+        for key, _ in scan(self._tmp):
+            batch.delete(key)
+        self._tmp.write(batch, self._sync)
+
+    def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        if self._via_processor:
+            raise CommitFromProcessorError(
+                f"store {self.name!r}: processors must not commit stores (KIP-892); call context.commit()"
+            )
+        self._write_marker(changelog_offsets)
+        crash_point(P_AFTER_MARKER)
+        self._copy(changelog_offsets)
+        crash_point(P_AFTER_COPY)
+        self._truncate()
+        crash_point(P_AFTER_TRUNCATE)
+        self._delete_marker()
+        crash_point(P_AFTER_MARKER_DELETE)
+
+    def committed_offset(self, tp: TopicPartition) -> int | None:
+        raw = self._offsets.get(offset_key(tp))
+        return None if raw is None else decode_offset(raw)
+
+    def recover(self, changelog_offset: int | None) -> bool:
+        if self.marker.exists():
+            self._copy(self._read_marker())
+            self._truncate()
+            self._delete_marker()
+        else:
+            self._truncate()
+        return True
+
+    def flush(self) -> None:
+        """Deprecated (KIP-892): a no-op. Use commit."""
+
+    def close(self) -> None:
+        """Uncommitted writes are discarded."""
+        if self._main is None:
+            return
+        self._truncate()
+        self._offsets.close()
+        self._main.close()
+        self._tmp.close()
+        self._main = self._tmp = None
