@@ -5,21 +5,25 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 RUN_DIR ?= runs/demo
 
-.PHONY: demo test setup lint bench clean
+.PHONY: demo test setup jars lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[kafka,dev]'
+	$(BIN)/pip install --quiet -e '.[kafka,spark,docker,dev]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
 setup: $(STAMP)
 
+# Pinned Kafka (and Spark-Kafka) jars from Maven Central into the git-ignored .cache/ (once).
+jars: $(STAMP)
+	$(BIN)/python -m harness.jars
+
 demo: $(STAMP)
 	$(BIN)/eos-harness demo --out $(RUN_DIR)
 
-test: $(STAMP)
+test: $(STAMP) jars
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -73,8 +73,10 @@ def points_command(as_json: bool) -> None:
 @click.option("--seed", type=int, default=None, help="Seed of the state machine (printed when not given).")
 @click.option("--examples", type=int, default=40, show_default=True, help="Hypothesis examples.")
 @click.option("--steps", type=int, default=25, show_default=True, help="Steps per example.")
+@click.option("--shrink/--no-shrink", default=True, show_default=True,
+              help="Shrink a failing sequence to a minimal one (slower on a failure).")
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
-def verify_command(store: str, seed: int | None, examples: int, steps: int, json_path: str | None) -> None:
+def verify_command(store: str, seed: int | None, examples: int, steps: int, shrink: bool, json_path: str | None) -> None:
     """Run the conformance suite against STORE (a built-in name or module:function)."""
     import random
     import sys
@@ -90,19 +92,23 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, json
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     console.print(f"seed: {seed}")
     try:
-        result = verify(store, seed, examples=examples, steps=steps)
+        result = verify(store, seed, examples=examples, steps=steps, shrink=shrink)
     except StoreFactoryError as exc:
         raise click.UsageError(str(exc)) from None
     if json_path:
         Path(json_path).write_text(json.dumps(result, indent=2))
     table = Table(title=f"conformance of {store}: {len(result['cases'])} cases")
-    for col in ("check", "key", "expected", "observed", "case"):
+    table.add_column("#", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    for col in ("key", "expected", "observed"):
         table.add_column(col, overflow="fold")
-    for v in result["violations"]:
-        table.add_row(v["check"], str(v["key"]), str(v["expected"]), str(v["observed"]), v["case"])
+    for number, v in enumerate(result["violations"], 1):
+        table.add_row(str(number), v["check"], str(v["key"]), str(v["expected"]), str(v["observed"]))
     if result["violations"]:
         console.print(table)
-        console.print(f"[red]verdict: fail[/]  replay: {result['repro']}")
+        for number, v in enumerate(result["violations"], 1):
+            console.print(f"#{number} case: {v['case']}", markup=False, highlight=False)
+        console.print(f"[red]verdict: fail[/]  replay: {result['repro']}", soft_wrap=True)
     else:
         console.print(f"[green]verdict: pass[/] ({len(result['cases'])} cases)")
     sys.exit(1 if result["violations"] else 0)

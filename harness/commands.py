@@ -30,7 +30,8 @@ def _write_json(path: str | None, obj: dict) -> None:
 
 def _violations_table(result: dict) -> Table:
     table = Table(title=f"violations of {result['store']} / {result['workload']}", show_lines=False)
-    for col in ("check", "key", "expected", "observed", "event"):
+    table.add_column("check", no_wrap=True)
+    for col in ("key", "expected", "observed", "event"):
         table.add_column(col, overflow="fold")
     for v in result["violations"][:20]:
         table.add_row(v["check"], str(v["key"]), str(v["expected"]), str(v["observed"]), str(v["event"]))
@@ -78,7 +79,7 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
                       f"wiped: {rec['wiped']}, {rec['seconds'] * 1000:.1f} ms)")
     if result["violations"]:
         console.print(_violations_table(result))
-        console.print(f"replay: {result['repro']}")
+        console.print(f"replay: {result['repro']}", soft_wrap=True)
     console.print(f"history: {result['history']}")
     sys.exit(0 if result["verdict"] == "pass" else 1)
 
@@ -149,7 +150,7 @@ def run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, worke
         console.print(f"[red]unexpected results: {', '.join(summary['unexpected'])}[/]")
         for r in campaign["scenarios"]:
             if r["store"] in summary["unexpected"] and r["verdict"] == "fail":
-                console.print(f"  replay: {r['repro']}")
+                console.print(f"  replay: {r['repro']}", soft_wrap=True)
                 break
     console.print(f"results: {json_file} (histories under {out_dir})")
     return campaign

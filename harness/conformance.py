@@ -366,8 +366,11 @@ def run_case(server: StoreServer, spec: str, workload: str, point: str | None) -
 
 # -- verify -------------------------------------------------------------------------------------------
 
-def verify(spec: str, seed: int, examples: int = 40, steps: int = 25) -> dict:
-    """Run the matrix and the state machine against ``spec``; return the verdict object."""
+def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True) -> dict:
+    """Run the matrix and the state machine against ``spec``; return the verdict object.
+
+    ``shrink=False`` reports the first failing sequence as found, without shrinking it (faster,
+    for when only the verdict matters)."""
     resolve(spec)  # clear error for a bad spec before any process starts
     crash_points = reached_points(spec)
     violations: list[Violation] = []
@@ -395,18 +398,22 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25) -> dict:
                         database=None,
                         derandomize=False,
                         suppress_health_check=list(HealthCheck),
-                        phases=[Phase.generate, Phase.shrink],
+                        phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
                         print_blob=False,
+                        report_multiple_bugs=False,
                     ),
                 )
         except ConformanceViolation as exc:
-            steps_text = "\n".join(line for line in report if line.strip())
-            violations.append(Violation(**{**exc.violation.to_json(), "case": f"hypothesis (shrunk):\n{steps_text}"}))
+            # Hypothesis attaches the shrunk steps to the exception as notes (older versions report them).
+            lines = [*report, *getattr(exc, "__notes__", [])]
+            steps_text = "\n".join(line for line in lines if line.strip())
+            label = "hypothesis (shrunk)" if shrink else "hypothesis (not shrunk)"
+            violations.append(Violation(**{**exc.violation.to_json(), "case": f"{label}:\n{steps_text}"}))
     return {
         "store": spec,
         "verdict": "fail" if violations else "pass",
         "seed": seed,
         "cases": cases,
         "violations": [v.to_json() for v in violations],
-        "repro": f"eos-harness verify {spec} --seed {seed} --examples {examples}",
+        "repro": f"eos-harness verify {spec} --seed {seed} --examples {examples} --steps {steps}",
     }

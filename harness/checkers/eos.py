@@ -113,22 +113,33 @@ def _expected_tails(history: list[dict], model: LifecycleModel) -> dict[int, set
     tails: dict[int, set[int]] = {}
     store_positions = {0}
     pending_begin: int | None = None
+    # The store commit that ends a restore comes before its ``recover`` event; the tail that the
+    # recovery replayed depends on the store's position before it, so it applies after that event.
+    restore_commit: int | None = None
     for event in history:
         kind = event["type"]
         if kind == "migrated":  # a fresh state directory: the store starts from nothing
             store_positions = {0}
-            pending_begin = None
+            pending_begin = restore_commit = None
         elif kind == "store_commit_begin":
             pending_begin = event["input_position"]
         elif kind == "store_commit":
-            store_positions = {event["input_position"]}
+            if event.get("restore"):
+                restore_commit = event["input_position"]
+            else:
+                store_positions = {event["input_position"]}
             pending_begin = None
-        elif kind == "crash" and pending_begin is not None:
-            store_positions = store_positions | {pending_begin}
-            pending_begin = None
+        elif kind == "crash":
+            if restore_commit is not None:
+                store_positions, restore_commit = {restore_commit}, None
+            if pending_begin is not None:
+                store_positions = store_positions | {pending_begin}
+                pending_begin = None
         elif kind == "recover":
             committed = len(model.changelog(event["input_position"]))
             tails[event["seq"]] = {committed - len(model.changelog(p)) for p in store_positions}
+            if restore_commit is not None:
+                store_positions, restore_commit = {restore_commit}, None
     return tails
 
 
