@@ -82,13 +82,12 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     import sys
     from pathlib import Path
 
-    from rich.console import Console
     from rich.table import Table
 
+    from harness.commands import console
     from harness.conformance import verify
     from harness.stores import StoreFactoryError
 
-    console = Console()
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     console.print(f"seed: {seed}")
     try:

@@ -15,7 +15,8 @@ from rich.table import Table
 
 from models.workloads import WORKLOADS
 
-console = Console(stderr=False)
+# Logs and CI output are not terminals: give tables room instead of rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def _seed(seed: int | None) -> int:
@@ -56,11 +57,14 @@ def _violations_table(result: dict) -> Table:
 def run_command(store, workload, crash_at, broker, records, commit_interval, seed, json_path, out):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
     from harness.driver import Scenario, ScheduleError, parse_schedule, run_scenario
-    from harness.stores import StoreFactoryError
+    from harness.runtime import TaskConfig
+    from harness.stores import StoreFactoryError, resolve
 
     seed = _seed(seed)
     console.print(f"seed: {seed}")
     try:
+        # The store's module declares its own crash points: load it before reading the schedule.
+        resolve(TaskConfig.for_store(store, broker="", state_dir="", workload=workload).store)
         schedule = parse_schedule(list(crash_at))
         scenario = Scenario(store, workload, seed, schedule, broker=broker, records=records,
                             commit_interval=commit_interval)

@@ -135,3 +135,28 @@ def test_every_workload_is_deterministic_and_consistent_with_its_changelog(name)
         kv = KVModel(transactional=False)
         kv.put_all(model.changelog(position))
         assert dict(kv.all()) == model.state_at(position)
+
+
+def audited(event: dict, offset: int | None, pre_replay: dict) -> dict:
+    return {**event, "recovered_offset": offset, "pre_replay_contents": enc(pre_replay)}
+
+
+def test_data_committed_without_its_offsets_breaks_atomic_commit():
+    # Store commit of position 4 wrote the data but the crash came before its offsets: the store
+    # says "changelog offset 0" while holding the state of position 4. Replay hides it; the audit must not.
+    events = history(
+        {"type": "store_commit_begin", "input_position": 0, "changelog_position": 0},
+        {"type": "store_commit", "input_position": 0, "changelog_position": 0},
+        {"type": "commit", "input_position": 4},
+        {"type": "store_commit_begin", "input_position": 4, "changelog_position": 4},
+        {"type": "crash", "point": "store.commit.between_data_and_offsets"},
+        audited(recover(4, MODEL.state_at(4), replayed=4, instance=2), 0, MODEL.state_at(4)),
+    )
+    found = [v for v in check_all(events, MODEL) if v.check == "atomic_commit"]
+    assert found and found[0].key == "a"
+    # The same store holding the state its offset names passes.
+    events[-1] = audited(events[-1], 0, {})
+    assert "atomic_commit" not in checks(events)
+    # A completed commit (data and offset 4 together) passes too.
+    events[-1] = audited({**events[-1], "replayed_records": 0}, 4, MODEL.state_at(4))
+    assert "atomic_commit" not in checks(events)

@@ -113,6 +113,41 @@ def test_no_process_is_left_after_a_chaos_run(tmp_path):
     assert session_processes(proc.pid, wait=10) == []
 
 
+def test_a_store_commit_that_splits_data_and_offsets_is_caught_through_the_run_cli(tmp_path):
+    # The point is the mutant store's own: `run` must know it without being told where it lives.
+    out = tmp_path / "out.json"
+    proc = subprocess.run([EOS_BIN, "run", "--store", "mutant-split-offsets-write", "--crash-at",
+                           "store.commit.between_data_and_offsets@2", "--seed", "3", "--json", str(out),
+                           "--out", str(tmp_path / "r")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    assert data["crash_points"] == ["store.commit.between_data_and_offsets"]
+    assert "atomic_commit" in {v["check"] for v in data["violations"]}
+    assert data["repro"] == ("eos-harness run --store mutant-split-offsets-write --workload counter "
+                             "--crash-at store.commit.between_data_and_offsets@2 --seed 3")
+
+
+def test_the_chaos_campaign_passes_every_real_store_and_catches_every_mutant(tmp_path):
+    """The main job's promise: the coverage part of a campaign (every store × every point it reaches)."""
+    out = tmp_path / "chaos.json"
+    proc = subprocess.run([EOS_BIN, "chaos", "--scenarios", "150", "--seed", "7", "--json", str(out),
+                           "--out", str(tmp_path / "c")], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    campaign = json.loads(out.read_text())
+    stores = campaign["summary"]["stores"]
+    assert campaign["summary"]["unexpected"] == []
+    for name, tally in stores.items():
+        expected = "fail" if name.startswith("mutant-") or name == "rocksdb-legacy-nowipe" else "pass"
+        assert tally["expected"] == expected, name
+        assert tally["status"] == ("caught" if expected == "fail" else "ok"), (name, tally)
+    assert "no_uncommitted_survives" in stores["rocksdb-legacy-nowipe"]["checks"]
+    assert {s.name for s in BUILTIN.values()} <= set(stores)
+    hit = set(campaign["summary"]["points_hit"])
+    assert set(LIFECYCLE_POINTS) | {P_MID_REPLAY, "store.commit.mid_copy", "store.commit.after_write"} <= hit
+    for scenario in campaign["scenarios"]:  # which scenario hit which point
+        assert {"store", "workload", "crash_points", "verdict", "repro", "recovery"} <= set(scenario)
+
+
 def session_processes(sid: int, wait: float) -> list[psutil.Process]:
     """Processes still in session ``sid`` after up to ``wait`` seconds (exiting ones get time to go)."""
     deadline = time.monotonic() + wait

@@ -14,6 +14,10 @@ Checks (names are public: verdicts, chaos summaries and mutants' ``caught_by`` u
 - ``read_your_own_writes``: the writer reads its own uncommitted writes.
 - ``read_committed_isolation``: a read-committed query during processing never sees an
   uncommitted write (transactional stores).
+- ``atomic_commit``: what a transactional store holds right after ``recover`` (before any replay)
+  is exactly the state named by its committed offset: data and offsets were committed together.
+  Replaying the changelog would hide a store that committed data without its offsets, so this is
+  checked on the store itself.
 - ``no_wipe``: a transactional store is never wiped, and replays exactly the changelog tail
   written after its last store commit.
 - ``task_finishes``: the task reaches the end of its input (no error, no hang).
@@ -29,6 +33,7 @@ from dataclasses import asdict, dataclass
 from models.lifecycle import LifecycleModel
 
 CHECKS = (
+    "atomic_commit",
     "no_uncommitted_survives",
     "committed_rolls_forward",
     "recovery_idempotent",
@@ -102,6 +107,39 @@ def check_recovered_state(history: list[dict], model: LifecycleModel) -> list[Vi
             violations.append(
                 Violation(check, _show(key), _show(exp), _show(obs), event["seq"])
             )
+    return violations
+
+
+def check_atomic_commit(history: list[dict], model: LifecycleModel) -> list[Violation]:
+    violations: list[Violation] = []
+    # changelog position a store committed -> the input positions committed with it
+    committed_with: dict[int, set[int]] = {}
+    for event in history:
+        kind = event["type"]
+        if kind == "migrated":
+            committed_with = {}
+        elif kind in ("store_commit_begin", "store_commit") and "changelog_position" in event:
+            # a commit that began may have completed
+            committed_with.setdefault(event["changelog_position"], set()).add(event["input_position"])
+        elif kind == "recover" and event.get("pre_replay_contents") is not None:
+            offset = event["recovered_offset"]
+            candidates = {0} if not offset else committed_with.get(offset, set())
+            if not candidates:
+                violations.append(Violation("atomic_commit", None, "a changelog offset some commit gave",
+                                            f"committed offset {offset}", event["seq"]))
+                continue
+            observed = {_b(k): _b(v) for k, v in event["pre_replay_contents"]}
+            if any(model.state_at(p) == observed for p in candidates):
+                continue
+            position = max(candidates)
+            expected = model.state_at(position)
+            key = next(k for k in sorted(set(expected) | set(observed)) if expected.get(k) != observed.get(k))
+            obs = observed.get(key)
+            uncommitted = [q for q in model.positions_with(key, obs) if q > event["input_position"]]
+            committed = [q for q in model.positions_with(key, obs) if q <= event["input_position"]]
+            check = "no_uncommitted_survives" if uncommitted and not committed else "atomic_commit"
+            violations.append(Violation(check, _show(key), f"{_show(expected.get(key))} (the state at committed "
+                                        f"offset {offset})", f"{_show(obs)} (data and offset disagree)", event["seq"]))
     return violations
 
 
@@ -241,7 +279,7 @@ def check_finishes(history: list[dict], model: LifecycleModel) -> list[Violation
     return violations
 
 
-CHECKERS = (check_recovered_state, check_no_wipe, check_reads, check_output, check_finishes)
+CHECKERS = (check_atomic_commit, check_recovered_state, check_no_wipe, check_reads, check_output, check_finishes)
 
 
 def check_all(history: list[dict], model: LifecycleModel) -> list[Violation]:

@@ -232,6 +232,11 @@ class Task:
             start = 0
         start = start or 0
         self.store = store
+        # What recover() left, before any replay: a transactional store's data must be exactly the
+        # state its committed offset names (KIP-892: data and offsets are committed together).
+        audit = config.report_contents and trusted and store.persistent() and store.transactional()
+        recovered_offset = self._stored_offset(store) if audit else None
+        pre_replay = [[encode(k), encode(v)] for k, v in store.all()] if audit else None
         records = broker.read_committed(tp, start)
         half = max(1, len(records) // 2)
         for i, record in enumerate(records):
@@ -259,6 +264,8 @@ class Task:
                 "persistent": store.persistent(),
                 "manages_offsets": store.manages_offsets(),
                 "contents": [[encode(k), encode(v)] for k, v in store.all()] if config.report_contents else None,
+                "recovered_offset": recovered_offset,
+                "pre_replay_contents": pre_replay,
             }
         )
 
