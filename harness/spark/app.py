@@ -1,0 +1,146 @@
+"""The driver of one Spark pipeline run: ``python -m harness.spark.app CONFIG.json``.
+
+Started by :mod:`harness.spark.runner` in its own process group (the JVM and Python workers are
+its children in that group). It reads the committed state (Spark's state data source) before and
+after the query, runs the query with ``trigger(availableNow=True)`` and one input file per
+micro-batch, and reports to ``config["report"]`` as JSON lines (``state``, ``query_done``,
+``error``). The harness, not this process, keeps the history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from harness.spark.pipelines import OUTPUT_MODE, StoreSink, build
+
+PROVIDERS = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+TWS_STATE_VARS = ("count", "times")
+
+
+def _report(path: str, event: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps({"t": time.time(), **event}) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def session(config: dict):
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[2]").appName(f"eos-harness-{config['pipeline']}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.shuffle.partitions", str(config.get("partitions", 2)))
+        .config("spark.sql.streaming.stateStore.providerClass", PROVIDERS[config["provider"]])
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
+                "true" if config.get("changelog") else "false")
+        .config("spark.sql.streaming.stateStore.checkpointFormatVersion", str(config["format"]))
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    if config.get("jars"):
+        builder = builder.config("spark.jars", ",".join(config["jars"]))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def last_commit(checkpoint: str) -> int | None:
+    commits = Path(checkpoint) / "commits"
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    return max(ids) if ids else None
+
+
+def _plain(value):
+    if hasattr(value, "asDict"):
+        return {k: _plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if hasattr(value, "timestamp"):
+        return int(value.timestamp())
+    return value
+
+
+def read_state(spark, config: dict) -> dict:
+    """The state of the last committed batch, read with Spark's state data source (``statestore``)."""
+    batch = last_commit(config["checkpoint"])
+    if batch is None:
+        return {"batch": None, "rows": []}
+    spark.streams.active  # creates the StateStoreCoordinator the state data source asks for  # noqa: B018
+    rows = []
+    variables = TWS_STATE_VARS if config["pipeline"] == "tws" else (None,)
+    for var in variables:
+        reader = spark.read.format("statestore").option("batchId", batch)
+        if var is not None:
+            reader = reader.option("stateVarName", var)
+        for row in reader.load(config["checkpoint"]).collect():
+            d = _plain(row)
+            rows.append({"var": var, **{k: d.get(k) for k in ("key", "value", "list_element", "partition_id")}})
+    return {"batch": batch, "rows": rows}
+
+
+def _read_and_report(spark, config: dict, phase: str) -> None:
+    try:
+        state = read_state(spark, config)
+    except Exception as exc:  # Spark's state data source failed: the harness reports it, the query still runs
+        error = f"{type(exc).__name__}: {exc}"
+        _report(config["report"], {"event": "state_error", "phase": phase, "batch": last_commit(config["checkpoint"]),
+                                   "error": error[:3000]})
+        return
+    _report(config["report"], {"event": "state", "phase": phase, **state})
+
+
+def file_source(spark, config: dict):
+    return (spark.readStream.format("json").schema("key string, ts long")
+            .option("maxFilesPerTrigger", 1).load(config["input"]))
+
+
+def run(config: dict) -> int:
+    report = config["report"]
+    spark = session(config)
+    _report(report, {"event": "session"})
+    if config.get("read_state", True):
+        _read_and_report(spark, config, "before")
+    frame = build(spark, config["pipeline"], file_source(spark, config))
+    writer = frame.writeStream.outputMode(OUTPUT_MODE[config["pipeline"]]).option("checkpointLocation", config["checkpoint"])
+    sink = None
+    if config["sink"] == "file":
+        writer = writer.format("json").option("path", config["output"])
+    elif config["sink"] in ("foreach", "foreach-nocheck"):
+        sink = StoreSink(config["output"], check_committed=config["sink"] == "foreach")
+        writer = writer.foreachBatch(sink)
+    else:
+        raise ValueError(f"sink {config['sink']!r} is not available in this run")
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination()
+    _report(report, {"event": "query_done", "last_commit": last_commit(config["checkpoint"])})
+    if sink is not None:
+        sink.close()
+    if config.get("read_state", True):
+        _read_and_report(spark, config, "after")
+    spark.stop()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    config = json.loads(Path(argv[0]).read_text())
+    try:
+        return run(config)
+    except BaseException as exc:  # report Spark's error to the harness, then fail
+        _report(config["report"], {"event": "error", "error": f"{type(exc).__name__}: {exc}"[:4000],
+                                   "traceback": traceback.format_exc()[-4000:]})
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,183 @@
+"""Checks of a Spark scenario: pure functions over what the driver recorded (history events, the
+rows read back from the sink, the state rows read with Spark's state data source) and the model."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from harness.checkers.eos import Violation
+from models.spark import PipelineModel
+
+__all__ = ["check_output", "check_restarts", "check_state", "normalise_state", "read_file_sink", "read_store_sink"]
+
+EXACTLY_ONCE_SINKS = ("file", "foreach", "foreach-nocheck")
+
+
+def _find(d, name):
+    """The first value named ``name`` in nested dicts (state rows nest values in structs)."""
+    if isinstance(d, dict):
+        if name in d:
+            return d[name]
+        for v in d.values():
+            found = _find(v, name)
+            if found is not None:
+                return found
+    return None
+
+
+def normalise_state(pipeline: str, rows: list[dict]) -> dict[str, object]:
+    """State rows of Spark's state data source → the model's state, keyed by ``json.dumps`` of the key."""
+    out: dict[str, object] = {}
+    if pipeline == "count":
+        for r in rows:
+            out[json.dumps(_find(r["key"], "key"))] = _find(r["value"], "count")
+    elif pipeline.startswith("window-"):
+        for r in rows:
+            window = _find(r["key"], "window") or {}
+            out[json.dumps([_find(r["key"], "key"), window.get("start"), window.get("end")])] = _find(r["value"], "count")
+    elif pipeline == "pandas-state":
+        for r in rows:
+            state = r["value"] or {}
+            times = sorted(int(t) for t in str(_find(state, "times") or "").split(",") if t)
+            out[json.dumps(_find(r["key"], "key"))] = [_find(state, "count"), times]
+    elif pipeline == "tws":
+        counts: dict[str, int] = {}
+        times: dict[str, list[int]] = {}
+        for r in rows:
+            key = json.dumps(_find(r["key"], "key"))
+            if r["var"] == "count":
+                counts[key] = _find(r["value"], "count")
+            elif r["var"] == "times":
+                element = r.get("list_element") or r.get("value")
+                ts = _find(element, "ts")
+                if isinstance(ts, list):
+                    times.setdefault(key, []).extend(ts)
+                elif ts is not None:
+                    times.setdefault(key, []).append(ts)
+        for key in set(counts) | set(times):
+            out[key] = [counts.get(key), sorted(times.get(key, []))]
+    return out
+
+
+def model_state(pipeline: str, model: PipelineModel, batch: int | None) -> dict[str, object]:
+    state = model.state(-1 if batch is None else batch)
+    out: dict[str, object] = {}
+    for key, value in state.items():
+        k = json.dumps(list(key)) if isinstance(key, tuple) else json.dumps(key)
+        if isinstance(value, tuple):
+            value = [value[0], sorted(value[1])]
+        out[k] = value
+    return out
+
+
+def check_state(pipeline: str, model: PipelineModel, state_events: list[dict]) -> list[Violation]:
+    """``state_matches_model``: each state read (before and after every run) equals the model's
+    state after the batch it was read at."""
+    violations = []
+    for event in state_events:
+        observed = normalise_state(pipeline, event["rows"])
+        expected = model_state(pipeline, model, event["batch"])
+        for key in sorted(set(observed) | set(expected)):
+            if observed.get(key) != expected.get(key):
+                violations.append(Violation("state_matches_model", key, expected.get(key), observed.get(key),
+                                            event["seq"]))
+    return violations
+
+
+def read_file_sink(output: Path) -> tuple[list[list], list[str]]:
+    """Rows of the files the file sink's metadata log commits, and orphan part files (on disk, not in the log)."""
+    log = output / "_spark_metadata"
+    committed: set[str] = set()
+    entries = sorted((p for p in log.iterdir() if p.name.split(".")[0].isdigit() and not p.name.startswith(".")),
+                     key=lambda p: int(p.name.split(".")[0])) if log.is_dir() else []
+    for entry in entries:
+        for line in entry.read_text().splitlines()[1:]:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            name = Path(record["path"].removeprefix("file:")).name
+            if record.get("action", "add") == "add":
+                committed.add(name)
+            else:
+                committed.discard(name)
+    rows, orphans = [], []
+    for part in sorted(output.glob("part-*")):
+        if part.name.endswith(".crc"):
+            continue
+        if part.name not in committed:
+            orphans.append(part.name)
+            continue
+        rows += [json.loads(line) for line in part.read_text().splitlines() if line.strip()]
+    return rows, orphans
+
+
+def read_store_sink(output: Path) -> tuple[dict[int, list[list]], dict[int, int]]:
+    """Rows per batch and how many times each batch was applied, from the ``rocksdb-indexed`` sink store."""
+    from harness.store import StoreContext
+    from harness.stores import resolve
+
+    store = resolve("rocksdb-indexed")()
+    store.init(StoreContext(directory=output / "store", store_name="spark-sink"))
+    try:
+        rows: dict[int, list[list]] = {}
+        applied: dict[int, int] = {}
+        for key, value in store.read_committed().all():
+            if key.startswith(b"out/"):
+                _, batch, row = key.split(b"/", 2)
+                rows.setdefault(int(batch), []).append(json.loads(row))
+            elif key.startswith(b"applied/"):
+                applied[int(key.split(b"/")[1])] = int(value)
+        return rows, applied
+    finally:
+        store.close()
+
+
+def _as_row(row, columns) -> tuple:
+    return tuple(row[c] for c in columns) if isinstance(row, dict) else tuple(row)
+
+
+def check_output(sink: str, columns: tuple[str, ...], model: PipelineModel, last_batch: int, observed_rows: list,
+                 applied: dict[int, int] | None = None, seq: int | None = None,
+                 per_batch: dict[int, list] | None = None) -> list[Violation]:
+    """``exactly_once_output``: the committed output equals the model's for batches 0..last_batch,
+    every row once (a duplicate, a loss or an extra row is a violation, with the row as its key)."""
+    violations = []
+    expected = Counter(tuple(r) for r in model.all_output(last_batch))
+    observed = Counter(_as_row(r, columns) for r in observed_rows)
+    for row in sorted(set(expected) | set(observed), key=str):
+        if expected[row] != observed[row]:
+            what = "duplicate" if observed[row] > expected[row] > 0 else ("lost" if observed[row] < expected[row] else "extra")
+            violations.append(Violation("exactly_once_output", json.dumps(list(row)),
+                                        f"{expected[row]}×", f"{observed[row]}× ({what})", seq))
+    if applied is not None:
+        for batch in range(last_batch + 1):
+            if applied.get(batch, 0) != 1:
+                violations.append(Violation("exactly_once_output", f"batch {batch}", "applied once",
+                                            f"applied {applied.get(batch, 0)}×", seq))
+    if per_batch is not None:
+        for batch in range(last_batch + 1):
+            exp = sorted(model.output(batch))
+            obs = sorted(_as_row(r, columns) for r in per_batch.get(batch, []))
+            if exp != obs:
+                violations.append(Violation("exactly_once_output", f"batch {batch} rows", exp, obs, seq))
+    return violations
+
+
+def check_restarts(runs: list[dict], bound_s: float) -> list[Violation]:
+    """``restart_liveness``: every run after a kill starts and commits a new batch within ``bound_s``
+    (or finds nothing left to do and exits 0); Spark's error is the observed value otherwise."""
+    violations = []
+    for run in runs[1:]:
+        first = run.get("first_commit_s")
+        if run.get("error"):
+            violations.append(Violation("restart_liveness", f"run {run['run']}", "restarts and completes a batch",
+                                        run["error"], run.get("seq")))
+        elif first is None and run.get("exit") != 0:
+            violations.append(Violation("restart_liveness", f"run {run['run']}", f"a committed batch within {bound_s} s",
+                                        f"exit {run.get('exit')}: {run.get('log_tail', '')[-1500:]}", run.get("seq")))
+        elif first is not None and first > bound_s:
+            violations.append(Violation("restart_liveness", f"run {run['run']}", f"a committed batch within {bound_s} s",
+                                        f"first batch after {first:.1f} s", run.get("seq")))
+    return violations

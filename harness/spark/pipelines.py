@@ -1,0 +1,187 @@
+"""The pipelines and sinks of the Spark suite, as PySpark code (runs inside the pipeline's driver).
+
+Every pipeline reads ``(key string, ts long seconds)`` rows; ``models.spark`` has the model of each.
+Output rows: ``count`` → (key, count); windows → (key, start, end, count) with unix seconds;
+processors → (key, count, kind).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from models.spark import KEEP_TIMES, TIMEOUT_S, WATERMARK_DELAY_S
+
+PIPELINES = ("count", "window-tumbling", "window-sliding", "pandas-state", "tws")
+SINKS = ("file", "foreach", "foreach-nocheck", "kafka")
+OUTPUT_MODE = {"count": "update", "window-tumbling": "append", "window-sliding": "append",
+               "pandas-state": "append", "tws": "append"}
+OUTPUT_COLUMNS = {"count": ("key", "count"), "window-tumbling": ("key", "start", "end", "count"),
+                  "window-sliding": ("key", "start", "end", "count"), "pandas-state": ("key", "count", "kind"),
+                  "tws": ("key", "count", "kind")}
+BATCH_TP_TOPIC = "spark-batches"  # the offsets key of the foreachBatch sink in the store
+
+
+def unsupported(pipeline: str, sink: str, provider: str) -> str | None:
+    """Why Spark refuses this combination (None: it runs). Checked before starting a JVM."""
+    if sink == "file" and OUTPUT_MODE[pipeline] == "update":
+        return "the file sink supports only append mode; a streaming aggregation without a watermark cannot append"
+    if pipeline == "tws" and provider != "rocksdb":
+        return "transformWithStateInPandas needs the RocksDB state store provider"
+    return None
+
+
+def _timer_ms(times: list[int]) -> int:
+    return (max(times) + TIMEOUT_S) * 1000 + 500
+
+
+def _pandas_state_func(key, pdfs, state):
+    import pandas as pd
+
+    if state.hasTimedOut:
+        count = state.get[0]
+        state.remove()
+        yield pd.DataFrame({"key": [key[0]], "count": [count], "kind": ["expired"]})
+        return
+    watermark = state.getCurrentWatermarkMs()
+    times = sorted(int(t) for pdf in pdfs for t in pdf["ts"] if int(t) * 1000 > watermark)
+    out = []
+    count, kept = 0, []
+    if state.exists:
+        count, text, timer = state.get
+        kept = [int(t) for t in text.split(",") if t]
+        if timer <= watermark:
+            out.append((key[0], count, "expired"))
+            count, kept = 0, []
+    if not times:
+        if count:
+            state.update((count, ",".join(map(str, kept)), _timer_ms(kept)))
+            state.setTimeoutTimestamp(_timer_ms(kept))
+        else:
+            state.remove()
+    else:
+        kept = (kept + times)[-KEEP_TIMES:]
+        count += len(times)
+        state.update((count, ",".join(map(str, kept)), _timer_ms(kept)))
+        state.setTimeoutTimestamp(_timer_ms(kept))
+        out.append((key[0], count, "update"))
+    if out:
+        yield pd.DataFrame({"key": [r[0] for r in out], "count": [r[1] for r in out], "kind": [r[2] for r in out]})
+
+
+def _tws_processor():
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class KeyedProcessor(StatefulProcessor):
+        """Count (value state), last event times (list state) and an event-time timer per key."""
+
+        def init(self, handle) -> None:
+            self.handle = handle
+            self.count = handle.getValueState("count", "count long")
+            self.times = handle.getListState("times", "ts long")
+
+        def _expire(self, key: str) -> list[tuple]:
+            count = self.count.get()[0] if self.count.exists() else 0
+            for timer in list(self.handle.listTimers()):
+                self.handle.deleteTimer(timer)
+            self.count.clear()
+            self.times.clear()
+            return [(key, count, "expired")]
+
+        def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+            watermark = timerValues.getCurrentWatermarkInMs()
+            times = sorted(int(t) for pdf in rows for t in pdf["ts"] if int(t) * 1000 > watermark)
+            out = []
+            if any(t <= watermark for t in self.handle.listTimers()):
+                out += self._expire(key[0])
+            if times:
+                count = (self.count.get()[0] if self.count.exists() else 0) + len(times)
+                kept = ([int(r[0]) for r in self.times.get()] if self.times.exists() else [])
+                kept = (kept + times)[-KEEP_TIMES:]
+                for timer in list(self.handle.listTimers()):
+                    self.handle.deleteTimer(timer)
+                self.count.update((count,))
+                self.times.put([(t,) for t in kept])
+                self.handle.registerTimer(_timer_ms(kept))
+                out.append((key[0], count, "update"))
+            if out:
+                yield pd.DataFrame({"key": [r[0] for r in out], "count": [r[1] for r in out],
+                                    "kind": [r[2] for r in out]})
+
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+            out = self._expire(key[0])
+            yield pd.DataFrame({"key": [r[0] for r in out], "count": [r[1] for r in out], "kind": [r[2] for r in out]})
+
+        def close(self) -> None:
+            pass
+
+    return KeyedProcessor()
+
+
+def build(spark, pipeline: str, source):
+    """The streaming DataFrame of ``pipeline`` over ``source`` (columns key, ts)."""
+    from pyspark.sql import functions as F
+
+    delay = f"{WATERMARK_DELAY_S} seconds"
+    if pipeline == "count":
+        return source.groupBy("key").count()
+    timed = source.withColumn("et", F.timestamp_seconds("ts")).withWatermark("et", delay)
+    if pipeline.startswith("window-"):
+        window = F.window("et", "10 seconds") if pipeline == "window-tumbling" else F.window("et", "20 seconds", "10 seconds")
+        return (timed.groupBy(window.alias("window"), "key").count()
+                .select("key", F.col("window.start").cast("long").alias("start"),
+                        F.col("window.end").cast("long").alias("end"), "count"))
+    if pipeline == "pandas-state":
+        return timed.groupBy("key").applyInPandasWithState(
+            _pandas_state_func, outputStructType="key string, count long, kind string",
+            stateStructType="count long, times string, timer long", outputMode="append",
+            timeoutConf="EventTimeTimeout")
+    if pipeline == "tws":
+        return timed.groupBy("key").transformWithStateInPandas(
+            statefulProcessor=_tws_processor(), outputStructType="key string, count long, kind string",
+            outputMode="Append", timeMode="EventTime")
+    raise ValueError(f"unknown pipeline {pipeline!r}; known: {', '.join(PIPELINES)}")
+
+
+class StoreSink:
+    """``foreachBatch`` into the ``rocksdb-indexed`` store, idempotent by batch id.
+
+    Each batch writes ``out/<batch>/<row key>`` → the row (JSON) and increments ``applied/<batch>``,
+    then ``commit({spark-batches-0: batch_id})``; a batch at or below ``committed_offset`` is
+    skipped (unless ``check_committed`` is False: the mutant). After the commit it renames a
+    marker ``<dir>/_batches/<batch>`` into place: the sink's step the watcher can see.
+    """
+
+    def __init__(self, directory: str, check_committed: bool = True) -> None:
+        from harness.store import StoreContext, TopicPartition
+        from harness.stores import resolve
+
+        self.directory = Path(directory)
+        self.tp = TopicPartition(BATCH_TP_TOPIC, 0)
+        self.check_committed = check_committed
+        self.store = resolve("rocksdb-indexed")()
+        (self.directory / "_batches").mkdir(parents=True, exist_ok=True)
+        self.store.init(StoreContext(directory=self.directory / "store", store_name="spark-sink"))
+        self.store.recover(self.store.committed_offset(self.tp))
+
+    def __call__(self, batch_df, batch_id: int) -> None:
+        committed = self.store.committed_offset(self.tp)
+        if self.check_committed and committed is not None and batch_id <= committed:
+            return
+        rows = [tuple(r) for r in batch_df.collect()]
+        applied_key = b"applied/%08d" % batch_id
+        applied = int(self.store.get(applied_key) or b"0") + 1
+        for row in rows:
+            self.store.put(b"out/%08d/%s" % (batch_id, json.dumps(list(row)).encode()), b"1")
+        self.store.put(applied_key, str(applied).encode())
+        self.store.commit({self.tp: batch_id})
+        marker = self.directory / "_batches" / str(batch_id)
+        tmp = marker.with_name(f".{batch_id}.tmp")
+        tmp.write_text(str(len(rows)))
+        os.replace(tmp, marker)
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,73 @@
+"""Start one pipeline run (``python -m harness.spark.app``) as its own OS process group, wait for it,
+and always leave no process behind (the whole group is SIGKILLed on the way out)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["PipelineProcess"]
+
+
+class PipelineProcess:
+    """``with PipelineProcess(config, run_dir, name) as p: p.wait(timeout)``; ``p.pgid`` is the group to kill."""
+
+    def __init__(self, config: dict, directory: Path, name: str) -> None:
+        self.config_path = directory / f"{name}.config.json"
+        self.log_path = directory / f"{name}.log"
+        self.report_path = Path(config["report"])
+        self.config_path.write_text(json.dumps(config, indent=2))
+        self.proc: subprocess.Popen | None = None
+        self.started = 0.0
+
+    def __enter__(self) -> PipelineProcess:
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+               "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}
+        env.pop("PYSPARK_SUBMIT_ARGS", None)
+        log = open(self.log_path, "ab")  # noqa: SIM115 (closed in __exit__)
+        self._log = log
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "harness.spark.app", str(self.config_path)],
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        return self
+
+    @property
+    def pgid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid  # start_new_session: the child leads its own group
+
+    def wait(self, timeout: float) -> int | None:
+        """The exit code (negative: killed by that signal), or None when ``timeout`` ran out."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, signal.SIGKILL)
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            self.kill()  # the JVM and Python workers share the group; kill them even if the driver exited
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+    def reports(self) -> list[dict]:
+        if not self.report_path.exists():
+            return []
+        return [json.loads(line) for line in self.report_path.read_text().splitlines() if line.strip()]
+
+    def log_tail(self, lines: int = 25) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        keep = [line for line in text.splitlines() if "Exception" in line or "Error" in line or "Caused by" in line]
+        return "\n".join((keep or text.splitlines())[-lines:])

@@ -1,0 +1,270 @@
+"""One Spark scenario: a pipeline, a sink and a state configuration run on seeded input files under
+a schedule of driver kills, restarted on the same checkpoint until it finishes, then checked.
+
+The driver (this module) keeps the history: every final file the watcher saw, each kill with the
+files really on disk after it and the crash window they show, each run's exit and Spark's error,
+the state each run read back. The verdict has the shape of Core B's, with the pipeline, sink and
+configuration instead of the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from faults.spark import CrashTarget, FileWatcher, classify, final_files, parse_target, step_of
+from harness.checkers.eos import Violation
+from harness.spark.checks import (
+    EXACTLY_ONCE_SINKS,
+    check_output,
+    check_restarts,
+    check_state,
+    read_file_sink,
+    read_store_sink,
+)
+from harness.spark.pipelines import OUTPUT_COLUMNS, PIPELINES, SINKS, unsupported
+from harness.spark.runner import PipelineProcess
+from models.spark import generate_batches, model_for
+
+__all__ = ["SparkScenario", "run_spark_scenario"]
+
+RUN_TIMEOUT_S = 300.0
+RESTART_BOUND_S = 120.0
+EPOCH = 1_700_000_000  # input files get modification times EPOCH+n: the file source takes them in that order
+
+
+@dataclass(frozen=True)
+class SparkScenario:
+    pipeline: str
+    sink: str
+    provider: str = "rocksdb"
+    checkpoint_format: int = 1
+    changelog: bool = False
+    source: str = "file"
+    schedule: tuple[str, ...] = ()
+    seed: int = 0
+    batches: int = 5
+    strict: bool = False
+
+    def validate(self) -> None:
+        if self.pipeline not in PIPELINES:
+            raise ValueError(f"unknown pipeline {self.pipeline!r}; known: {', '.join(PIPELINES)}")
+        if self.sink not in SINKS:
+            raise ValueError(f"unknown sink {self.sink!r}; known: {', '.join(SINKS)}")
+        if self.provider not in ("hdfs", "rocksdb"):
+            raise ValueError("--state-provider must be hdfs or rocksdb")
+        if self.checkpoint_format not in (1, 2):
+            raise ValueError("--checkpoint-format must be 1 or 2")
+        if self.changelog and self.provider != "rocksdb":
+            raise ValueError("changelog checkpointing is a RocksDB provider option")
+        if self.source != "file" or self.sink == "kafka":
+            raise ValueError("the Kafka source and sink need harness.cluster.LocalKafka, not available in this build")
+        for target in self.schedule:
+            parse_target(target)
+
+    @property
+    def configuration(self) -> dict:
+        return {"state_provider": self.provider, "changelog_checkpointing": self.changelog,
+                "checkpoint_format": self.checkpoint_format, "source": self.source}
+
+    def repro(self) -> str:
+        parts = ["eos-harness run --suite spark", f"--pipeline {self.pipeline}", f"--sink {self.sink}",
+                 f"--state-provider {self.provider}", f"--checkpoint-format {self.checkpoint_format}"]
+        if self.changelog:
+            parts.append("--changelog")
+        if self.source != "file":
+            parts.append(f"--source {self.source}")
+        if self.schedule:
+            parts.append(f"--crash-at {','.join(self.schedule)}")
+        if self.batches != 5:
+            parts.append(f"--batches {self.batches}")
+        if self.strict:
+            parts.append("--strict")
+        parts.append(f"--seed {self.seed}")
+        return " ".join(parts)
+
+
+@dataclass
+class _History:
+    events: list[dict] = field(default_factory=list)
+
+    def add(self, event: dict) -> int:
+        seq = len(self.events)
+        self.events.append({"seq": seq, **event})
+        return seq
+
+
+def write_input(directory: Path, batches: list[list[tuple[str, int]]]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for n, batch in enumerate(batches):
+        path = directory / f"part-{n:05d}.json"
+        path.write_text("".join(json.dumps({"key": k, "ts": ts}) + "\n" for k, ts in batch))
+        os.utime(path, (EPOCH + n, EPOCH + n))
+
+
+def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = False,
+                       measure: dict | None = None) -> dict:
+    """Run ``scenario`` in ``run_dir`` (emptied first); returns the verdict object."""
+    scenario.validate()
+    started = time.monotonic()
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    base = {"pipeline": scenario.pipeline, "sink": scenario.sink, "configuration": scenario.configuration,
+            "seed": scenario.seed, "schedule": list(scenario.schedule), "repro": scenario.repro()}
+    reason = unsupported(scenario.pipeline, scenario.sink, scenario.provider)
+    if reason:
+        return {**base, "verdict": "not_applicable", "reason": reason, "violations": [], "crash_points": [],
+                "crash_windows": [], "seconds": 0.0}
+    batches = generate_batches(scenario.seed, batches=scenario.batches, keys=6)
+    model = model_for(scenario.pipeline, batches)
+    write_input(run_dir / "input", batches)
+    roots = {"checkpoint": run_dir / "checkpoint", "output": run_dir / "output"}
+    history = _History()
+    history.add({"type": "scenario", **base, "batches": batches})
+    runs: list[dict] = []
+    crash_windows: list[dict] = []
+    targets: list[CrashTarget | None] = [parse_target(t) for t in scenario.schedule] + [None]
+    killed_at: float | None = None
+    for number, target in enumerate(targets):
+        config = {"pipeline": scenario.pipeline, "sink": scenario.sink, "provider": scenario.provider,
+                  "changelog": scenario.changelog, "format": scenario.checkpoint_format,
+                  "input": str(run_dir / "input"), "checkpoint": str(roots["checkpoint"]),
+                  "output": str(roots["output"]), "report": str(run_dir / f"run-{number}.report.jsonl"),
+                  "partitions": 2}
+        before = final_files(roots)
+        committed_before = {s[1] for rel in before["checkpoint"] if (s := step_of("checkpoint", rel)) and s[0] == "commit"}
+        run = {"run": number, "target": str(target) if target else None}
+        with FileWatcher(roots, target, clock_zero=started) as watcher, \
+                PipelineProcess(config, run_dir, f"run-{number}") as proc:
+            watcher.attach(proc.pgid)
+            run["seq"] = history.add({"type": "start", "run": number, "target": run["target"],
+                                      "at": round(proc.started - started, 3)})
+            code = proc.wait(RUN_TIMEOUT_S)
+            if code is None:
+                proc.kill()
+                run["error"] = f"no exit within {RUN_TIMEOUT_S} s (hung); log: {proc.log_tail()}"
+            time.sleep(0.05)  # let the watcher drain its last events
+        run["exit"] = code
+        for at, label, rel in watcher.events:
+            history.add({"type": "file", "run": number, "at": at, "root": label, "path": rel})
+        new_commits = [(at, s[1]) for at, label, rel in watcher.events
+                       if label == "checkpoint" and (s := step_of(label, rel)) and s[0] == "commit"
+                       and s[1] not in committed_before]
+        if new_commits:
+            run["first_commit_s"] = round(new_commits[0][0] - (killed_at if killed_at is not None else
+                                                                proc.started - started), 3)
+        reports = proc.reports()
+        for event in reports:
+            if event["event"] == "state":
+                seq = history.add({"type": "state", "run": number, "phase": event["phase"], "batch": event["batch"],
+                                   "rows": event["rows"]})
+                event["seq"] = seq
+            elif event["event"] == "state_error":
+                history.add({"type": "state_error", "run": number, "phase": event["phase"], "batch": event["batch"],
+                             "error": event["error"]})
+            elif event["event"] == "error":
+                run["error"] = event["error"]
+                history.add({"type": "error", "run": number, "error": event["error"], "traceback": event["traceback"]})
+        if watcher.killed:
+            files = final_files(roots)
+            window = classify(files, partitions=2)
+            killed_at = watcher.killed["at"]
+            crash = {"run": number, "target": str(target), "after": watcher.killed["after"], **window}
+            crash_windows.append(crash)
+            history.add({"type": "crash", **crash, "at": killed_at, "files": files})
+        else:
+            killed_at = None
+            if code not in (0, None) and "error" not in run:
+                run["log_tail"] = proc.log_tail()
+            if target is not None:
+                history.add({"type": "target_not_reached", "run": number, "target": str(target)})
+        run["seconds"] = round(time.monotonic() - proc.started, 3)
+        runs.append(run)
+        history.add({"type": "exit", "run": number, "code": code, "seconds": run["seconds"]})
+        if code not in (0, None) and not watcher.killed:
+            break  # Spark could not run: restart_liveness reports it
+    violations: list[Violation] = []
+    violations += check_restarts(runs, RESTART_BOUND_S)
+    final = final_files(roots)
+    commits = sorted(s[1] for rel in final["checkpoint"] if (s := step_of("checkpoint", rel)) and s[0] == "commit")
+    last = commits[-1] if commits else -1
+    if last < len(batches) - 1:
+        violations.append(Violation("restart_liveness", "input", f"every batch 0..{len(batches) - 1} committed",
+                                    f"last committed batch {last}", None))
+    if commits != list(range(last + 1)):
+        violations.append(Violation("exactly_once_output", "commit log", list(range(last + 1)), commits, None))
+    state_events = [e for e in history.events if e["type"] == "state"]
+    violations += check_state(scenario.pipeline, model, state_events)
+    for event in history.events:
+        if event["type"] == "state_error":
+            violations.append(Violation("state_matches_model", f"state of batch {event['batch']} ({event['phase']} run "
+                                        f"{event['run']})", "readable with the state data source",
+                                        event["error"][:1500], event["seq"]))
+    orphans: list[str] = []
+    columns = OUTPUT_COLUMNS[scenario.pipeline]
+    output_seq = None
+    if scenario.sink == "file":
+        rows, orphans = read_file_sink(roots["output"])
+        output_seq = history.add({"type": "output", "rows": rows, "orphans": orphans})
+        violations += check_output(scenario.sink, columns, model, last, rows, seq=output_seq)
+    elif scenario.sink in ("foreach", "foreach-nocheck"):
+        per_batch, applied = read_store_sink(roots["output"])
+        rows = [r for b in sorted(per_batch) for r in per_batch[b]]
+        output_seq = history.add({"type": "output", "rows": rows, "applied": applied})
+        violations += check_output(scenario.sink, columns, model, last, rows, applied=applied, seq=output_seq,
+                                   per_batch=per_batch)
+    duplicates = _duplicates(violations, crash_windows)
+    history_path = run_dir / "history.jsonl"
+    history_path.write_text("".join(json.dumps(e) + "\n" for e in history.events))
+    result = {
+        **base,
+        "verdict": "fail" if violations else "pass",
+        "violations": [v.to_json() for v in violations],
+        "crash_points": [c["target"] for c in crash_windows],
+        "crash_windows": crash_windows,
+        "checks": {
+            "restart_liveness": "fail" if any(v.check == "restart_liveness" for v in violations) else "pass",
+            "exactly_once_output": ("fail" if any(v.check == "exactly_once_output" for v in violations) else "pass")
+            if scenario.sink in EXACTLY_ONCE_SINKS else "n/a",
+            "state_matches_model": "fail" if any(v.check == "state_matches_model" for v in violations) else "pass",
+            "orphan_files": {"count": len(orphans), "files": orphans[:20]},
+        },
+        "duplicates": duplicates,
+        "runs": runs,
+        "last_committed_batch": last,
+        "seconds": round(time.monotonic() - started, 3),
+        "history": str(history_path),
+    }
+    if measure is not None:
+        measure.update(_latencies(final, roots))
+    (run_dir / "verdict.json").write_text(json.dumps(result, indent=2))
+    if not keep and not violations:
+        shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
+    return result
+
+
+def _duplicates(violations: list[Violation], crash_windows: list[dict]) -> dict:
+    count = sum(1 for v in violations if "duplicate" in str(v.observed) or
+                (str(v.key).startswith("batch ") and "applied 2" in str(v.observed)))
+    return {"count": count, "windows": sorted({c["window"] for c in crash_windows}) if count else []}
+
+
+def _latencies(files: dict[str, list[str]], roots: dict[str, Path]) -> dict:
+    """Micro-batch latency (offsets/N written → commits/N written), from the files' modification times."""
+    out = []
+    for rel in files["checkpoint"]:
+        step = step_of("checkpoint", rel)
+        if step and step[0] == "commit":
+            offsets = roots["checkpoint"] / "offsets" / str(step[1])
+            commit = roots["checkpoint"] / rel
+            if offsets.exists():
+                out.append((step[1], commit.stat().st_mtime - offsets.stat().st_mtime))
+    return {"batch_latencies": sorted(out)}
+
+
+def scenario_json(scenario: SparkScenario) -> dict:
+    return asdict(scenario)
