@@ -19,7 +19,7 @@ __all__ = ["PIPELINE_MODELS", "PipelineModel", "generate_batches", "model_for"]
 Batch = Sequence[tuple[str, int]]
 
 WATERMARK_DELAY_S = 10
-TIMEOUT_S = 15  # the processors' event-time timer: last event time of the key + TIMEOUT_S + 0.5 s
+TIMEOUT_S = 5  # the processors' event-time timer: last event time of the key + TIMEOUT_S + 0.5 s
 KEEP_TIMES = 3  # the processors' list state keeps the last KEEP_TIMES event times of the key
 
 
@@ -106,7 +106,7 @@ class KeyedProcessor(PipelineModel):
     """The per-key processor of ``applyInPandasWithState`` / ``transformWithStateInPandas``.
 
     Per key: a count (value state), the last three event times (list state) and an event-time
-    timer at ``(last event time + 15 s) * 1000 + 500`` ms. Records at or behind the watermark are
+    timer at ``(last event time + 5 s) * 1000 + 500`` ms. Records at or behind the watermark are
     dropped as late. A key's input rows emit ``(key, count, "update")``; a timer that the
     watermark passed emits ``(key, count, "expired")`` and clears the key's state, first, if the key
     also has input in that batch.

@@ -106,9 +106,26 @@ def write_input(directory: Path, batches: list[list[tuple[str, int]]]) -> None:
         os.utime(path, (EPOCH + n, EPOCH + n))
 
 
+class _NoWatcher:
+    """Stands in for :class:`FileWatcher` when a run without kills is measured unwatched (benchmark)."""
+
+    events: list = []
+    killed = None
+
+    def __enter__(self) -> _NoWatcher:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def attach(self, pgid: int) -> None:
+        pass
+
+
 def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = False,
-                       measure: dict | None = None) -> dict:
-    """Run ``scenario`` in ``run_dir`` (emptied first); returns the verdict object."""
+                       measure: dict | None = None, watch: bool = True) -> dict:
+    """Run ``scenario`` in ``run_dir`` (emptied first); returns the verdict object. ``watch=False``
+    (only without kills) runs without the inotify watcher; ``measure`` receives batch latencies."""
     scenario.validate()
     started = time.monotonic()
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -138,7 +155,8 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
         before = final_files(roots)
         committed_before = {s[1] for rel in before["checkpoint"] if (s := step_of("checkpoint", rel)) and s[0] == "commit"}
         run = {"run": number, "target": str(target) if target else None}
-        with FileWatcher(roots, target, clock_zero=started) as watcher, \
+        watcher_cm = FileWatcher(roots, target, clock_zero=started) if watch or target else _NoWatcher()
+        with watcher_cm as watcher, \
                 PipelineProcess(config, run_dir, f"run-{number}") as proc:
             watcher.attach(proc.pgid)
             run["seq"] = history.add({"type": "start", "run": number, "target": run["target"],

@@ -1,0 +1,205 @@
+"""CLI of the Spark suite: ``eos-harness run --suite spark …`` (one scenario) and
+``eos-harness chaos --suite spark …`` (a campaign over the matrix). :class:`SuiteGroup` sends
+``run``/``chaos`` with ``--suite spark`` here, the Core B commands keep every other invocation."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from harness.spark.pipelines import PIPELINES, SINKS, unsupported
+
+console = Console()
+
+STATE_CONFIGS = (("hdfs", False), ("rocksdb", False), ("rocksdb", True))  # provider, changelog checkpointing
+WINDOWS = ("offsets", "state", "sink", "commit")
+MUTANT_SINK = "foreach-nocheck"
+
+
+def _suite_of(args: list[str]) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == "--suite" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--suite="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+class SuiteGroup(click.Group):
+    """A click group that runs the Spark suite's ``run``/``chaos`` when ``--suite spark`` is given."""
+
+    def resolve_command(self, ctx, args):
+        name, command, rest = super().resolve_command(ctx, args)
+        if name in ("run", "chaos") and _suite_of(rest) == "spark":
+            command = spark_run_command if name == "run" else spark_chaos_command
+        return name, command, rest
+
+
+def _seed(seed: int | None) -> int:
+    return seed if seed is not None else random.SystemRandom().randrange(2**31)
+
+
+def _table(results: list[dict], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("pipeline", "sink", "state", "fmt", "crash", "window on disk", "verdict", "checks that fired"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        conf = r["configuration"]
+        state = conf["state_provider"] + ("+changelog" if conf["changelog_checkpointing"] else "")
+        windows = ", ".join(f"{c['window']}({c['batch']})" for c in r.get("crash_windows", [])) or "-"
+        fired = sorted({v["check"] for v in r["violations"]})
+        colour = {"pass": "green", "fail": "red"}.get(r["verdict"], "yellow")
+        table.add_row(r["pipeline"], r["sink"], state, str(conf["checkpoint_format"]), ",".join(r["schedule"]) or "-",
+                      windows, f"[{colour}]{r['verdict']}[/]", ", ".join(fired))
+    return table
+
+
+def _print_result(result: dict) -> None:
+    console.print(_table([result], f"spark scenario, seed {result['seed']}"))
+    if result["verdict"] == "not_applicable":
+        console.print(f"not applicable: {result['reason']}")
+    for v in result["violations"][:20]:
+        console.print(f"  {v['check']}: key={v['key']} expected={str(v['expected'])[:200]} "
+                      f"observed={str(v['observed'])[:400]} (event {v['event']})", markup=False, highlight=False)
+    if result.get("duplicates", {}).get("count"):
+        console.print(f"duplicates: {result['duplicates']['count']} (crash windows {result['duplicates']['windows']})")
+    console.print(f"replay: {result['repro']}", markup=False, highlight=False)
+
+
+@click.command("run")
+@click.option("--suite", type=click.Choice(["eos", "spark"]), default="spark")
+@click.option("--pipeline", type=click.Choice(PIPELINES), required=True)
+@click.option("--sink", type=click.Choice(SINKS), required=True)
+@click.option("--state-provider", "provider", type=click.Choice(["hdfs", "rocksdb"]), default="rocksdb", show_default=True)
+@click.option("--changelog", is_flag=True, help="RocksDB changelog checkpointing on (Spark's default: off).")
+@click.option("--checkpoint-format", "checkpoint_format", type=click.Choice(["1", "2"]), default="1", show_default=True)
+@click.option("--source", type=click.Choice(["file", "kafka"]), default="file", show_default=True)
+@click.option("--crash-at", "crash_at", default="", help="Comma-separated kills, one per run: offsets@N, state@N, "
+              "sink@N, commit@N (right after that file of batch N appears) or random@MS.")
+@click.option("--batches", type=int, default=5, show_default=True, help="Input files (one micro-batch each).")
+@click.option("--strict", is_flag=True, help="At-least-once duplicates (Kafka sink) fail the verdict.")
+@click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
+@click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
+@click.option("--out", default=None, help="Run directory (default runs/spark-<seed>).")
+def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_format, source, crash_at, batches, strict,
+                      seed, json_path, out):
+    """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model."""
+    from harness.spark.scenario import SparkScenario, run_spark_scenario
+
+    seed = _seed(seed)
+    console.print(f"seed: {seed}")
+    scenario = SparkScenario(pipeline, sink, provider, int(checkpoint_format), changelog, source,
+                             tuple(t for t in crash_at.split(",") if t.strip()), seed, batches, strict)
+    try:
+        scenario.validate()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    result = run_spark_scenario(scenario, Path(out or f"runs/spark-{seed}"), keep=True)
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(result, indent=2))
+    _print_result(result)
+    sys.exit(1 if result["verdict"] == "fail" else 0)
+
+
+def matrix(source: str = "file", sinks: tuple[str, ...] = ("file", "foreach")) -> list[dict]:
+    """Every (pipeline, sink, state configuration, checkpoint format, crash window) Spark accepts."""
+    cases = []
+    for pipeline in PIPELINES:
+        for sink in sinks:
+            for provider, changelog in STATE_CONFIGS:
+                if unsupported(pipeline, sink, provider):
+                    continue
+                for fmt in (1, 2):
+                    for window in WINDOWS:
+                        cases.append({"pipeline": pipeline, "sink": sink, "provider": provider, "changelog": changelog,
+                                      "checkpoint_format": fmt, "window": window, "source": source})
+    return cases
+
+
+def plan(seed: int, count: int | None, source: str = "file", batches: int = 5) -> list:
+    """The campaign's scenarios, in order: the matrix shuffled by ``seed`` (one kill at a random batch,
+    every fifth case a second kill at a random time), then the mutant sink; ``count`` cuts it."""
+    from harness.spark.scenario import SparkScenario
+
+    rng = random.Random(seed)
+    cases = matrix(source)
+    rng.shuffle(cases)
+    scenarios = [SparkScenario("count", MUTANT_SINK, "rocksdb", 1, False, source, ("sink@2",), seed, batches)]
+    for i, case in enumerate(cases):
+        schedule = [f"{case['window']}@{rng.randint(1, batches - 2)}"]
+        if i % 5 == 4:
+            schedule.append(f"random@{rng.randint(500, 8000)}")
+        scenarios.append(SparkScenario(case["pipeline"], case["sink"], case["provider"], case["checkpoint_format"],
+                                       case["changelog"], source, tuple(schedule), rng.randrange(2**31), batches))
+    # the mutant first so a short campaign still shows it caught; then the matrix
+    return scenarios[:count] if count else scenarios
+
+
+def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None, source: str = "file",
+                 strict: bool = False, on_result=None) -> dict:
+    from harness.spark.scenario import run_spark_scenario
+
+    started = time.monotonic()
+    results = []
+    for i, scenario in enumerate(plan(seed, count, source)):
+        if minutes is not None and time.monotonic() - started > minutes * 60:
+            break
+        result = run_spark_scenario(scenario, out / f"{i:03d}-{scenario.pipeline}-{scenario.sink}")
+        result["expected"] = "caught" if scenario.sink == MUTANT_SINK else "pass"
+        results.append(result)
+        if on_result:
+            on_result(result)
+    unexpected = [r["repro"] for r in results
+                  if (r["expected"] == "pass" and r["verdict"] == "fail")
+                  or (r["expected"] == "caught" and r["verdict"] != "fail")]
+    return {"suite": "spark", "seed": seed, "source": source, "scenarios": results,
+            "summary": {"total": len(results), "failed": sum(r["verdict"] == "fail" for r in results),
+                        "not_applicable": sum(r["verdict"] == "not_applicable" for r in results),
+                        "unexpected": unexpected, "matrix_size": len(matrix(source)) + 1},
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+@click.command("chaos")
+@click.option("--suite", type=click.Choice(["eos", "spark"]), default="spark")
+@click.option("--source", type=click.Choice(["file", "kafka"]), default="file", show_default=True)
+@click.option("--minutes", type=float, default=None, help="Stop starting scenarios after this long.")
+@click.option("--scenarios", type=int, default=None, help="Run this many scenarios (default: the whole matrix).")
+@click.option("--strict", is_flag=True, help="At-least-once duplicates fail the verdict.")
+@click.option("--seed", type=int, default=None, help="Campaign seed (printed when not given).")
+@click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
+@click.option("--out", default=None, help="Results directory (default runs/spark-chaos-<seed>).")
+def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_path, out):
+    """Run a Spark chaos campaign over pipeline × sink × state provider × checkpoint format × crash window."""
+    if source == "kafka":
+        raise click.UsageError("the Kafka source needs harness.cluster.LocalKafka, not available in this build")
+    seed = _seed(seed)
+    out_dir = Path(out or f"runs/spark-chaos-{seed}")
+    console.print(f"seed: {seed}   results: {out_dir}")
+
+    def on_result(result: dict) -> None:
+        console.print(f"  {result['verdict']:<15} {result['repro']}", markup=False, highlight=False)
+
+    campaign = run_campaign(seed, out_dir, minutes, scenarios, source, strict, on_result)
+    json_file = Path(json_path) if json_path else out_dir / "chaos.json"
+    json_file.parent.mkdir(parents=True, exist_ok=True)
+    json_file.write_text(json.dumps(campaign, indent=2))
+    console.print(_table(campaign["scenarios"], f"spark chaos, seed {seed}: {campaign['summary']['total']} scenarios"))
+    for r in campaign["scenarios"]:
+        if r["verdict"] == "fail":
+            for v in r["violations"][:3]:
+                console.print(f"  {r['pipeline']}/{r['sink']}: {v['check']} key={v['key']} "
+                              f"observed={str(v['observed'])[:300]}", markup=False, highlight=False)
+    if campaign["summary"]["unexpected"]:
+        console.print("[red]unexpected results:[/]")
+        for repro in campaign["summary"]["unexpected"]:
+            console.print(f"  replay: {repro}", markup=False, highlight=False)
+    console.print(f"results: {json_file}")
+    sys.exit(1 if campaign["summary"]["unexpected"] else 0)

@@ -1,0 +1,94 @@
+"""Real PySpark pipelines (local[2], Java 17) killed between micro-batch commit steps, restarted on
+the same checkpoint and checked. The CI-sized subset of the matrix; ``eos-harness chaos --suite
+spark`` runs all of it. Scenarios run two at a time (each is its own process group)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.spark.scenario import SparkScenario, run_spark_scenario
+
+pytestmark = pytest.mark.spark
+
+SEED = 20261122
+CASES = {
+    # exactly-once foreachBatch, idempotent by batch id: kill between the sink and the commit log
+    "count-foreach-sink": SparkScenario("count", "foreach", "rocksdb", 1, False, "file", ("sink@2",), SEED),
+    # the mutant: the same kill, no committed_offset check
+    "mutant-sink": SparkScenario("count", "foreach-nocheck", "rocksdb", 1, False, "file", ("sink@2",), SEED),
+    # file sink, HDFS provider, kill after the commit log
+    "tumbling-file-hdfs-commit": SparkScenario("window-tumbling", "file", "hdfs", 1, False, "file", ("commit@1",), SEED + 1),
+    # RocksDB with changelog checkpointing and checkpoint format v2, kill after the first state file
+    "sliding-file-changelog-v2-state": SparkScenario("window-sliding", "file", "rocksdb", 2, True, "file",
+                                                     ("state@2",), SEED + 2),
+    # applyInPandasWithState on HDFS, kill right after offsets/1
+    "pandas-state-foreach-hdfs-offsets": SparkScenario("pandas-state", "foreach", "hdfs", 1, False, "file",
+                                                       ("offsets@1",), SEED + 3),
+    # transformWithStateInPandas (value + list state + timer), format v2, two kills in a row
+    "tws-file-v2-two-kills": SparkScenario("tws", "file", "rocksdb", 2, False, "file", ("sink@1", "offsets@3"), SEED + 3),
+}
+
+
+def _spark_processes() -> set[int]:
+    found = set()
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "harness.spark.app" in cmd or ("SparkSubmit" in cmd and "pyspark-shell" in cmd):
+            found.add(p.pid)
+    return found
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict[str, dict]:
+    before = _spark_processes()
+    root = tmp_path_factory.mktemp("spark")
+    print(f"spark scenarios, seed {SEED}")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(run_spark_scenario, case, Path(root / name), True) for name, case in CASES.items()}
+        out = {name: f.result() for name, f in futures.items()}
+    out["_left_behind"] = sorted(_spark_processes() - before)
+    return out
+
+
+def _explain(result: dict) -> str:
+    return "\n".join(f"{v['check']} {v['key']}: expected {str(v['expected'])[:200]}, observed {str(v['observed'])[:600]}"
+                     for v in result["violations"]) + f"\nreplay: {result['repro']}"
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if not n.startswith("mutant")])
+def test_exactly_once_pipelines_survive_the_kill(results, name):
+    result = results[name]
+    assert result["verdict"] == "pass", _explain(result)
+    case = CASES[name]
+    assert len(result["crash_windows"]) == len(case.schedule), "every scheduled kill must land"
+    for crash, target in zip(result["crash_windows"], case.schedule, strict=True):
+        assert crash["batch"] == int(target.split("@")[1]), crash
+    assert result["checks"]["state_matches_model"] == "pass"
+    assert result["runs"][-1]["exit"] == 0
+    assert result["last_committed_batch"] >= case.batches - 1
+
+
+def test_state_is_read_back_after_each_restart(results):
+    import json
+
+    events = [json.loads(line) for line in Path(results["count-foreach-sink"]["history"]).read_text().splitlines()]
+    reads = [e for e in events if e["type"] == "state" and e["batch"] is not None]
+    assert len(reads) >= 2 and all(e["rows"] for e in reads)  # before the restart and at the end
+
+
+def test_mutant_without_committed_offset_check_is_caught_with_duplicates(results):
+    result = results["mutant-sink"]
+    assert result["verdict"] == "fail"
+    assert result["crash_windows"][0]["window"] in ("after_sink", "after_commit")
+    assert any(v["check"] == "exactly_once_output" and v["key"] == "batch 2" and "applied 2" in v["observed"]
+               for v in result["violations"]), _explain(result)
+    assert result["duplicates"] == {"count": 1, "windows": ["after_sink"]}
+    assert "--sink foreach-nocheck" in result["repro"] and f"--seed {SEED}" in result["repro"]
+
+
+def test_no_spark_process_is_left_behind(results):
+    assert results["_left_behind"] == []

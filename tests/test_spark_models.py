@@ -1,0 +1,151 @@
+"""Pure parts of the Spark suite: the window model (KIP-428 + Spark's watermarks), the crash-window
+classifier, the output checks, and the watcher killing a process group right after a file appears."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from faults.spark import CrashTarget, FileWatcher, classify, parse_target, step_of
+from harness.spark.checks import check_output
+from models.spark import generate_batches, model_for
+from models.windows import SparkWatermarkedCounts, WindowSpec, WindowStore, windows_of
+
+pytestmark = pytest.mark.spark
+
+
+def test_window_spec_validation_follows_kip_428():
+    with pytest.raises(ValueError, match="retention period of the window store must be no smaller than its window size"):
+        WindowSpec(size=10, advance=10, grace=0, retention=5)
+    with pytest.raises(ValueError, match="grace period of the window store must not exceed its retention period"):
+        WindowSpec(size=10, advance=10, grace=20, retention=15)
+    with pytest.raises(ValueError, match="cannot be negative"):
+        WindowSpec(size=10, advance=10, grace=-1)
+
+
+def test_sliding_windows_contain_the_timestamp():
+    spec = WindowSpec(size=20, advance=10, grace=0)
+    assert windows_of(25, spec) == [(10, 30), (20, 40)]
+    assert windows_of(20, spec) == [(10, 30), (20, 40)]
+    assert windows_of(5, WindowSpec(size=10, advance=10, grace=0)) == [(0, 10)]
+
+
+def test_window_store_drops_records_of_closed_windows_and_expires_by_retention():
+    store = WindowStore(WindowSpec(size=10, advance=10, grace=5))
+    store.observe(30)
+    assert store.add("a", 12) == []  # window [10, 20) closed: 20 + 5 <= 30
+    assert store.add("a", 17, now=24) == [(10, 20)]
+    assert store.expire(now=35) == [("a", (10, 20), 1)]  # retention 15: 10 + 15 <= 35
+    assert store.contents() == {}
+
+
+def test_spark_watermark_emits_a_window_once_the_watermark_passes_its_end():
+    model = SparkWatermarkedCounts(WindowSpec(size=10_000, advance=10_000, grace=10_000))
+    assert model.batch([("a", 1_001_000), ("a", 1_002_000)]) == []
+    assert model.batch([("a", 1_025_000)]) == []  # runs with watermark 992 s: nothing closed yet
+    # watermark now 1015 s: [1000, 1010) closes; a record late by one batch is still counted (late watermark 992 s)
+    assert model.batch([("b", 1_003_000)]) == [("a", 1_000_000, 1_010_000, 2), ("b", 1_000_000, 1_010_000, 1)]
+    assert model.batch([("c", 1_004_000)]) == []  # late watermark 1015 s: dropped
+    assert ("c", 1_004_000, (1_000_000, 1_010_000)) in model.dropped
+
+
+def test_models_are_deterministic_by_seed():
+    assert generate_batches(7) == generate_batches(7)
+    assert generate_batches(7) != generate_batches(8)
+    for pipeline in ("count", "window-tumbling", "window-sliding", "pandas-state", "tws"):
+        a, b = model_for(pipeline, generate_batches(3)), model_for(pipeline, generate_batches(3))
+        assert a.all_output(6) == b.all_output(6)
+
+
+def test_step_of_names_each_commit_step_and_ignores_temp_and_crc_files():
+    assert step_of("checkpoint", "offsets/3") == ("offsets", 3)
+    assert step_of("checkpoint", "commits/3") == ("commit", 3)
+    assert step_of("checkpoint", "state/0/1/4.delta") == ("state", 3)
+    assert step_of("checkpoint", "state/0/1/4_0d48f600-86d0-46be-8e8d-34f78fe5a57f.zip") == ("state", 3)
+    assert step_of("checkpoint", "state/0/1/4.changelog") == ("state", 3)
+    assert step_of("checkpoint", "state/0/1/.4.delta.crc") is None
+    assert step_of("checkpoint", "state/0/1/4.zip.crc") is None
+    assert step_of("checkpoint", "offsets/.3.abc.tmp") is None
+    assert step_of("output", "_spark_metadata/3") == ("sink", 3)
+    assert step_of("output", "_batches/3") == ("sink", 3)
+
+
+def test_classify_reads_the_crash_window_from_the_files_on_disk():
+    base = {"checkpoint": ["offsets/0", "state/0/0/1.delta", "state/0/1/1.delta", "commits/0", "offsets/1"],
+            "output": ["_spark_metadata/0"]}
+    assert classify(base, 2)["window"] == "after_offsets"
+    with_state = {**base, "checkpoint": [*base["checkpoint"], "state/0/0/2.delta"]}
+    assert classify(with_state, 2) | {} == classify(with_state, 2)
+    assert (classify(with_state, 2)["window"], classify(with_state, 2)["state_files"]) == ("after_state", 1)
+    with_sink = {"checkpoint": with_state["checkpoint"], "output": [*base["output"], "_spark_metadata/1"]}
+    assert classify(with_sink, 2)["window"] == "after_sink"
+    committed = {"checkpoint": [*with_state["checkpoint"], "commits/1"], "output": with_sink["output"]}
+    assert classify(committed, 2)["window"] == "after_commit"
+    assert classify({"checkpoint": [], "output": []}, 2)["window"] == "before_first_batch"
+
+
+def test_parse_target_rejects_unknown_kinds():
+    assert parse_target("commit@2") == CrashTarget("commit", 2)
+    with pytest.raises(ValueError, match="bad crash point"):
+        parse_target("after-commit@2")
+
+
+def test_output_check_reports_duplicates_losses_and_reapplied_batches():
+    model = model_for("count", [[("a", 1)], [("a", 2), ("b", 2)]])
+    rows = [["a", 1], ["a", 2], ["a", 2]]
+    found = check_output("foreach", ("key", "count"), model, 1, rows, applied={0: 1, 1: 2})
+    observed = {(v.key, v.observed) for v in found}
+    assert ('["a", 2]', "2× (duplicate)") in observed
+    assert ('["b", 1]', "0× (lost)") in observed
+    assert ("batch 1", "applied 2×") in observed
+    assert check_output("foreach", ("key", "count"), model, 1, [["a", 1], ["a", 2], ["b", 1]],
+                        applied={0: 1, 1: 1}) == []
+
+
+def test_watcher_kills_the_process_group_right_after_the_target_file(tmp_path):
+    checkpoint = tmp_path / "checkpoint"
+    script = (
+        "import os, time, subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"os.makedirs({str(checkpoint / 'commits')!r}, exist_ok=True)\n"
+        "for n in range(50):\n"
+        f"    tmp = os.path.join({str(checkpoint / 'commits')!r}, '.%d.tmp' % n)\n"
+        "    open(tmp, 'w').write('v1')\n"
+        f"    os.replace(tmp, os.path.join({str(checkpoint / 'commits')!r}, str(n)))\n"
+        "    time.sleep(0.2)\n"
+    )
+    with FileWatcher({"checkpoint": checkpoint}, CrashTarget("commit", 3), clock_zero=time.monotonic()) as watcher:
+        proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+        watcher.attach(proc.pid)
+        try:
+            code = proc.wait(timeout=30)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
+    assert code == -9
+    assert watcher.killed["after"] == "checkpoint/commits/3"
+    written = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    assert written[-1] in (3, 4)  # the kill lands within one step after the file
+    assert _live_members(proc.pid) == []  # nothing of the group is left (zombies await their reaper)
+
+
+def _live_members(pgid: int) -> list[int]:
+    import psutil
+
+    deadline = time.monotonic() + 5
+    while True:
+        live = []
+        for p in psutil.process_iter(["pid", "status"]):
+            try:
+                if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                    live.append(p.pid)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        if not live or time.monotonic() > deadline:
+            return live
+        time.sleep(0.1)
