@@ -7,9 +7,10 @@ import json
 import click
 
 from harness.commands import chaos_command, demo_command, run_command
+from harness.spark.commands import SuiteGroup
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=SuiteGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Fault-injection harness and verifier for exactly-once (EOS) state semantics."""
 

@@ -42,6 +42,8 @@ def _violations_table(result: dict) -> Table:
 
 
 @click.command("run")
+@click.option("--suite", type=click.Choice(["eos", "spark"]), default="eos", show_default=True,
+              help="eos: the store lifecycle; spark: Spark pipelines (see `eos-harness run --suite spark --help`).")
 @click.option("--store", required=True, help="Built-in store, unsafe variant, or factory module:function.")
 @click.option("--workload", type=click.Choice(sorted(WORKLOADS)), default="counter", show_default=True)
 @click.option("--crash-at", "crash_at", multiple=True,
@@ -54,7 +56,7 @@ def _violations_table(result: dict) -> Table:
 @click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
 @click.option("--out", default=None, help="Run directory (default runs/run-<seed>).")
-def run_command(store, workload, crash_at, broker, records, commit_interval, seed, json_path, out):
+def run_command(suite, store, workload, crash_at, broker, records, commit_interval, seed, json_path, out):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
     from harness.driver import Scenario, ScheduleError, parse_schedule, run_scenario
     from harness.runtime import TaskConfig
@@ -161,6 +163,8 @@ def run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, worke
 
 
 @click.command("chaos")
+@click.option("--suite", type=click.Choice(["eos", "spark"]), default="eos", show_default=True,
+              help="eos: the store lifecycle; spark: Spark pipelines (see `eos-harness run --suite spark --help`).")
 @click.option("--stores", default=None, help="Comma-separated stores (default: every built-in store, mutant and unsafe variant).")
 @click.option("--workloads", default=None, help=f"Comma-separated workloads (default: all of {', '.join(WORKLOADS)}).")
 @click.option("--minutes", type=float, default=None, help="Run for this long (default 1 unless --scenarios).")
@@ -169,7 +173,7 @@ def run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, worke
 @click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
 @click.option("--out", default=None, help="Results directory (default runs/chaos-<seed>).")
 @click.option("--workers", type=int, default=2, show_default=True, help="Scenarios run at once.")
-def chaos_command(stores, workloads, minutes, scenarios, seed, json_path, out, workers):
+def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers):
     """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
     from harness.stores import StoreFactoryError
 
