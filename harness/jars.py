@@ -156,4 +156,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # Run through the imported module: bundles register in ``harness.jars.BUNDLES``, not in ``__main__``'s.
+    from harness.jars import main as _main
+
+    sys.exit(_main(sys.argv[1:]))
