@@ -116,8 +116,9 @@ def run(config: dict) -> int:
     sink = None
     if config["sink"] == "file":
         writer = writer.format("json").option("path", config["output"])
-    elif config["sink"] in ("foreach", "foreach-nocheck"):
-        sink = StoreSink(config["output"], check_committed=config["sink"] == "foreach")
+    elif config["sink"] in ("foreach", "foreach-nocheck", "foreach-return-early"):
+        sink = StoreSink(config["output"], check_committed=config["sink"] != "foreach-nocheck",
+                         consume_skipped=config["sink"] != "foreach-return-early")
         writer = writer.foreachBatch(sink)
     else:
         raise ValueError(f"sink {config['sink']!r} is not available in this run")

@@ -12,7 +12,7 @@ from models.spark import PipelineModel
 
 __all__ = ["check_output", "check_restarts", "check_state", "normalise_state", "read_file_sink", "read_store_sink"]
 
-EXACTLY_ONCE_SINKS = ("file", "foreach", "foreach-nocheck")
+EXACTLY_ONCE_SINKS = ("file", "foreach", "foreach-nocheck", "foreach-return-early")
 
 
 def _find(d, name):

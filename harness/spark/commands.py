@@ -125,41 +125,60 @@ def matrix(source: str = "file", sinks: tuple[str, ...] = ("file", "foreach")) -
 
 
 def plan(seed: int, count: int | None, source: str = "file", batches: int = 5) -> list:
-    """The campaign's scenarios, in order: the matrix shuffled by ``seed`` (one kill at a random batch,
-    every fifth case a second kill at a random time), then the mutant sink; ``count`` cuts it."""
+    """The campaign's scenarios, in order: the mutant sink first, then the matrix in four rounds. Each
+    round has every (pipeline, sink, state configuration, format), shuffled by ``seed``, each with a
+    crash window of its own (rotated, so every window appears in every round and a combination gets a
+    new window each round); the kill hits a random batch, and every fifth case gets a second kill at a
+    random time. A campaign cut short by ``--minutes`` or ``count`` still covers every combination."""
     from harness.spark.scenario import SparkScenario
 
     rng = random.Random(seed)
-    cases = matrix(source)
-    rng.shuffle(cases)
+    combos = sorted({tuple((k, v) for k, v in case.items() if k != "window") for case in matrix(source)})
+    rng.shuffle(combos)
     scenarios = [SparkScenario("count", MUTANT_SINK, "rocksdb", 1, False, source, ("sink@2",), seed, batches)]
-    for i, case in enumerate(cases):
-        schedule = [f"{case['window']}@{rng.randint(1, batches - 2)}"]
-        if i % 5 == 4:
-            schedule.append(f"random@{rng.randint(500, 8000)}")
-        scenarios.append(SparkScenario(case["pipeline"], case["sink"], case["provider"], case["checkpoint_format"],
-                                       case["changelog"], source, tuple(schedule), rng.randrange(2**31), batches))
-    # the mutant first so a short campaign still shows it caught; then the matrix
+    i = 0
+    for round_number in range(len(WINDOWS)):
+        for position, combo in enumerate(combos):
+            case = dict(combo)
+            window = WINDOWS[(position + round_number) % len(WINDOWS)]
+            schedule = [f"{window}@{rng.randint(1, batches - 2)}"]
+            if i % 5 == 4:
+                schedule.append(f"random@{rng.randint(500, 8000)}")
+            i += 1
+            scenarios.append(SparkScenario(case["pipeline"], case["sink"], case["provider"], case["checkpoint_format"],
+                                           case["changelog"], source, tuple(schedule), rng.randrange(2**31), batches))
     return scenarios[:count] if count else scenarios
 
 
 def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None, source: str = "file",
-                 strict: bool = False, on_result=None) -> dict:
+                 strict: bool = False, on_result=None, workers: int = 1) -> dict:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
     from harness.spark.scenario import run_spark_scenario
 
     started = time.monotonic()
-    results = []
-    for i, scenario in enumerate(plan(seed, count, source)):
+    results: list[dict] = []
+    lock = threading.Lock()
+
+    def one(i: int, scenario) -> None:
         if minutes is not None and time.monotonic() - started > minutes * 60:
-            break
+            return
         result = run_spark_scenario(scenario, out / f"{i:03d}-{scenario.pipeline}-{scenario.sink}")
         result["expected"] = "caught" if scenario.sink == MUTANT_SINK else "pass"
-        results.append(result)
-        if on_result:
-            on_result(result)
+        result["index"] = i
+        with lock:
+            results.append(result)
+            if on_result:
+                on_result(result)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for future in [pool.submit(one, i, s) for i, s in enumerate(plan(seed, count, source))]:
+            future.result()
     unexpected = [r["repro"] for r in results
                   if (r["expected"] == "pass" and r["verdict"] == "fail")
                   or (r["expected"] == "caught" and r["verdict"] != "fail")]
+    results.sort(key=lambda r: r["index"])
     return {"suite": "spark", "seed": seed, "source": source, "scenarios": results,
             "summary": {"total": len(results), "failed": sum(r["verdict"] == "fail" for r in results),
                         "not_applicable": sum(r["verdict"] == "not_applicable" for r in results),
@@ -176,7 +195,8 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
 @click.option("--seed", type=int, default=None, help="Campaign seed (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
 @click.option("--out", default=None, help="Results directory (default runs/spark-chaos-<seed>).")
-def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_path, out):
+@click.option("--workers", type=int, default=2, show_default=True, help="Scenarios run at once.")
+def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_path, out, workers):
     """Run a Spark chaos campaign over pipeline × sink × state provider × checkpoint format × crash window."""
     if source == "kafka":
         raise click.UsageError("the Kafka source needs harness.cluster.LocalKafka, not available in this build")
@@ -187,7 +207,7 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
     def on_result(result: dict) -> None:
         console.print(f"  {result['verdict']:<15} {result['repro']}", markup=False, highlight=False)
 
-    campaign = run_campaign(seed, out_dir, minutes, scenarios, source, strict, on_result)
+    campaign = run_campaign(seed, out_dir, minutes, scenarios, source, strict, on_result, workers)
     json_file = Path(json_path) if json_path else out_dir / "chaos.json"
     json_file.parent.mkdir(parents=True, exist_ok=True)
     json_file.write_text(json.dumps(campaign, indent=2))

@@ -15,7 +15,7 @@ from pathlib import Path
 from models.spark import KEEP_TIMES, TIMEOUT_S, WATERMARK_DELAY_S
 
 PIPELINES = ("count", "window-tumbling", "window-sliding", "pandas-state", "tws")
-SINKS = ("file", "foreach", "foreach-nocheck", "kafka")
+SINKS = ("file", "foreach", "foreach-nocheck", "foreach-return-early", "kafka")
 OUTPUT_MODE = {"count": "update", "window-tumbling": "append", "window-sliding": "append",
                "pandas-state": "append", "tws": "append"}
 OUTPUT_COLUMNS = {"count": ("key", "count"), "window-tumbling": ("key", "start", "end", "count"),
@@ -153,15 +153,21 @@ class StoreSink:
     then ``commit({spark-batches-0: batch_id})``; a batch at or below ``committed_offset`` is
     skipped (unless ``check_committed`` is False: the mutant). After the commit it renames a
     marker ``<dir>/_batches/<batch>`` into place: the sink's step the watcher can see.
+
+    Spark 4.1 commits the state stores of a batch only when its DataFrame is computed, and fails
+    the query (``STATE_STORE_COMMIT_VALIDATION_FAILED``) when a ``foreachBatch`` returns without
+    computing every partition; so a skipped batch is still computed (a ``noop`` write).
+    ``consume_skipped=False`` is the naive sink that just returns (the ``foreach-return-early`` sink).
     """
 
-    def __init__(self, directory: str, check_committed: bool = True) -> None:
+    def __init__(self, directory: str, check_committed: bool = True, consume_skipped: bool = True) -> None:
         from harness.store import StoreContext, TopicPartition
         from harness.stores import resolve
 
         self.directory = Path(directory)
         self.tp = TopicPartition(BATCH_TP_TOPIC, 0)
         self.check_committed = check_committed
+        self.consume_skipped = consume_skipped
         self.store = resolve("rocksdb-indexed")()
         (self.directory / "_batches").mkdir(parents=True, exist_ok=True)
         self.store.init(StoreContext(directory=self.directory / "store", store_name="spark-sink"))
@@ -170,6 +176,8 @@ class StoreSink:
     def __call__(self, batch_df, batch_id: int) -> None:
         committed = self.store.committed_offset(self.tp)
         if self.check_committed and committed is not None and batch_id <= committed:
+            if self.consume_skipped:
+                batch_df.write.format("noop").mode("overwrite").save()
             return
         rows = [tuple(r) for r in batch_df.collect()]
         applied_key = b"applied/%08d" % batch_id

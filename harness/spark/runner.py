@@ -67,6 +67,19 @@ class PipelineProcess:
             return []
         return [json.loads(line) for line in self.report_path.read_text().splitlines() if line.strip()]
 
+    def causes(self, limit: int = 3) -> str:
+        """Spark's root causes (``Caused by:`` lines, then ``ERROR`` log lines) from the run's log, first ``limit``."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        found: list[str] = []
+        for prefix in ("Caused by:", " ERROR "):
+            for line in text.splitlines():
+                line = line.strip()
+                if (line.startswith(prefix) or prefix == " ERROR " and prefix in line) and line not in found:
+                    found.append(line[:400])
+            if found:
+                break
+        return "\n".join(found[:limit])
+
     def log_tail(self, lines: int = 25) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         keep = [line for line in text.splitlines() if "Exception" in line or "Error" in line or "Caused by" in line]

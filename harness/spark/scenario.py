@@ -187,6 +187,10 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
             elif event["event"] == "error":
                 run["error"] = event["error"]
                 history.add({"type": "error", "run": number, "error": event["error"], "traceback": event["traceback"]})
+        if run.get("error"):
+            causes = proc.causes()
+            if causes:
+                run["error"] = f"{causes}\n{run['error']}"
         if watcher.killed:
             files = final_files(roots)
             window = classify(files, partitions=2)
@@ -225,15 +229,18 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
     orphans: list[str] = []
     columns = OUTPUT_COLUMNS[scenario.pipeline]
     output_seq = None
+    # The sink may hold one batch more than the commit log (killed between the sink and commits/N).
+    sink_batches = [s[1] for rel in final["output"] if (s := step_of("output", rel)) and s[0] == "sink"]
+    sink_last = max([last, *sink_batches])
     if scenario.sink == "file":
         rows, orphans = read_file_sink(roots["output"])
-        output_seq = history.add({"type": "output", "rows": rows, "orphans": orphans})
-        violations += check_output(scenario.sink, columns, model, last, rows, seq=output_seq)
-    elif scenario.sink in ("foreach", "foreach-nocheck"):
+        output_seq = history.add({"type": "output", "rows": rows, "orphans": orphans, "sink_last": sink_last})
+        violations += check_output(scenario.sink, columns, model, sink_last, rows, seq=output_seq)
+    elif scenario.sink.startswith("foreach"):
         per_batch, applied = read_store_sink(roots["output"])
         rows = [r for b in sorted(per_batch) for r in per_batch[b]]
-        output_seq = history.add({"type": "output", "rows": rows, "applied": applied})
-        violations += check_output(scenario.sink, columns, model, last, rows, applied=applied, seq=output_seq,
+        output_seq = history.add({"type": "output", "rows": rows, "applied": applied, "sink_last": sink_last})
+        violations += check_output(scenario.sink, columns, model, sink_last, rows, applied=applied, seq=output_seq,
                                    per_batch=per_batch)
     duplicates = _duplicates(violations, crash_windows)
     history_path = run_dir / "history.jsonl"
