@@ -35,7 +35,7 @@ class TargetError(ValueError):
 @dataclass(frozen=True)
 class CrashTarget:
     """``offsets@N``, ``state@N``, ``sink@N``, ``commit@N`` (kill right after that step of batch N),
-    or ``random@MS`` (kill MS milliseconds after the first ``offsets/`` file)."""
+    or ``random@MS`` (kill MS milliseconds after the first ``offsets/`` file this run writes)."""
 
     kind: str
     number: int
@@ -147,9 +147,11 @@ class FileWatcher:
         self._stop = threading.Event()
         self._first_offsets: float | None = None
         self._lock = threading.Lock()
+        self._scanning = True  # files already on disk (a restart's) are recorded, never a random kill's start
         for label, root in self.roots.items():
             root.mkdir(parents=True, exist_ok=True)
             self._add_tree(label, root)
+        self._scanning = False
         self._thread = threading.Thread(target=self._loop, name="spark-file-watcher", daemon=True)
 
     def __enter__(self) -> FileWatcher:
@@ -194,7 +196,7 @@ class FileWatcher:
         now = time.monotonic() - self.clock_zero
         self.events.append((round(now, 4), label, rel))
         step = step_of(label, rel)
-        if step and step[0] == "offsets" and self._first_offsets is None:
+        if step and step[0] == "offsets" and self._first_offsets is None and not self._scanning:
             self._first_offsets = time.monotonic()
         if self.target and self.killed is None and step == (self.target.kind, self.target.number):
             self._kill(f"{label}/{rel}")
@@ -224,4 +226,4 @@ class FileWatcher:
                     self._file(label, path)
             if (self.target and self.target.kind == "random" and self.killed is None and self._first_offsets
                     and time.monotonic() - self._first_offsets >= self.target.number / 1000):
-                self._kill(f"random {self.target.number} ms after offsets/0")
+                self._kill(f"random {self.target.number} ms after the run's first offsets file")
