@@ -192,6 +192,7 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
             if causes:
                 run["error"] = f"{causes}\n{run['error']}"
         if watcher.killed:
+            run["killed"] = True
             files = final_files(roots)
             window = classify(files, partitions=2)
             killed_at = watcher.killed["at"]
