@@ -149,3 +149,15 @@ def _live_members(pgid: int) -> list[int]:
         if not live or time.monotonic() > deadline:
             return live
         time.sleep(0.1)
+
+
+def test_restart_liveness_reports_sparks_error_and_skips_runs_the_schedule_killed_again():
+    from harness.spark.checks import check_restarts
+
+    runs = [{"run": 0, "killed": True, "exit": -9, "first_commit_s": 20.0},
+            {"run": 1, "killed": True, "exit": -9, "seconds": 6.0},  # killed again before its first commit
+            {"run": 2, "exit": 1, "error": "StateStoreCommitValidationFailed: …"},
+            {"run": 3, "exit": 0, "first_commit_s": 200.0}]
+    found = check_restarts(runs, bound_s=120)
+    assert [(v.key, str(v.observed)[:30]) for v in found] == [
+        ("run 2", "StateStoreCommitValidationFail"), ("run 3", "first batch after 200.0 s")]
