@@ -7,9 +7,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import psutil
 import pytest
 
+from harness.spark.runner import processes_of
 from harness.spark.scenario import SparkScenario, run_spark_scenario
 
 pytestmark = pytest.mark.spark
@@ -45,24 +45,14 @@ SPARK_REFUSES = {"spark-v2-file-sink-after-sink": "CheckpointInfo length: 0",
                  "spark-foreach-return-early": "STATE_STORE_COMMIT_VALIDATION_FAILED"}
 
 
-def _spark_processes() -> set[int]:
-    found = set()
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "harness.spark.app" in cmd or ("SparkSubmit" in cmd and "pyspark-shell" in cmd):
-            found.add(p.pid)
-    return found
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict[str, dict]:
-    before = _spark_processes()
     root = tmp_path_factory.mktemp("spark")
     print(f"spark scenarios, seed {SEED}")
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(run_spark_scenario, case, Path(root / name), True) for name, case in CASES.items()}
         out = {name: f.result() for name, f in futures.items()}
-    out["_left_behind"] = sorted(_spark_processes() - before)
+    out["_left_behind"] = processes_of(root)
     return out
 
 

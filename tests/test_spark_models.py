@@ -161,3 +161,18 @@ def test_restart_liveness_reports_sparks_error_and_skips_runs_the_schedule_kille
     found = check_restarts(runs, bound_s=120)
     assert [(v.key, str(v.observed)[:30]) for v in found] == [
         ("run 2", "StateStoreCommitValidationFail"), ("run 3", "first batch after 200.0 s")]
+
+
+def test_processes_of_finds_what_a_run_left_behind(tmp_path):
+    from harness.spark.runner import RUN_ENV, processes_of
+
+    env = {**os.environ, RUN_ENV: str(tmp_path / "run-0")}
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env, start_new_session=True)
+    try:
+        time.sleep(0.3)
+        assert proc.pid in processes_of(tmp_path)
+        assert proc.pid not in processes_of(tmp_path / "elsewhere")
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+    assert proc.pid not in processes_of(tmp_path)

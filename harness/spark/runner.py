@@ -12,7 +12,26 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["PipelineProcess"]
+__all__ = ["RUN_ENV", "PipelineProcess", "processes_of"]
+
+RUN_ENV = "EOS_HARNESS_SPARK_RUN"
+
+
+def processes_of(root: Path) -> list[int]:
+    """Live processes started for runs under ``root`` (the driver, its JVM, Python workers)."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            run = p.environ().get(RUN_ENV)
+        except (psutil.Error, OSError):
+            continue
+        if run and Path(run).is_relative_to(root):
+            found.append(p.pid)
+    return found
 
 
 class PipelineProcess:
@@ -28,7 +47,9 @@ class PipelineProcess:
 
     def __enter__(self) -> PipelineProcess:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-               "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}
+               "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1",
+               # inherited by the JVM and the Python workers: finds whatever a run left behind
+               RUN_ENV: str(self.config_path.parent)}
         env.pop("PYSPARK_SUBMIT_ARGS", None)
         log = open(self.log_path, "ab")  # noqa: SIM115 (closed in __exit__)
         self._log = log
