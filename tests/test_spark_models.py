@@ -176,3 +176,13 @@ def test_processes_of_finds_what_a_run_left_behind(tmp_path):
         os.killpg(proc.pid, 9)
         proc.wait()
     assert proc.pid not in processes_of(tmp_path)
+
+
+def test_a_query_that_cannot_start_is_reported_with_sparks_error():
+    from harness.spark.checks import check_restarts
+    from harness.spark.pipelines import unsupported
+
+    found = check_restarts([{"run": 0, "exit": 1, "error": "[STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED] …"}], 120)
+    assert [(v.check, v.key) for v in found] == [("restart_liveness", "run 0")]
+    assert "STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED" in unsupported("count", "foreach", "hdfs", 2)
+    assert unsupported("count", "foreach", "rocksdb", 2) is None

@@ -170,6 +170,9 @@ def check_restarts(runs: list[dict], bound_s: float) -> list[Violation]:
     (or finds nothing left to do and exits 0); Spark's error is the observed value otherwise. A run
     the schedule killed again before its first commit is not judged (the run after it is)."""
     violations = []
+    if runs and runs[0].get("error"):  # the query could not even start: Spark's error is the finding
+        violations.append(Violation("restart_liveness", "run 0", "starts and completes its batches",
+                                    runs[0]["error"], runs[0].get("seq")))
     for run in runs[1:]:
         first = run.get("first_commit_s")
         if run.get("killed") and first is None and run.get("seconds", 0) < bound_s:

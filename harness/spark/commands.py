@@ -115,9 +115,9 @@ def matrix(source: str = "file", sinks: tuple[str, ...] = ("file", "foreach")) -
     for pipeline in PIPELINES:
         for sink in sinks:
             for provider, changelog in STATE_CONFIGS:
-                if unsupported(pipeline, sink, provider):
-                    continue
                 for fmt in (1, 2):
+                    if unsupported(pipeline, sink, provider, fmt):
+                        continue
                     for window in WINDOWS:
                         cases.append({"pipeline": pipeline, "sink": sink, "provider": provider, "changelog": changelog,
                                       "checkpoint_format": fmt, "window": window, "source": source})

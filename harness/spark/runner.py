@@ -89,17 +89,24 @@ class PipelineProcess:
         return [json.loads(line) for line in self.report_path.read_text().splitlines() if line.strip()]
 
     def causes(self, limit: int = 3) -> str:
-        """Spark's root causes (``Caused by:`` lines, then ``ERROR`` log lines) from the run's log, first ``limit``."""
+        """Spark's root causes from the run's log: lines naming a Spark error class (``[STATE_STORE_…]``),
+        else ``Caused by:`` lines, else ``ERROR`` lines; the first ``limit``, without repeats."""
+        import re
+
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        found: list[str] = []
-        for prefix in ("Caused by:", " ERROR "):
-            for line in text.splitlines():
-                line = line.strip()
-                if (line.startswith(prefix) or prefix == " ERROR " and prefix in line) and line not in found:
-                    found.append(line[:400])
+        lines = [line.strip() for line in text.splitlines()]
+        error_class = re.compile(r"\[(?!STREAM_FAILED)[A-Z][A-Z_]{5,}(\.[A-Z_]+)?\]")
+        for keep in (lambda x: error_class.search(x) and not x.startswith("at "),
+                     lambda x: x.startswith("Caused by:"), lambda x: " ERROR " in x):
+            found: list[str] = []
+            for line in lines:
+                if keep(line):
+                    short = line[:400]
+                    if short not in found:
+                        found.append(short)
             if found:
-                break
-        return "\n".join(found[:limit])
+                return "\n".join(found[:limit])
+        return ""
 
     def log_tail(self, lines: int = 25) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -132,7 +132,7 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
     run_dir.mkdir(parents=True)
     base = {"pipeline": scenario.pipeline, "sink": scenario.sink, "configuration": scenario.configuration,
             "seed": scenario.seed, "schedule": list(scenario.schedule), "repro": scenario.repro()}
-    reason = unsupported(scenario.pipeline, scenario.sink, scenario.provider)
+    reason = unsupported(scenario.pipeline, scenario.sink, scenario.provider, scenario.checkpoint_format)
     if reason:
         return {**base, "verdict": "not_applicable", "reason": reason, "violations": [], "crash_points": [],
                 "crash_windows": [], "seconds": 0.0}
