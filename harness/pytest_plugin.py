@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness.cluster.fixtures import kafka_cluster  # noqa: F401 - a real Kafka for -m kafka tests
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("eos-harness")

@@ -61,6 +61,7 @@ def test_an_aborted_transaction_is_never_read_committed_but_takes_offsets(broker
 def test_input_offsets_commit_atomically_with_the_records(broker):
     topic = fresh_topic(broker)
     tp, input_tp = TopicPartition(topic, 0), TopicPartition(topic + "-in", 0)
+    broker.create_topic(input_tp.topic)  # Kafka refuses offsets of a topic that does not exist
     group = f"group-{topic}"
     producer = broker.producer(f"tx-{topic}")
     producer.init_transactions()

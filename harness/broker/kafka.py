@@ -1,0 +1,437 @@
+"""The ``kafka`` adapter of the broker port: confluent-kafka (librdkafka) against a real Kafka cluster.
+
+``KafkaBroker("127.0.0.1:9092")`` (or ``connect("kafka://127.0.0.1:9092")``). Client settings may
+follow the address as a query, e.g. ``kafka://127.0.0.1:9092?transaction.timeout.ms=5000``; they go
+to every transactional producer.
+
+Transactions are Kafka's own: ``commit_transaction`` flushes, then commits records and the
+consumer offsets sent with ``send_offsets_to_transaction`` atomically; the positions it returns
+come from the delivery reports of the records written in that transaction. Reads assign a
+partition, seek, and consume up to the end known when the read began: the last stable offset for
+``read_committed`` (``isolation.level=read_committed``), the high watermark otherwise.
+
+Errors: a fenced or fatally failed producer (``_FENCED``, ``PRODUCER_FENCED``,
+``INVALID_PRODUCER_EPOCH``, any fatal error) raises :class:`ProducerFenced` from then on; a
+transaction the broker aborted (an abortable error) raises :class:`TransactionAborted`.
+Clients are created lazily, never at import: safe to import before ``fork``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from urllib.parse import parse_qsl
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from harness.broker import BrokerError, ProducerFenced, Record, TransactionAborted
+from harness.store import TopicPartition
+
+__all__ = ["KafkaBroker", "KafkaProducer"]
+
+OPERATION_TIMEOUT_S = 30.0
+READ_TIMEOUT_S = 30.0
+_FENCING_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
+
+def _error_of(exc: BaseException | None) -> KafkaError | None:
+    """The KafkaError an exception carries, also when confluent-kafka wrapped it: a fatal error
+    raised inside a delivery callback comes out as a SystemError whose cause is the KafkaException."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+            return exc.args[0]
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _is_fencing(error: KafkaError) -> bool:
+    return error.code() in _FENCING_CODES or error.fatal()
+
+
+class KafkaBroker:
+    """A connection to a Kafka cluster (bootstrap ``HOST:PORT[,HOST:PORT…][?client.setting=value&…]``)."""
+
+    def __init__(self, address: str) -> None:
+        bootstrap, _, query = address.partition("?")
+        if not bootstrap:
+            raise BrokerError("kafka broker spec needs an address: kafka://HOST:PORT")
+        self.bootstrap_servers = bootstrap
+        self.client_settings = dict(parse_qsl(query))
+        self.spec = f"kafka://{address}"
+        self._admin: AdminClient | None = None
+        self._plain_producer: Producer | None = None
+        self._readers: dict[str, Consumer] = {}
+
+    def __enter__(self) -> KafkaBroker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _base(self) -> dict:
+        return {"bootstrap.servers": self.bootstrap_servers, "log_level": 3}
+
+    def close(self) -> None:
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+        if self._plain_producer is not None:
+            self._plain_producer.flush(5)
+            self._plain_producer = None
+        self._admin = None
+
+    # -- topics -------------------------------------------------------------------------------
+    def _admin_client(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(self._base())
+        return self._admin
+
+    def create_topic(self, name: str, partitions: int = 1) -> None:
+        if partitions < 1:
+            raise BrokerError(f"topic {name!r}: partitions must be >= 1, got {partitions}")
+        admin = self._admin_client()
+        future = admin.create_topics([NewTopic(name, num_partitions=partitions)], operation_timeout=OPERATION_TIMEOUT_S)[name]
+        try:
+            future.result(OPERATION_TIMEOUT_S)
+        except KafkaException as exc:
+            error = _error_of(exc)
+            if error is None or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise BrokerError(f"creating topic {name!r} failed: {exc}") from None
+        # Wait until every partition has a leader, so the first produce does not race the creation.
+        deadline = time.monotonic() + OPERATION_TIMEOUT_S
+        while True:
+            topic = admin.list_topics(name, timeout=10).topics.get(name)
+            if topic is not None and topic.error is None and len(topic.partitions) >= partitions and all(
+                p.leader >= 0 for p in topic.partitions.values()
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise BrokerError(f"topic {name!r} has no leader for every partition after {OPERATION_TIMEOUT_S:.0f} s")
+            time.sleep(0.05)
+
+    # -- writes -------------------------------------------------------------------------------
+    def produce(self, topic: str, partition: int, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+        if self._plain_producer is None:
+            self._plain_producer = Producer({**self._base(), "enable.idempotence": True, "acks": "all",
+                                             "linger.ms": 5})
+        producer = self._plain_producer
+        errors: list[KafkaError] = []
+
+        def delivered(err, _msg) -> None:
+            if err is not None:
+                errors.append(err)
+
+        for key, value in records:
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, partition=partition, on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+        left = producer.flush(OPERATION_TIMEOUT_S)
+        if left or errors:
+            raise BrokerError(
+                f"producing to {topic}-{partition} failed: "
+                + (f"{left} records undelivered after {OPERATION_TIMEOUT_S:.0f} s" if left else str(errors[0]))
+            )
+
+    def producer(self, transactional_id: str) -> KafkaProducer:
+        return KafkaProducer(self, transactional_id)
+
+    # -- reads --------------------------------------------------------------------------------
+    def _reader(self, isolation: str) -> Consumer:
+        if isolation not in self._readers:
+            self._readers[isolation] = Consumer({
+                **self._base(),
+                "group.id": f"eos-harness-reader-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "isolation.level": isolation,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 50,
+            })
+        return self._readers[isolation]
+
+    def _read(self, tp: TopicPartition, start: int, isolation: str) -> list[Record]:
+        consumer = self._reader(isolation)
+        ktp = KafkaTopicPartition(tp.topic, tp.partition)
+        try:
+            _low, end = consumer.get_watermark_offsets(ktp, timeout=OPERATION_TIMEOUT_S)
+        except KafkaException as exc:
+            raise BrokerError(f"reading {tp}: cannot get its end offset: {exc}") from None
+        if start >= end:
+            return []
+        records: list[Record] = []
+        consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, start)])
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        try:
+            while True:
+                for msg in consumer.consume(1000, timeout=0.5):
+                    error = msg.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            if msg.offset() >= end:
+                                return records
+                            continue
+                        raise BrokerError(f"reading {tp} ({isolation}) failed: {error}")
+                    records.append(Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value()))
+                    if msg.offset() + 1 >= end:
+                        return records
+                if time.monotonic() > deadline:
+                    raise BrokerError(
+                        f"reading {tp} ({isolation}) from {start} to {end} timed out after {READ_TIMEOUT_S:.0f} s "
+                        f"with {len(records)} records read"
+                    )
+        finally:
+            consumer.unassign()
+
+    def await_stable(self, positions: Mapping[TopicPartition, int], timeout: float = OPERATION_TIMEOUT_S) -> None:
+        """Wait until read_committed readers see every partition up to ``positions``.
+
+        ``commit_transaction`` returns once the coordinator has logged the commit; the markers that
+        make the records readable follow asynchronously. The port promises visibility on return."""
+        reader = self._reader("read_committed")
+        deadline = time.monotonic() + timeout
+        for tp, position in positions.items():
+            ktp = KafkaTopicPartition(tp.topic, tp.partition)
+            while True:
+                try:
+                    _low, stable = reader.get_watermark_offsets(ktp, timeout=OPERATION_TIMEOUT_S)
+                except KafkaException:
+                    stable = -1
+                if stable >= position:
+                    break
+                if time.monotonic() > deadline:
+                    raise BrokerError(
+                        f"{tp}: the transaction committed but its records are not readable committed after "
+                        f"{timeout:.0f} s (last stable offset {stable} < {position})"
+                    )
+                time.sleep(0.005)
+
+    def await_stable_offsets(self, group_id: str, tps: Iterable[TopicPartition]) -> None:
+        """Wait until ``group_id``'s offsets of ``tps`` hold no pending transactional commit (an
+        OffsetFetch that requires stable offsets, as a read_committed consumer sends, retries
+        until the commit markers are written)."""
+        self._committed(group_id, list(tps), stable=True)
+
+    def read_committed(self, tp: TopicPartition, start: int = 0) -> list[Record]:
+        return self._read(tp, start, "read_committed")
+
+    def read_uncommitted(self, tp: TopicPartition, start: int = 0) -> list[Record]:
+        return self._read(tp, start, "read_uncommitted")
+
+    def end_offset(self, tp: TopicPartition) -> int:
+        try:
+            _low, high = self._reader("read_uncommitted").get_watermark_offsets(
+                KafkaTopicPartition(tp.topic, tp.partition), timeout=OPERATION_TIMEOUT_S)
+        except KafkaException as exc:
+            raise BrokerError(f"end offset of {tp}: {exc}") from None
+        return high
+
+    def committed_offsets(self, group_id: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return self._committed(group_id, list(tps), stable=False)
+
+    def _committed(self, group_id: str, tps: list[TopicPartition], stable: bool) -> dict[TopicPartition, int | None]:
+        # Not "stable": an open transaction's pending offsets are not committed yet; answer without them.
+        consumer = Consumer({**self._base(), "group.id": group_id, "enable.auto.commit": False,
+                             "isolation.level": "read_committed" if stable else "read_uncommitted"})
+        try:
+            found = consumer.committed([KafkaTopicPartition(tp.topic, tp.partition) for tp in tps],
+                                       timeout=OPERATION_TIMEOUT_S)
+        except KafkaException as exc:
+            raise BrokerError(f"committed offsets of group {group_id!r}: {exc}") from None
+        finally:
+            consumer.close()
+        out: dict[TopicPartition, int | None] = {}
+        for ktp in found:
+            out[TopicPartition(ktp.topic, ktp.partition)] = ktp.offset if ktp.offset >= 0 else None
+        return {tp: out.get(tp) for tp in tps}
+
+
+class KafkaProducer:
+    """A Kafka transactional producer for one ``transactional.id``."""
+
+    def __init__(self, broker: KafkaBroker, transactional_id: str) -> None:
+        self.broker = broker
+        self.transactional_id = transactional_id
+        self._fatal: KafkaError | None = None
+        self._producer: Producer | None = None
+        self._group_metadata: dict[str, object] = {}
+        self._written: dict[TopicPartition, int] = {}
+        self._delivery_errors: list[KafkaError] = []
+        self._offsets_sent: dict[str, list[TopicPartition]] = {}
+        self._open = False
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self._fatal = error
+
+    def _on_delivery(self, error: KafkaError | None, msg) -> None:
+        if error is not None:
+            self._delivery_errors.append(error)
+            if _is_fencing(error):
+                self._fatal = self._fatal or error
+            return
+        tp = TopicPartition(msg.topic(), msg.partition())
+        self._written[tp] = max(self._written.get(tp, -1), msg.offset())
+
+    def _client(self) -> Producer:
+        if self._producer is None:
+            raise BrokerError(f"producer {self.transactional_id!r}: call init_transactions() first")
+        self._check()
+        return self._producer
+
+    def _check(self) -> None:
+        if self._fatal is not None:
+            raise ProducerFenced(f"producer {self.transactional_id!r} is fenced or failed fatally: {self._fatal}")
+
+    def _call(self, what: str, fn, *args) -> object:
+        """Run a transactional API call, retrying retriable errors, mapping the others."""
+        deadline = time.monotonic() + OPERATION_TIMEOUT_S
+        while True:
+            self._check()
+            try:
+                return fn(*args)
+            except (KafkaException, SystemError) as exc:
+                error = _error_of(exc)
+                if error is None:
+                    raise BrokerError(f"{what} of {self.transactional_id!r}: {exc}") from None
+                if _is_fencing(error):
+                    self._fatal = error
+                    raise ProducerFenced(f"{what}: producer {self.transactional_id!r} fenced: {error}") from None
+                if error.txn_requires_abort():
+                    raise TransactionAborted(
+                        f"{what}: the broker aborted the transaction of {self.transactional_id!r}: {error}"
+                    ) from None
+                if error.retriable() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                raise BrokerError(f"{what} of {self.transactional_id!r} failed: {error}") from None
+
+    # -- the port ------------------------------------------------------------------------------
+    def init_transactions(self) -> None:
+        if self._producer is None:
+            settings = {
+                **self.broker._base(),
+                "transactional.id": self.transactional_id,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 2,
+                "transaction.timeout.ms": 60000,
+                "error_cb": self._on_error,
+                **self.broker.client_settings,
+            }
+            self._producer = Producer(settings)
+        self._call("init_transactions", self._producer.init_transactions, OPERATION_TIMEOUT_S)
+        self._open = False
+        self._written.clear()
+        self._delivery_errors.clear()
+
+    def begin_transaction(self) -> None:
+        producer = self._client()
+        if self._open:
+            raise BrokerError(f"producer {self.transactional_id!r}: a transaction is already open")
+        self._call("begin_transaction", producer.begin_transaction)
+        self._written.clear()
+        self._delivery_errors.clear()
+        self._offsets_sent.clear()
+        self._open = True
+
+    def _require_open(self) -> Producer:
+        producer = self._client()
+        if not self._open:
+            raise BrokerError(f"producer {self.transactional_id!r}: no open transaction; call begin_transaction()")
+        return producer
+
+    def send(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
+        producer = self._require_open()
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=partition, on_delivery=self._on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+            except KafkaException as exc:
+                self._call("send", _raise, exc)
+        producer.poll(0)
+        self._check()
+
+    def _flush(self, producer: Producer) -> int:
+        """Deliver everything queued; a fatal error (fencing) raised from inside the client's
+        callbacks surfaces as :class:`ProducerFenced`."""
+        try:
+            left = producer.flush(OPERATION_TIMEOUT_S)
+        except (KafkaException, SystemError) as exc:
+            error = _error_of(exc)
+            if error is not None and _is_fencing(error):
+                self._fatal = self._fatal or error
+            self._check()
+            raise BrokerError(f"producer {self.transactional_id!r}: flush failed: {exc}") from None
+        self._check()
+        return left
+
+    def _metadata(self, group_id: str) -> object:
+        if group_id not in self._group_metadata:
+            consumer = Consumer({**self.broker._base(), "group.id": group_id, "enable.auto.commit": False})
+            self._group_metadata[group_id] = consumer.consumer_group_metadata()
+            consumer.close()
+        return self._group_metadata[group_id]
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
+        producer = self._require_open()
+        positions = [KafkaTopicPartition(tp.topic, tp.partition, position) for tp, position in offsets.items()]
+        self._call("send_offsets_to_transaction", producer.send_offsets_to_transaction,
+                   positions, self._metadata(group_id), OPERATION_TIMEOUT_S)
+        self._offsets_sent.setdefault(group_id, []).extend(offsets)
+
+    def commit_transaction(self) -> dict[TopicPartition, int]:
+        producer = self._require_open()
+        left = self._flush(producer)
+        if self._delivery_errors:
+            error = self._delivery_errors[0]
+            raise TransactionAborted(
+                f"producer {self.transactional_id!r}: a record of the transaction was not delivered ({error}); "
+                "abort the transaction"
+            )
+        if left:
+            raise BrokerError(f"producer {self.transactional_id!r}: {left} records undelivered; abort the transaction")
+        self._call("commit_transaction", producer.commit_transaction, OPERATION_TIMEOUT_S)
+        positions = {tp: last + 1 for tp, last in self._written.items()}
+        self._written.clear()
+        self._open = False
+        self.broker.await_stable(positions)
+        for group_id, tps in self._offsets_sent.items():
+            self.broker.await_stable_offsets(group_id, tps)
+        self._offsets_sent.clear()
+        return positions
+
+    def abort_transaction(self) -> None:
+        producer = self._require_open()
+        # Deliver what was sent first, so the aborted records take their offsets in the log (as the
+        # port promises) instead of being purged from the client's queue by the abort.
+        self._flush(producer)
+        self._call("abort_transaction", producer.abort_transaction, OPERATION_TIMEOUT_S)
+        self._written.clear()
+        self._delivery_errors.clear()
+        self._open = False
+
+    def close(self) -> None:
+        """Release the client. An open transaction is left to the broker (a newer instance's
+        ``init_transactions`` or ``transaction.timeout.ms`` aborts it)."""
+        if self._producer is not None:
+            self._producer.purge(in_queue=True, in_flight=False)
+            self._producer.poll(0)
+        self._producer = None
+        self._open = False
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc

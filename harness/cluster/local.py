@@ -1,0 +1,382 @@
+"""``LocalKafka``: a real Apache Kafka cluster in KRaft mode, run as local JVM processes.
+
+``with LocalKafka(brokers=1) as kafka: kafka.bootstrap_servers`` starts ``brokers`` combined
+broker+controller nodes from the pinned jars (``harness.jars.ensure("kafka")``) or from
+``$KAFKA_HOME/libs`` when set. Storage is formatted per run with Kafka's ``StorageTool`` in the
+cluster's own directory; every port is a free one on 127.0.0.1, and every listener (broker and
+controller) binds and advertises 127.0.0.1 only.
+
+Each node runs in its own process group (its own session), marked with ``EOS_HARNESS_KAFKA=<dir>``
+in its environment. Leaving the ``with`` block stops every node (SIGTERM, then SIGKILL), also when
+the block raises; an ``atexit`` hook kills whatever a crashed test left behind.
+
+For faults (``faults.kafka``) a cluster exposes its nodes: :meth:`pid`, :meth:`kill_node`,
+:meth:`start_node`, :meth:`pause_node`, :meth:`resume_node`, :meth:`transaction_coordinator`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ClusterError", "LocalKafka", "free_port", "java_hash_code"]
+
+START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 15.0
+ENV_MARK = "EOS_HARNESS_KAFKA"
+TRANSACTION_STATE_PARTITIONS = 4
+
+_LIVE: set[LocalKafka] = set()
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started or used; the message says why and what to do."""
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def java_hash_code(text: str) -> int:
+    """Java's ``String.hashCode`` (for the partition of ``__transaction_state`` an id maps to)."""
+    h = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise ClusterError(
+            "cannot start Kafka: Java is not installed (no 'java' on PATH and no JAVA_HOME). "
+            "Install a JRE 17 (apt-get install openjdk-17-jre-headless) or set JAVA_HOME."
+        )
+    return found
+
+
+def _classpath() -> str:
+    home = os.environ.get("KAFKA_HOME")
+    if home:
+        libs = Path(home) / "libs"
+        if not any(libs.glob("kafka_*.jar")):
+            raise ClusterError(f"KAFKA_HOME={home} holds no Kafka distribution (no {libs}/kafka_*.jar)")
+        return str(libs / "*")
+    from harness.jars import JarFetchError, ensure
+
+    try:
+        jars = ensure("kafka")
+    except JarFetchError as exc:
+        raise ClusterError(f"cannot start Kafka: {exc}") from None
+    return os.pathsep.join(str(j) for j in jars)
+
+
+LOG4J = """log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka=INFO
+log4j.logger.org.apache.kafka=INFO
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.state.change.logger=WARN
+"""
+
+
+@dataclass
+class Node:
+    node_id: int
+    port: int
+    controller_port: int
+    directory: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.directory / "kafka.log"
+
+    @property
+    def config(self) -> Path:
+        return self.directory / "server.properties"
+
+
+class LocalKafka:
+    """A KRaft cluster of ``brokers`` local JVM nodes (each broker and controller) on 127.0.0.1.
+
+    ``directory``: where storage, configs and logs go (default: a fresh temporary directory,
+    removed on exit unless ``keep``). ``overrides``: extra broker properties. ``heap``: JVM heap.
+    """
+
+    def __init__(self, brokers: int = 1, directory: str | Path | None = None, keep: bool = False,
+                 overrides: dict[str, str] | None = None, heap: str = "512m",
+                 start_timeout: float = START_TIMEOUT_S) -> None:
+        if brokers < 1:
+            raise ValueError(f"brokers must be >= 1, got {brokers}")
+        self.brokers = brokers
+        self._own_dir = directory is None
+        self.directory = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="eos-kafka-"))
+        self.keep = keep
+        self.overrides = dict(overrides or {})
+        self.heap = heap
+        self.start_timeout = start_timeout
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.nodes: list[Node] = []
+        self._classpath: str | None = None
+
+    # -- public interface -----------------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    @property
+    def spec(self) -> str:
+        """The broker spec for ``harness.broker.connect``."""
+        return f"kafka://{self.bootstrap_servers}"
+
+    def __enter__(self) -> LocalKafka:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        java = _java()
+        self._classpath = _classpath()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.nodes = [
+            Node(i + 1, free_port(), free_port(), self.directory / f"node-{i + 1}") for i in range(self.brokers)
+        ]
+        _LIVE.add(self)
+        try:
+            for node in self.nodes:
+                node.directory.mkdir(parents=True, exist_ok=True)
+                node.config.write_text(self._properties(node))
+                (node.directory / "log4j.properties").write_text(LOG4J)
+            formats = [self._format(java, node) for node in self.nodes]
+            for node, proc in zip(self.nodes, formats, strict=True):
+                out, _ = proc.communicate(timeout=120)
+                if proc.returncode != 0:
+                    raise ClusterError(
+                        f"Kafka's StorageTool could not format node {node.node_id} (exit {proc.returncode}):\n"
+                        + _tail_text(out)
+                    )
+            for node in self.nodes:
+                self.start_node(node.node_id, wait=False)
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop every node (SIGTERM, then SIGKILL of its process group) and remove the directory."""
+        for node in self.nodes:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if node.process is not None and node.process.poll() is None:
+                    os.killpg(node.process.pid, signal.SIGCONT)
+                    os.killpg(node.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for node in self.nodes:
+            self._reap(node, max(0.1, deadline - time.monotonic()))
+        _LIVE.discard(self)
+        if self._own_dir and not self.keep:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL every node at once (used at exit)."""
+        for node in self.nodes:
+            self.kill_node(node.node_id)
+
+    # -- nodes (for faults) ----------------------------------------------------------------------
+    def node(self, node_id: int) -> Node:
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise ClusterError(f"no node {node_id}; nodes are {[n.node_id for n in self.nodes]}")
+
+    def pid(self, node_id: int) -> int | None:
+        proc = self.node(node_id).process
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def node_ids(self) -> list[int]:
+        return [n.node_id for n in self.nodes]
+
+    def start_node(self, node_id: int, wait: bool = True) -> None:
+        """Start (or restart, on its existing storage) node ``node_id``."""
+        node = self.node(node_id)
+        if node.process is not None and node.process.poll() is None:
+            return
+        assert self._classpath is not None
+        env = {**os.environ, ENV_MARK: str(self.directory), "KAFKA_HEAP_OPTS": f"-Xmx{self.heap}"}
+        command = [
+            _java(), f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
+            f"-Dlog4j.configuration=file:{node.directory / 'log4j.properties'}",
+            f"-Dkafka.logs.dir={node.directory / 'logs'}",
+            "-cp", self._classpath, "kafka.Kafka", str(node.config),
+        ]
+        log = node.log.open("ab")
+        node.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=env, start_new_session=True, cwd=node.directory)
+        log.close()
+        if wait:
+            self.wait_ready()
+
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL the node's process group (kill -9): no clean shutdown."""
+        node = self.node(node_id)
+        if node.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(node.process.pid, signal.SIGKILL)
+        self._reap(node, 10)
+
+    def pause_node(self, node_id: int) -> None:
+        """SIGSTOP the node: it holds its connections but answers nothing."""
+        pid = self.pid(node_id)
+        if pid is not None:
+            os.killpg(pid, signal.SIGSTOP)
+
+    def resume_node(self, node_id: int) -> None:
+        pid = self.pid(node_id)
+        if pid is not None:
+            os.killpg(pid, signal.SIGCONT)
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The node that leads ``transactional_id``'s partition of ``__transaction_state``."""
+        from confluent_kafka.admin import AdminClient
+
+        partition = _java_abs(java_hash_code(transactional_id)) % TRANSACTION_STATE_PARTITIONS
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        metadata = admin.list_topics("__transaction_state", timeout=10)
+        topic = metadata.topics.get("__transaction_state")
+        if topic is None or topic.error is not None or partition not in topic.partitions:
+            raise ClusterError(f"__transaction_state has no partition {partition} yet: {topic and topic.error}")
+        return topic.partitions[partition].leader
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until every live node is registered with the cluster, or raise with the log tails."""
+        from confluent_kafka.admin import AdminClient
+
+        timeout = timeout or self.start_timeout
+        deadline = time.monotonic() + timeout
+        expected = {n.node_id for n in self.nodes if n.process is not None and n.process.poll() is None}
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": 2000, "log_level": 0})
+        while True:
+            for node in self.nodes:
+                if node.process is not None and node.node_id in expected and node.process.poll() is not None:
+                    raise ClusterError(
+                        f"Kafka node {node.node_id} exited with code {node.process.returncode} while starting; "
+                        f"its log ({node.log}) ends:\n{self.log_tail(node.node_id)}"
+                    )
+            try:
+                metadata = admin.list_topics(timeout=2)
+                if expected <= set(metadata.brokers):
+                    return
+            except Exception:  # noqa: BLE001 - not up yet
+                pass
+            if time.monotonic() > deadline:
+                tails = "\n".join(f"--- node {n.node_id} ({n.log}):\n{self.log_tail(n.node_id)}" for n in self.nodes)
+                raise ClusterError(f"Kafka did not come up within {timeout:.0f} s on {self.bootstrap_servers}:\n{tails}")
+            time.sleep(0.25)
+
+    def log_tail(self, node_id: int, lines: int = 25) -> str:
+        path = self.node(node_id).log
+        if not path.exists():
+            return "(no log)"
+        return _tail_text(path.read_bytes()[-20000:], lines)
+
+    # -- internals -------------------------------------------------------------------------------
+    def _properties(self, node: Node) -> str:
+        replicas = min(3, self.brokers)
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(node.directory / "data"),
+            "num.partitions": "1",
+            "default.replication.factor": str(replicas),
+            "min.insync.replicas": "2" if self.brokers >= 3 else "1",
+            "offsets.topic.replication.factor": str(replicas),
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": str(replicas),
+            "transaction.state.log.min.isr": "2" if self.brokers >= 3 else "1",
+            "transaction.state.log.num.partitions": str(TRANSACTION_STATE_PARTITIONS),
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+            "transaction.max.timeout.ms": "900000",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+            "log.segment.bytes": str(16 * 1024 * 1024),
+            "log.retention.hours": "168",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "num.recovery.threads.per.data.dir": "1",
+            "background.threads": "2",
+            "socket.request.max.bytes": str(32 * 1024 * 1024),
+            "unclean.leader.election.enable": "false",
+            "controlled.shutdown.enable": "true",
+        }
+        props.update(self.overrides)
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def _format(self, java: str, node: Node) -> subprocess.Popen:
+        assert self._classpath is not None
+        command = [
+            java, "-Xmx256m", "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j.configuration=file:{node.directory / 'log4j.properties'}",
+            "-cp", self._classpath, "kafka.tools.StorageTool", "format",
+            "-t", self.cluster_id, "-c", str(node.config), "--ignore-formatted",
+        ]
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env={**os.environ, ENV_MARK: str(self.directory)})
+
+    def _reap(self, node: Node, timeout: float) -> None:
+        proc = node.process
+        if proc is None:
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+        # Whatever is left of the group (the JVM, or anything it started) goes with SIGKILL.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+
+
+def _java_abs(n: int) -> int:
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def _tail_text(data: bytes | str, lines: int = 25) -> str:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for cluster in list(_LIVE):
+        with contextlib.suppress(Exception):
+            cluster.kill()
+            cluster.stop()

@@ -1,0 +1,27 @@
+"""The broker contract on the Kafka adapter, against a real broker (``LocalKafka``, one per session)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.broker import BrokerError, connect
+from suites.broker.contract import *  # noqa: F403
+from suites.broker.contract import fresh_topic
+
+pytestmark = pytest.mark.kafka
+
+
+@pytest.fixture
+def broker(kafka_cluster):
+    with connect(kafka_cluster.spec) as b:
+        yield b
+
+
+def test_writing_to_a_missing_topic_names_it(broker):
+    with pytest.raises(BrokerError, match="nowhere-"):
+        broker.read_committed(__import__("harness.store").store.TopicPartition("nowhere-" + fresh_topic(broker), 0))
+
+
+def test_the_kafka_spec_points_at_the_local_broker(kafka_cluster):
+    assert kafka_cluster.bootstrap_servers.startswith("127.0.0.1:")
+    assert kafka_cluster.spec == f"kafka://{kafka_cluster.bootstrap_servers}"
