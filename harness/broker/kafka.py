@@ -173,7 +173,7 @@ class KafkaBroker:
         deadline = time.monotonic() + READ_TIMEOUT_S
         try:
             while True:
-                for msg in consumer.consume(1000, timeout=0.5):
+                for msg in consumer.consume(1000, timeout=0.05):
                     error = msg.error()
                     if error is not None:
                         if error.code() == KafkaError._PARTITION_EOF:
@@ -240,15 +240,27 @@ class KafkaBroker:
 
     def _committed(self, group_id: str, tps: list[TopicPartition], stable: bool) -> dict[TopicPartition, int | None]:
         # Not "stable": an open transaction's pending offsets are not committed yet; answer without them.
-        consumer = Consumer({**self._base(), "group.id": group_id, "enable.auto.commit": False,
-                             "isolation.level": "read_committed" if stable else "read_uncommitted"})
-        try:
-            found = consumer.committed([KafkaTopicPartition(tp.topic, tp.partition) for tp in tps],
-                                       timeout=OPERATION_TIMEOUT_S)
-        except KafkaException as exc:
-            raise BrokerError(f"committed offsets of group {group_id!r}: {exc}") from None
-        finally:
-            consumer.close()
+        key = f"{'stable' if stable else 'committed'}:{group_id}"
+        if key not in self._readers:
+            self._readers[key] = Consumer({**self._base(), "group.id": group_id, "enable.auto.commit": False,
+                                           "isolation.level": "read_committed" if stable else "read_uncommitted"})
+        consumer = self._readers[key]
+        deadline = time.monotonic() + OPERATION_TIMEOUT_S
+        while True:
+            try:
+                found = consumer.committed([KafkaTopicPartition(tp.topic, tp.partition) for tp in tps],
+                                           timeout=max(1.0, deadline - time.monotonic()))
+                break
+            except KafkaException as exc:
+                error = _error_of(exc)
+                # The group coordinator may still be loading (a fresh cluster, a moved coordinator).
+                if error is not None and (error.retriable() or error.code() in (
+                    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                    KafkaError.COORDINATOR_NOT_AVAILABLE,
+                )) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                raise BrokerError(f"committed offsets of group {group_id!r}: {exc}") from None
         out: dict[TopicPartition, int | None] = {}
         for ktp in found:
             out[TopicPartition(ktp.topic, ktp.partition)] = ktp.offset if ktp.offset >= 0 else None
