@@ -1,7 +1,8 @@
 """The store server: the store under test runs in a child process, forked from a preloaded server.
 
-Children come from multiprocessing's forkserver with the stores already imported, so a restart
-costs milliseconds, not an interpreter start. The driver talks to a child over a pipe; the child
+Children are forked by a zygote (``harness.zygote``: one preloaded process, itself started from
+multiprocessing's forkserver) with the stores already imported, so a restart costs about a
+millisecond of fork plus the store's own open, not an interpreter start. The driver talks to a child over a pipe; the child
 never writes the history. A crash is an armed crash point firing in the child (the child names
 the point on the pipe just before it SIGKILLs itself) or the driver's :meth:`StoreProcess.kill`.
 
@@ -11,28 +12,28 @@ still alive when the block exits is killed and reaped, also when the block raise
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
 import traceback
 from pathlib import Path
 
 from faults import points
+from harness import zygote
 
 __all__ = ["ChildCrashed", "StoreCallError", "StoreProcess", "StoreServer", "forkserver_context"]
 
-PRELOAD = ["harness.stores.catalogue", "harness.runtime", "harness.broker.embedded", "rocksdict"]
+PRELOAD = ["harness.stores.catalogue", "harness.runtime", "harness.broker.embedded", "harness.driver",
+           "harness.broker.kafka", "rocksdict"]  # (a module that fails to import is skipped)
 CALL_TIMEOUT_S = 60.0
 
 _context = None
 
 
 def forkserver_context():
-    """The process-wide forkserver context, with the stores and runtime preloaded."""
+    """The process-wide context whose ``Process`` forks children from the preloaded zygote."""
     global _context
     if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(PRELOAD)
+        _context = zygote.context(PRELOAD)
     return _context
 
 
@@ -137,12 +138,14 @@ class StoreProcess:
             self.conn.send((method, args))
         except (BrokenPipeError, OSError):
             raise self._died(None) from None
-        return self._receive()
+        result = self._receive()
+        if method == "close":  # the child exits after a clean close: wait, so the directory is free
+            self.process.join(10)
+        return result
 
     def close(self) -> None:
-        """Clean close of the store, then the child exits."""
+        """Clean close of the store, then the child exits (waited for)."""
         self.call("close")
-        self.process.join(10)
 
     def kill(self) -> None:
         """SIGKILL the child (a crash at an arbitrary moment) and reap it."""

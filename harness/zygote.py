@@ -1,0 +1,309 @@
+"""A zygote: one preloaded, single-threaded process that forks the children under test on request.
+
+multiprocessing's forkserver costs ~15 ms per child here (a socket round trip, pickled preparation
+data, ``spawn`` bookkeeping in the child); a plain ``os.fork()`` of a preloaded process costs ~1 ms.
+The zygote keeps the forkserver's safety (it is started once *from* the forkserver, so it never
+inherits the driver's threads, e.g. librdkafka's or a thread pool's) and forks directly:
+
+- the driver sends ``(target, args)`` over a socket; :class:`multiprocessing.connection.Connection`
+  objects in ``args`` travel as file descriptors (``SCM_RIGHTS``) and are rebuilt in the child;
+- the zygote forks, and hands back the child's pid and a *pidfd* (Linux >= 5.3), through which the
+  driver waits for, and signals, exactly that process (no pid-reuse race);
+- the zygote reaps its children and reports each exit code (``-9`` for SIGKILL, as
+  multiprocessing does).
+
+Children die with the zygote (``PR_SET_PDEATHSIG``), and the zygote kills its children and exits
+when the driver's end of the socket closes; the driver kills live children at exit. So nothing
+outlives the run.
+
+:func:`context` returns an object with multiprocessing's ``Pipe`` and ``Process(target, args,
+daemon)`` (``start``, ``pid``, ``is_alive``, ``join``, ``kill``, ``terminate``, ``exitcode``), so
+callers use it like a multiprocessing context.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import select
+import selectors
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+import weakref
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import recvfds, sendfds
+
+__all__ = ["ZygoteError", "context"]
+
+EXIT_CODE_WAIT_S = 10.0
+PR_SET_PDEATHSIG = 1
+
+
+class ZygoteError(RuntimeError):
+    """The zygote could not start a child (it died, or the platform lacks pidfds)."""
+
+
+class _Slot:
+    """Stands in the pickled args for a Connection whose fd travels beside the message."""
+
+    def __init__(self, index: int, readable: bool, writable: bool) -> None:
+        self.index, self.readable, self.writable = index, readable, writable
+
+
+# -- the zygote process ----------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    # Not Linux: no prctl, and the zygote still kills its children when the driver goes.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _child(target, args, fds: list[int], keep: set[int], close: list[int]) -> None:
+    """Runs in the forked child: rebuild the connections, call the target, exit."""
+    code = 1
+    try:
+        _die_with_parent()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for fd in close:
+            if fd not in keep:
+                os.close(fd)
+        args = tuple(Connection(fds[a.index], a.readable, a.writable) if isinstance(a, _Slot) else a
+                     for a in args)
+        target(*args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - printed, then the child exits 1 as multiprocessing's would
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # exiting anyway
+                stream.flush()
+        os._exit(code)
+
+
+def _zygote_main(conn: Connection) -> None:
+    """The zygote's loop: fork on request, reap children, report their exit codes."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C goes to the driver; it cleans up
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    selector = selectors.DefaultSelector()
+    selector.register(conn.fileno(), selectors.EVENT_READ, None)
+    children: dict[int, int] = {}  # pidfd -> pid
+    try:
+        while True:
+            for key, _ in selector.select():
+                if key.data is not None:  # a child ended
+                    pidfd, pid = key.fd, key.data
+                    selector.unregister(pidfd)
+                    os.close(pidfd)
+                    del children[pidfd]
+                    _, status = os.waitpid(pid, 0)
+                    conn.send(("exit", pid, os.waitstatus_to_exitcode(status)))
+                    continue
+                try:
+                    _, target, args, nfds = conn.recv()
+                    fds = recvfds(sock, nfds) if nfds else []
+                except EOFError:
+                    return
+                pid = os.fork()
+                if pid == 0:
+                    _child(target, args, fds, set(fds),
+                           [conn.fileno(), sock.fileno(), selector.fileno(), *children])
+                for fd in fds:
+                    os.close(fd)
+                pidfd = os.pidfd_open(pid)
+                children[pidfd] = pid
+                selector.register(pidfd, selectors.EVENT_READ, pid)
+                conn.send(("started", pid))
+                sendfds(sock, [pidfd])
+    finally:
+        for pidfd, pid in children.items():
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+
+
+# -- the driver's side -----------------------------------------------------------------------------
+
+
+def _readable(fd: int, timeout: float | None) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(None if timeout is None else max(0, int(timeout * 1000))))
+
+
+class _Zygote:
+    """The driver's handle on the zygote process (thread-safe)."""
+
+    def __init__(self, preload: list[str]) -> None:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(preload)
+        self._conn, child = ctx.Pipe(duplex=True)
+        self._process = ctx.Process(target=_zygote_main, args=(child,), daemon=True, name="eos-harness-zygote")
+        self._process.start()
+        child.close()
+        self._sock = socket.socket(fileno=os.dup(self._conn.fileno()))
+        self._lock = threading.Lock()
+        self._exits: dict[int, int] = {}
+        self.live: weakref.WeakSet[Process] = weakref.WeakSet()
+
+    def _read_one(self) -> tuple:
+        try:
+            message = self._conn.recv()
+        except (EOFError, OSError) as exc:
+            raise ZygoteError(f"the zygote (pid {self._process.pid}) is gone: {exc!r}") from None
+        if message[0] == "exit":
+            self._exits[message[1]] = message[2]
+        return message
+
+    def start(self, target, args: tuple) -> tuple[int, int]:
+        fds, wire = [], []
+        for arg in args:
+            if isinstance(arg, Connection):
+                wire.append(_Slot(len(fds), arg.readable, arg.writable))
+                fds.append(arg.fileno())
+            else:
+                wire.append(arg)
+        with self._lock:
+            if not self._process.is_alive():
+                raise ZygoteError(f"the zygote (pid {self._process.pid}) is gone (exit code {self._process.exitcode})")
+            self._conn.send(("start", target, tuple(wire), len(fds)))
+            if fds:
+                sendfds(self._sock, fds)
+            while True:
+                message = self._read_one()
+                if message[0] == "started":
+                    return message[1], recvfds(self._sock, 1)[0]
+
+    def exitcode(self, pid: int, wait: float) -> int | None:
+        """The exit code of ``pid`` (already dead), as soon as the zygote reports it."""
+        deadline = None if wait is None else _now() + wait
+        while True:
+            with self._lock:
+                if pid in self._exits:
+                    return self._exits.pop(pid)
+                remaining = None if deadline is None else deadline - _now()
+                if remaining is not None and remaining <= 0:
+                    return None
+                if self._conn.poll(min(0.05, remaining) if remaining is not None else 0.05):
+                    self._read_one()
+
+    def shutdown(self) -> None:
+        for process in list(self.live):
+            process.kill()
+        self._conn.close()
+        self._sock.close()
+        self._process.join(5)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+class Process:
+    """A child forked by the zygote, with the part of multiprocessing.Process's interface we use."""
+
+    def __init__(self, zygote_getter, target, args: tuple = (), daemon: bool = True) -> None:
+        self._get = zygote_getter
+        self.target, self.args, self.daemon = target, tuple(args), daemon
+        self.pid: int | None = None
+        self._pidfd: int | None = None
+        self._exitcode: int | None = None
+        self._ended = False
+
+    def start(self) -> None:
+        zygote = self._get()
+        self.pid, self._pidfd = zygote.start(self.target, self.args)
+        zygote.live.add(self)
+        weakref.finalize(self, _close_fd, self._pidfd)
+
+    def _ended_now(self, timeout: float | None) -> bool:
+        if self._ended:
+            return True
+        if self._pidfd is None:
+            raise ValueError("process not started")
+        if _readable(self._pidfd, timeout):
+            self._ended = True
+            self._get().live.discard(self)
+        return self._ended
+
+    def is_alive(self) -> bool:
+        return self._pidfd is not None and not self._ended_now(0)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._ended_now(timeout) and self._exitcode is None:
+            self._exitcode = self._get().exitcode(self.pid, EXIT_CODE_WAIT_S)
+
+    @property
+    def exitcode(self) -> int | None:
+        if self._pidfd is None or not self._ended_now(0):
+            return None
+        if self._exitcode is None:
+            self._exitcode = self._get().exitcode(self.pid, EXIT_CODE_WAIT_S)
+        return self._exitcode
+
+    def _signal(self, signum: int) -> None:
+        if self._pidfd is not None and not self._ended_now(0):
+            with contextlib.suppress(ProcessLookupError, OSError):
+                signal.pidfd_send_signal(self._pidfd, signum)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+
+def _close_fd(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+class ZygoteContext:
+    """``Pipe`` and ``Process`` as in a multiprocessing context, the processes forked by the zygote."""
+
+    def __init__(self, preload: list[str]) -> None:
+        self._preload = list(preload)
+        self._zygote: _Zygote | None = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> _Zygote:
+        with self._lock:
+            if self._zygote is None:
+                if not hasattr(os, "pidfd_open"):
+                    raise ZygoteError("the store server needs Linux >= 5.3 (os.pidfd_open) for its zygote")
+                self._zygote = _Zygote(self._preload)
+                atexit.register(self.shutdown)
+            return self._zygote
+
+    @staticmethod
+    def Pipe(duplex: bool = True):  # noqa: N802 - multiprocessing's name
+        return multiprocessing.Pipe(duplex)
+
+    def Process(self, target, args: tuple = (), daemon: bool = True) -> Process:  # noqa: N802
+        return Process(self._get, target, args, daemon)
+
+    def shutdown(self) -> None:
+        """Kill every live child, then the zygote (also run at exit)."""
+        with self._lock:
+            zygote, self._zygote = self._zygote, None
+        if zygote is not None:
+            zygote.shutdown()
+
+
+def context(preload: list[str]) -> ZygoteContext:
+    return ZygoteContext(preload)

@@ -1,0 +1,106 @@
+"""The zygote that forks store and task children: exit codes, pipes, signals, nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+
+from harness.server import forkserver_context
+
+
+def _reply_then_exit(conn, code: int) -> None:
+    conn.send(("pid", os.getpid()))
+    conn.close()
+    os._exit(code)
+
+
+def _raise(conn) -> None:
+    conn.send("about to raise")
+    raise RuntimeError("boom")
+
+
+def _wait_forever(conn) -> None:
+    conn.send("ready")
+    while True:
+        time.sleep(1)
+
+
+def test_a_child_gets_its_pipe_and_its_exit_code_is_reported():
+    ctx = forkserver_context()
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_reply_then_exit, args=(child, 3), daemon=True)
+    proc.start()
+    child.close()
+    assert parent.recv() == ("pid", proc.pid)
+    proc.join(10)
+    assert not proc.is_alive() and proc.exitcode == 3
+
+
+def test_an_exception_in_the_child_exits_1_and_a_kill_exits_minus_9():
+    ctx = forkserver_context()
+    parent, child = ctx.Pipe()
+    raiser = ctx.Process(target=_raise, args=(child,))
+    raiser.start()
+    assert parent.recv() == "about to raise"
+    raiser.join(10)
+    assert raiser.exitcode == 1
+
+    parent, child = ctx.Pipe()
+    sleeper = ctx.Process(target=_wait_forever, args=(child,))
+    sleeper.start()
+    assert parent.recv() == "ready" and sleeper.is_alive() and sleeper.exitcode is None
+    os.kill(sleeper.pid, signal.SIGSTOP)  # a frozen child is still alive
+    assert sleeper.is_alive()
+    sleeper.kill()
+    sleeper.join(10)
+    assert not sleeper.is_alive() and sleeper.exitcode == -signal.SIGKILL
+
+
+def test_children_die_with_the_driver_even_when_it_is_killed(tmp_path):
+    # A driver that starts a child and is then SIGKILLed (no atexit): the child must not survive.
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.getcwd()!r})
+        from harness.server import forkserver_context
+        from tests.test_zygote import _wait_forever
+        if __name__ == "__main__":
+            ctx = forkserver_context()
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_wait_forever, args=(child,))
+            proc.start()
+            parent.recv()
+            print(proc.pid, flush=True)
+            time.sleep(60)
+    """)
+    path = tmp_path / "driver.py"
+    path.write_text(script)
+    driver = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        child_pid = int(driver.stdout.readline())
+        assert psutil.pid_exists(child_pid)
+        driver.kill()
+        driver.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _session(driver.pid):
+            time.sleep(0.1)
+        assert _session(driver.pid) == [], "processes of the killed driver survived"
+    finally:
+        for p in _session(driver.pid):
+            p.kill()
+
+
+def _session(sid: int) -> list[psutil.Process]:
+    left = []
+    for p in psutil.process_iter():
+        try:
+            if os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(p)
+        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+            pass
+    return left
