@@ -2,7 +2,9 @@
 
 Code under test calls ``crash_point("store.commit.after_data")`` at each boundary. Unarmed, a
 point costs one dict lookup. Armed with ``arm(name, hit=n)``, the n-th time the point is reached
-the notifier (if any) is told the point's name and the process SIGKILLs (or SIGSTOPs) itself.
+the notifier (if any) is told the point's name and the process SIGKILLs (or SIGSTOPs) itself;
+armed with ``action="notify"`` it only tells the notifier and goes on, so that a fault outside the
+process (a broker killed, ``faults.kafka``) lands at that exact step.
 
 Every point has a stable dotted name and a one-line meaning, declared with ``declare`` at import
 time of the module that reaches it; ``eos-harness points`` lists them. User stores may declare
@@ -35,7 +37,8 @@ __all__ = [
 
 KILL = "kill"
 FREEZE = "freeze"
-ACTIONS = (KILL, FREEZE)
+NOTIFY = "notify"  # tell the notifier and go on: an outside fault is injected at this step
+ACTIONS = (KILL, FREEZE, NOTIFY)
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,8 @@ def disarm_all() -> None:
 
 
 def set_notifier(notifier: Callable[[str], None] | None) -> None:
-    """Called with the point's name just before the process kills or freezes itself."""
+    """Called with the point's name just before the process kills or freezes itself (or, for a
+    ``notify`` point, goes on)."""
     global _notifier
     _notifier = notifier
 
@@ -132,6 +136,8 @@ def crash_point(name: str) -> None:
     if _notifier is not None:
         with contextlib.suppress(Exception):  # the kill must happen even if the pipe is gone
             _notifier(name)
+    if entry[1] == NOTIFY:
+        return
     if entry[1] == FREEZE:
         os.kill(os.getpid(), signal.SIGSTOP)
         return

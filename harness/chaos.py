@@ -5,6 +5,12 @@ The plan is a pure function of the seed: the same seed yields the same sequence 
 each store cover every crash point it reaches; the rest are random schedules of one to three
 faults (crash points at a random hit, driver kills after a random number of events).
 
+On Kafka (``--broker kafka-local``) the plan also holds the Kafka faults of ``faults.kafka``
+(broker kill, broker pause, coordinator kill mid-commit, transaction timeout; the ones that act on
+broker processes only on a cluster this process started), and it interleaves the stores (each
+store's coverage list starting at a different point) so that a short campaign on a slow broker
+still reaches every point, every store and every broker fault early.
+
 A real store must pass every scenario. A mutant or an unsafe variant must fail at least one:
 one that never fails is a hole in the harness. Either is an unexpected result (exit 1).
 """
@@ -15,9 +21,10 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from faults.kafka import CLUSTER_FAULTS
 from harness.driver import Fault, Scenario, run_scenario
 from harness.runtime import (
     P_AFTER_CHECKPOINT,
@@ -44,13 +51,51 @@ def expected_to_fail(store: str) -> bool:
     return store in UNSAFE_VARIANTS or (spec is not None and spec.kind == "mutant")
 
 
-def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10) -> Iterator[Scenario]:
+def kafka_faults(broker: str) -> list[str]:
+    """The Kafka faults a campaign on ``broker`` can run: none off Kafka, ``txn-timeout`` on any
+    Kafka, and the broker-process faults too on a cluster this process started."""
+    if not broker.startswith("kafka://"):
+        return []
+    from harness.cluster import cluster_for
+
+    return [*CLUSTER_FAULTS, "txn-timeout"] if cluster_for(broker) is not None else ["txn-timeout"]
+
+
+def _fault_hit(rng: random.Random, fault: str, commit_interval: int) -> int:
+    if fault in ("broker-kill", "broker-pause"):
+        return rng.randint(3, 40)  # events of the instance
+    return rng.randint(1, 4)  # commits (coordinator-kill, txn-timeout)
+
+
+def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10, broker: str = "embedded",
+         broker_faults: list[str] | tuple[str, ...] = (), repro_broker: str | None = None) -> Iterator[Scenario]:
     """The campaign's scenarios, in order, forever (the caller stops)."""
+    if broker == "embedded" and not broker_faults:
+        yield from _plan(seed, stores, workloads, commit_interval)
+        return
+    for scenario in _plan(seed, stores, workloads, commit_interval, list(broker_faults), interleave=True):
+        yield replace(scenario, broker=broker, repro_broker=repro_broker)
+
+
+def _interleave(lists: list[list[Scenario]]) -> list[Scenario]:
+    """Round-robin over the lists."""
+    rotated = [lst for lst in lists if lst]
+    out: list[Scenario] = []
+    for round_ in range(max((len(lst) for lst in rotated), default=0)):
+        out.extend(lst[round_] for lst in rotated if round_ < len(lst))
+    return out
+
+
+def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10,
+          broker_faults: list[str] | None = None, interleave: bool = False) -> Iterator[Scenario]:
     rng = random.Random(seed)
+    broker_faults = broker_faults or []
     per_store_points = {s: reached_points(UNSAFE_VARIANTS.get(s, (s,))[0]) for s in stores}
     # Coverage first: every (store, point) once, with a workload rotating through all.
     coverage: list[Scenario] = []
+    per_store: list[list[Scenario]] = []
     for store in stores:
+        first = len(coverage)
         for i, point in enumerate(list(LIFECYCLE_POINTS) + per_store_points[store]):
             wl = workloads[(i + len(coverage)) % len(workloads)]
             hit = {P_MID_BATCH: rng.randint(1, 3 * commit_interval), P_CLOSE_MID: 1}.get(point, rng.randint(1, 3))
@@ -60,10 +105,28 @@ def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: in
         coverage.append(
             Scenario(store, wl, rng.randrange(2**31), (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY)), commit_interval=commit_interval)
         )
+        mine = coverage[first:]
+        lifecycle, own, replay = mine[:len(LIFECYCLE_POINTS)], mine[len(LIFECYCLE_POINTS):-1], mine[-1:]
+        # Interleaved: a store's own points first (where mutants show), then the lifecycle windows;
+        # for a store expected to fail, the windows with uncommitted writes first; for the others,
+        # starting at a different window each, so that every window comes early.
+        turn = 0 if expected_to_fail(store) else (2 * sum(not expected_to_fail(x) for x in stores[:stores.index(store)])) % len(lifecycle)
+        windows = lifecycle[turn:] + lifecycle[:turn]
+        per_store.append(own[:2] + windows[:2] + replay + own[2:] + windows[2:])
+    if interleave:
+        passing = [s for s in stores if not expected_to_fail(s)] or stores[:1]
+        # Every Kafka fault once, on the stores expected to pass in turn, first; then the stores'
+        # coverage lists, interleaved.
+        faulted = [
+            Scenario(passing[i % len(passing)], workloads[i % len(workloads)], rng.randrange(2**31),
+                     (Fault(fault, _fault_hit(rng, fault, commit_interval)),), commit_interval=commit_interval)
+            for i, fault in enumerate(broker_faults)
+        ]
+        coverage = faulted + _interleave(per_store)
     yield from coverage
     while True:
         store = rng.choice(stores)
-        choices = list(LIFECYCLE_POINTS) + per_store_points[store] + [P_MID_REPLAY, "kill"]
+        choices = list(LIFECYCLE_POINTS) + per_store_points[store] + [P_MID_REPLAY, "kill"] + broker_faults
         schedule = []
         for _ in range(rng.randint(1, 3)):
             point = rng.choice(choices)
@@ -73,6 +136,8 @@ def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: in
                 hit = rng.randint(1, 3 * commit_interval)
             elif point == P_CLOSE_MID:
                 hit = 1
+            elif point in broker_faults:
+                hit = _fault_hit(rng, point, commit_interval)
             else:
                 hit = rng.randint(1, 4)
             schedule.append(Fault(point, hit))
@@ -107,6 +172,8 @@ def run_campaign(
     scenarios: int | None = None,
     workers: int = 2,
     on_result: Callable[[dict], None] = lambda r: None,
+    broker: str = "embedded",
+    repro_broker: str | None = None,
 ) -> dict:
     """Run a campaign; returns the chaos JSON object (``seed``, ``minutes``, ``scenarios``, ``summary``)."""
     stores = stores or default_stores()
@@ -121,7 +188,8 @@ def run_campaign(
         minutes = 1.0
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
     out_dir.mkdir(parents=True, exist_ok=True)
-    source = plan(seed, stores, workloads)
+    faults = kafka_faults(broker)
+    source = plan(seed, stores, workloads, broker=broker, broker_faults=faults, repro_broker=repro_broker)
     results: list[dict | None] = []
 
     def more() -> bool:
@@ -148,6 +216,8 @@ def run_campaign(
     finished = [r for r in results if r is not None]
     return {
         "seed": seed,
+        "broker": repro_broker or broker,
+        "kafka_faults": faults,
         "minutes": minutes,
         "scenarios": finished,
         "summary": summarize(finished, stores),

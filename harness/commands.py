@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -14,6 +16,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from models.workloads import WORKLOADS
+
+BROKER_HELP = ("embedded (SQLite log) | kafka-local (start a local Kafka on 127.0.0.1) | kafka-local:3 "
+               "(three brokers) | kafka://HOST:PORT (a running cluster)")
 
 # Logs and CI output are not terminals: give tables room instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -47,10 +52,10 @@ def _violations_table(result: dict) -> Table:
 @click.option("--store", required=True, help="Built-in store, unsafe variant, or factory module:function.")
 @click.option("--workload", type=click.Choice(sorted(WORKLOADS)), default="counter", show_default=True)
 @click.option("--crash-at", "crash_at", multiple=True,
-              help="Fault schedule, one per task instance: POINT[@n] (n-th time reached) or kill@n "
-                   "(driver SIGKILL after n events). Repeat or comma-separate.")
-@click.option("--broker", default="embedded", show_default=True,
-              help="embedded | kafka-local (start a local broker) | kafka://HOST:PORT")
+              help="Fault schedule, one per task instance: POINT[@n] (n-th time reached), kill@n "
+                   "(driver SIGKILL after n events), or on Kafka broker-kill@n, broker-pause@n, "
+                   "coordinator-kill@n, txn-timeout@n (see faults/kafka.py). Repeat or comma-separate.")
+@click.option("--broker", default="embedded", show_default=True, help=BROKER_HELP)
 @click.option("--records", type=int, default=None, help="Input records (default: the workload's).")
 @click.option("--commit-interval", type=int, default=10, show_default=True)
 @click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
@@ -58,6 +63,7 @@ def _violations_table(result: dict) -> Table:
 @click.option("--out", default=None, help="Run directory (default runs/run-<seed>).")
 def run_command(suite, store, workload, crash_at, broker, records, commit_interval, seed, json_path, out):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
+    from harness.cluster import ClusterError
     from harness.driver import Scenario, ScheduleError, parse_schedule, run_scenario
     from harness.runtime import TaskConfig
     from harness.stores import StoreFactoryError, resolve
@@ -71,10 +77,12 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
         scenario = Scenario(store, workload, seed, schedule, broker=broker, records=records,
                             commit_interval=commit_interval)
         out_dir = Path(out or f"runs/run-{seed}")
-        with _broker_for(scenario) as scenario:
-            result = run_scenario(scenario, out_dir)
+        with local_broker(broker) as spec:
+            result = run_scenario(replace(scenario, broker=spec, repro_broker=broker), out_dir)
     except (ScheduleError, StoreFactoryError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None
     _write_json(json_path, result)
     colour = "green" if result["verdict"] == "pass" else "red"
     console.print(f"[{colour}]verdict: {result['verdict']}[/] ({result['seconds']} s); crash points hit: "
@@ -90,27 +98,35 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
     sys.exit(0 if result["verdict"] == "pass" else 1)
 
 
-class _broker_for:
-    """Start a local Kafka for ``--broker kafka-local`` and point the scenario at it."""
+def parse_broker(broker: str) -> int | None:
+    """``kafka-local`` → 1, ``kafka-local:3`` → 3 (brokers to start); None for any other spec.
+    Bad values raise ValueError naming the accepted forms."""
+    if broker in ("embedded",) or broker.startswith(("kafka://", "embedded:")):
+        return None
+    name, _, count = broker.partition(":")
+    if name != "kafka-local":
+        raise ValueError(f"unknown --broker {broker!r}: use embedded, kafka-local, kafka-local:3 or kafka://HOST:PORT")
+    if not count:
+        return 1
+    if not count.isdigit() or not 1 <= int(count) <= 5:
+        raise ValueError(f"--broker {broker!r}: the broker count after 'kafka-local:' must be 1 to 5, e.g. kafka-local:3")
+    return int(count)
 
-    def __init__(self, scenario):
-        self.scenario = scenario
-        self.cluster = None
 
-    def __enter__(self):
-        if self.scenario.broker != "kafka-local":
-            return self.scenario
-        from dataclasses import replace
+@contextlib.contextmanager
+def local_broker(broker: str):
+    """Yield the broker spec for ``--broker``: for ``kafka-local[:N]`` a LocalKafka of N brokers is
+    started on 127.0.0.1 (and stopped on exit, whatever happens)."""
+    brokers = parse_broker(broker)
+    if brokers is None:
+        yield broker
+        return
+    from harness.cluster import LocalKafka
 
-        from harness.cluster import LocalKafka
-
-        self.cluster = LocalKafka(brokers=1)
-        self.cluster.__enter__()
-        return replace(self.scenario, broker=f"kafka://{self.cluster.bootstrap_servers}")
-
-    def __exit__(self, *exc):
-        if self.cluster is not None:
-            self.cluster.__exit__(*exc)
+    console.print(f"starting a local Kafka ({brokers} broker{'s' if brokers > 1 else ''}) …")
+    with LocalKafka(brokers=brokers) as cluster:
+        console.print(f"Kafka up on {cluster.bootstrap_servers}")
+        yield cluster.spec
 
 
 def chaos_table(campaign: dict) -> Table:
@@ -127,11 +143,16 @@ def chaos_table(campaign: dict) -> Table:
     return table
 
 
-def run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers) -> dict:
+def run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, broker="embedded") -> dict:
+    with local_broker(broker) as spec:
+        return _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker)
+
+
+def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker) -> dict:
     from harness.chaos import run_campaign
 
     out_dir = Path(out or f"runs/chaos-{seed}")
-    console.print(f"seed: {seed}   results: {out_dir}")
+    console.print(f"seed: {seed}   broker: {broker}   results: {out_dir}")
     started = time.monotonic()
     total = scenarios
     with Progress(TextColumn("[bold]chaos"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
@@ -144,7 +165,8 @@ def run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, worke
             progress.update(task, advance=1, status=f"{failed[0]} failing (mutants included)")
 
         campaign = run_campaign(seed, out_dir, stores=stores, workloads=workloads, minutes=minutes,
-                                scenarios=scenarios, workers=workers, on_result=on_result)
+                                scenarios=scenarios, workers=workers, on_result=on_result, broker=spec,
+                                repro_broker=broker)
     campaign["seconds"] = round(time.monotonic() - started, 1)
     json_file = Path(json_path) if json_path else out_dir / "chaos.json"
     _write_json(str(json_file), campaign)
@@ -173,16 +195,22 @@ def run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, worke
 @click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
 @click.option("--out", default=None, help="Results directory (default runs/chaos-<seed>).")
 @click.option("--workers", type=int, default=2, show_default=True, help="Scenarios run at once.")
-def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers):
+@click.option("--broker", default="embedded", show_default=True, help=BROKER_HELP + "; on kafka-local the "
+              "campaign adds broker faults (broker-kill, broker-pause, coordinator-kill, txn-timeout)")
+def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker):
     """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
+    from harness.cluster import ClusterError
     from harness.stores import StoreFactoryError
 
     seed = _seed(seed)
     try:
+        parse_broker(broker)
         campaign = run_chaos(seed, stores.split(",") if stores else None, workloads.split(",") if workloads else None,
-                             minutes, scenarios, out, json_path, workers)
+                             minutes, scenarios, out, json_path, workers, broker)
     except (StoreFactoryError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None
     sys.exit(1 if campaign["summary"]["unexpected"] else 0)
 
 

@@ -4,8 +4,13 @@ A scenario loads a seeded input, then starts task instances one after another in
 from a preloaded server (multiprocessing's forkserver), each with the next fault of the schedule
 armed: a crash point (``task.commit.after_eos``, ``store.commit.after_marker``, …, optionally
 ``@n`` for the n-th time it is reached) or ``kill@n`` (the driver SIGKILLs the child after its
-n-th event). A dead instance is followed by a new one on the same directories until one reaches
-the end of the input and closes; then one more instance only recovers, to show the final state.
+n-th event). On Kafka, the faults of ``faults.kafka``: ``broker-kill@n`` and ``broker-pause@n``
+(kill -9 and restart, or SIGSTOP for a while, the task's transaction coordinator after the
+instance's n-th event), ``coordinator-kill@n`` (the coordinator killed while the n-th commit is in
+flight), which need a cluster this process started (``--broker kafka-local``), and ``txn-timeout@n``
+(the instance frozen about to commit, past ``transaction.timeout.ms``). A dead, aborted or
+fenced instance is followed by a new one on the same directories until one reaches the end of the
+input and closes; then one more instance only recovers, to show the final state.
 Every event goes to ``history.jsonl`` with a sequence number, written here, never by the child.
 The checkers then judge the history against the lifecycle model.
 """
@@ -18,12 +23,23 @@ import os
 import random
 import shutil
 import signal
+import threading
 import time
 import traceback
+import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from faults import points
+from faults.kafka import (
+    BROKER_FAULTS,
+    CLUSTER_FAULTS,
+    COMMIT_IN_FLIGHT,
+    STALL_SECONDS,
+    TXN_TIMEOUT_MS,
+    coordinator_of,
+    run_broker_fault,
+)
 from harness.broker import connect
 from harness.checkers.eos import Violation, check_all, recovery_report
 from harness.runtime import Task, TaskConfig, create_topics, encode
@@ -35,6 +51,10 @@ from models.workloads import workload
 __all__ = ["Fault", "History", "Scenario", "ScheduleError", "parse_schedule", "run_scenario"]
 
 EVENT_TIMEOUT_S = 30.0
+# Kafka faults the driver runs beside the instance after its n-th event.
+DRIVER_SIDE = ("broker-kill", "broker-pause")
+# Kafka faults that start at a point the instance reaches: the point and how it is armed there.
+CHILD_ARMED = {"coordinator-kill": (COMMIT_IN_FLIGHT, points.NOTIFY), "txn-timeout": (COMMIT_IN_FLIGHT, points.FREEZE)}
 
 
 class ScheduleError(ValueError):
@@ -45,7 +65,7 @@ class ScheduleError(ValueError):
 class Fault:
     """One fault, armed in one task instance."""
 
-    point: str  # a crash point name, or "kill" (the driver SIGKILLs after ``hit`` events)
+    point: str  # a crash point, "kill" (the driver SIGKILLs after ``hit`` events) or a Kafka fault
     hit: int = 1
     action: str = "kill"  # or "freeze": the process SIGSTOPs itself at the point (a zombie)
 
@@ -67,13 +87,13 @@ def parse_schedule(text: str | list[str] | tuple[str, ...]) -> tuple[Fault, ...]
         name, _, hit = item.partition("@")
         if hit and not hit.isdigit():
             raise ScheduleError(f"bad fault {item!r}: the part after '@' must be a count, e.g. {name}@2")
-        if name != "kill":
+        if name != "kill" and name not in BROKER_FAULTS:
             try:
                 points.check_known(name)
             except points.UnknownCrashPoint as exc:
                 raise ScheduleError(str(exc)) from None
-        if name == "kill" and action == "freeze":
-            raise ScheduleError("freeze: takes a crash point, not kill")
+        if (name == "kill" or name in BROKER_FAULTS) and action == "freeze":
+            raise ScheduleError(f"freeze: takes a crash point, not {name}")
         faults.append(Fault(name, int(hit or 1), action))
     return tuple(faults)
 
@@ -87,13 +107,15 @@ class Scenario:
     broker: str = "embedded"
     records: int | None = None
     commit_interval: int = 10
+    repro_broker: str | None = None  # how the CLI names the broker (kafka-local), when not ``broker``
 
     def repro(self) -> str:
         parts = [f"eos-harness run --store {self.store} --workload {self.workload}"]
         if self.schedule:
             parts.append(f"--crash-at {','.join(map(str, self.schedule))}")
-        if self.broker != "embedded":
-            parts.append(f"--broker {self.broker}")
+        broker = self.repro_broker or self.broker
+        if broker != "embedded":
+            parts.append(f"--broker {broker}")
         if self.records is not None:
             parts.append(f"--records {self.records}")
         if self.commit_interval != 10:
@@ -107,8 +129,11 @@ def _child_main(config: TaskConfig, fault: Fault | None, mode: str, conn) -> Non
     try:
         points.set_notifier(lambda name: conn.send({"type": "fault_fired", "point": name}))
         task = Task(config, emit=conn.send)
-        if fault is not None and fault.point != "kill":
-            points.arm(fault.point, fault.hit, fault.action)
+        if fault is not None and fault.point != "kill" and fault.point not in DRIVER_SIDE:
+            point, action = CHILD_ARMED.get(fault.point, (fault.point, fault.action))
+            if point == COMMIT_IN_FLIGHT:
+                import harness.broker.kafka  # noqa: F401 - declares the point
+            points.arm(point, fault.hit, action)
         if mode == "verify":
             task.start()
             task._abandon()
@@ -130,11 +155,13 @@ class History:
 
     def __post_init__(self) -> None:
         self._file = self.path.open("w")
+        self._lock = threading.Lock()  # a broker fault records its event from its own thread
 
     def add(self, instance: int, event: dict) -> dict:
-        event = {"seq": len(self.events), "instance": instance, **event}
-        self.events.append(event)
-        self._file.write(json.dumps(event) + "\n")
+        with self._lock:
+            event = {"seq": len(self.events), "instance": instance, **event}
+            self.events.append(event)
+            self._file.write(json.dumps(event) + "\n")
         return event
 
     def close(self) -> None:
@@ -144,10 +171,17 @@ class History:
 class Instance:
     """One task instance in a child process; the driver collects its events into the history."""
 
-    def __init__(self, config: TaskConfig, fault: Fault | None, mode: str, number: int, history: History) -> None:
+    def __init__(self, config: TaskConfig, fault: Fault | None, mode: str, number: int, history: History,
+                 cluster=None) -> None:
         ctx = forkserver_context()
+        self.config, self.cluster = config, cluster
+        self._broker_fault: threading.Thread | None = None
         self.parent, child = ctx.Pipe(duplex=False)
         self.fault, self.number, self.history = fault, number, history
+        # What a fault must act on at once is resolved before the instance runs.
+        self.coordinator: int | None = None
+        if fault is not None and fault.point == "coordinator-kill":
+            self.coordinator = coordinator_of(cluster, config.transactional_id)
         self.proc = ctx.Process(target=_child_main, args=(config, fault, mode, child), daemon=True)
         self.proc.start()
         child.close()
@@ -167,10 +201,16 @@ class Instance:
                 break
             try:
                 event = self.parent.recv()
-            except EOFError:
+            except (EOFError, OSError):  # the child died, perhaps in the middle of a message
                 break
             if event["type"] == "fault_fired":
                 self.fired = event["point"]
+                if fault is not None and fault.point == "coordinator-kill":
+                    self._kill_coordinator(fault)
+                    continue
+                if fault is not None and fault.point == "txn-timeout":
+                    self._stall(fault)
+                    continue
                 if stop_when_frozen and fault is not None and fault.action == "freeze":
                     history.add(self.number, {"type": "frozen", "point": self.fired})
                     return "frozen"
@@ -184,10 +224,50 @@ class Instance:
             if fault is not None and fault.point == "kill" and self.seen == fault.hit:
                 self.proc.kill()
                 self.fired = "kill"
+            if fault is not None and fault.point in DRIVER_SIDE and self.seen == fault.hit:
+                self._start_broker_fault(fault)
+            if event["type"] == "aborted":
+                self.fired = "transaction.aborted"
+        if self._broker_fault is not None:
+            self._broker_fault.join()
         self.reap()
         if outcome == "crash":
             history.add(self.number, {"type": "crash", "point": self.fired or "unexpected-exit", "exitcode": self.proc.exitcode})
         return outcome
+
+    def _start_broker_fault(self, fault: Fault, node: int | None = None, extra: dict | None = None) -> None:
+        """Run a broker fault beside the instance (it blocks on the broker meanwhile)."""
+
+        def inject() -> None:
+            try:
+                done = run_broker_fault(self.cluster, fault.point, self.config.transactional_id, node)
+                self.history.add(0, {"type": "broker_fault", **done, **(extra or {})})
+            except Exception as exc:  # noqa: BLE001 - recorded; the checkers judge what follows
+                self.history.add(0, {"type": "broker_fault", "fault": fault.point, "error": repr(exc)})
+
+        self.fired = fault.point
+        self._broker_fault = threading.Thread(target=inject, name=f"broker-fault-{fault.point}", daemon=True)
+        self._broker_fault.start()
+
+    def _kill_coordinator(self, fault: Fault) -> None:
+        """The instance is inside commit_transaction: SIGKILL the coordinator now (restart it in the
+        background). ``in_flight``: the commit had not returned when the broker died."""
+        node = self.coordinator
+        self.cluster.kill_node(node)
+        in_flight = not self.parent.poll(0)
+        self._start_broker_fault(fault, node, {"in_flight": in_flight, "brokers": len(self.cluster.node_ids())})
+
+    def _stall(self, fault: Fault) -> None:
+        """The instance stopped itself about to commit its transaction: keep it stopped past
+        ``transaction.timeout.ms``, then wake it."""
+        deadline = time.monotonic() + 5
+        while _state(self.proc.pid) not in ("T", "t", None) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.history.add(self.number, {"type": "stalled", "point": self.fired, "seconds": STALL_SECONDS,
+                                       "transaction_timeout_ms": TXN_TIMEOUT_MS})
+        time.sleep(STALL_SECONDS)
+        self.fired = fault.point
+        self.resume()
 
     def resume(self) -> None:
         os.kill(self.proc.pid, signal.SIGCONT)
@@ -199,6 +279,14 @@ class Instance:
             self.proc.kill()
             self.proc.join()
         self.parent.close()
+
+
+def _state(pid: int) -> str | None:
+    """The process state letter from /proc (``T``: stopped), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def _run_instance(config: TaskConfig, fault: Fault | None, mode: str, number: int, history: History) -> str:
@@ -219,13 +307,32 @@ def broker_spec(scenario: Scenario, run_dir: Path) -> str:
 def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
     """Run one scenario in ``run_dir`` (created, emptied first) and return its verdict object."""
     resolve(TaskConfig.for_store(scenario.store, broker="", state_dir="", workload=scenario.workload).store)
+    cluster = None
+    names = {f.point for f in scenario.schedule}
+    if names & set(BROKER_FAULTS) and not scenario.broker.startswith("kafka://"):
+        raise ScheduleError(
+            f"{', '.join(sorted(names & set(BROKER_FAULTS)))}: Kafka faults need a Kafka broker "
+            f"(--broker kafka-local, or kafka://HOST:PORT for txn-timeout); the broker is {scenario.broker!r}"
+        )
+    if names & set(CLUSTER_FAULTS):
+        from harness.cluster import cluster_for
+
+        cluster = cluster_for(scenario.broker)
+        if cluster is None:
+            raise ScheduleError(
+                f"{', '.join(sorted(names & set(CLUSTER_FAULTS)))}: these faults kill or stop broker processes, so "
+                f"they need a Kafka cluster this process started (--broker kafka-local); {scenario.broker!r} is not one"
+            )
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
     started = time.perf_counter()
     records = _input_records(scenario)
     spec = broker_spec(scenario, run_dir)
-    app = f"eos-{scenario.seed}-{os.getpid()}-{abs(hash((scenario.store, scenario.workload, scenario.schedule))) % 10**6}"
+    if "txn-timeout" in names and "transaction.timeout.ms" not in spec:
+        spec += ("&" if "?" in spec else "?") + f"transaction.timeout.ms={TXN_TIMEOUT_MS}"
+    # Unique per run: on a shared Kafka cluster topics outlive the run directory.
+    app = f"eos-{scenario.seed}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     config = TaskConfig.for_store(
         scenario.store,
         broker=spec,
@@ -241,6 +348,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
         history = History(run_dir / "history.jsonl")
         history.add(0, {"type": "scenario", "store": scenario.store, "workload": scenario.workload,
                         "seed": scenario.seed, "schedule": [str(f) for f in scenario.schedule],
+                        "application_id": app, "broker": spec,
                         "records": len(records)})
         instance = 0
         schedule = list(scenario.schedule)
@@ -250,7 +358,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
             for _ in range(len(schedule) + 3):
                 instance += 1
                 fault = schedule.pop(0) if schedule else None
-                current = Instance(config, fault, "run", instance, history)
+                current = Instance(config, fault, "run", instance, history, cluster)
                 ended = current.collect(stop_when_frozen=True)
                 if ended == "frozen":
                     # The frozen instance is a zombie: the task moves to another instance (its own
@@ -259,7 +367,9 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
                     config = replace(config, state_dir=config.state_dir + "-moved")
                     history.add(0, {"type": "migrated", "state_dir": config.state_dir})
                     continue
-                if ended in ("done", "fenced", "error", "hang"):
+                # A fenced instance (its transaction timed out) leaves like a crashed one: the task
+                # moves on to a new instance, as Kafka Streams does after a TaskMigratedException.
+                if ended in ("done", "error", "hang"):
                     break
             if ended == "done":
                 instance += 1
@@ -292,6 +402,8 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
 
 def verdict(scenario: Scenario, events: list[dict], violations: list[Violation], recovery: list[dict]) -> dict:
     hit = [e["point"] if e["type"] == "crash" else f"freeze:{e['point']}" for e in events if e["type"] in ("crash", "frozen")]
+    hit += [e["fault"] for e in events if e["type"] == "broker_fault" and "error" not in e]
+    hit += ["txn-timeout" for e in events if e["type"] == "stalled"]
     return {
         "store": scenario.store,
         "workload": scenario.workload,

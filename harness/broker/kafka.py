@@ -18,6 +18,7 @@ Clients are created lazily, never at import: safe to import before ``fork``.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -27,13 +28,22 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from faults.kafka import COMMIT_IN_FLIGHT
+from faults.points import crash_point, declare
 from harness.broker import BrokerError, ProducerFenced, Record, TransactionAborted
 from harness.store import TopicPartition
 
 __all__ = ["KafkaBroker", "KafkaProducer"]
 
 OPERATION_TIMEOUT_S = 30.0
+# librdkafka's send_offsets_to_transaction can block past its own timeout when the group
+# coordinator it cached was a broker that restarted (confluentinc/librdkafka#5456, #5511): the call
+# runs in a thread, and a producer stuck longer than this gives up its transaction.
+STUCK_TIMEOUT_S = 15.0
 READ_TIMEOUT_S = 30.0
+P_COMMIT_IN_FLIGHT = declare(
+    COMMIT_IN_FLIGHT, "Kafka commit in flight: the transaction's records delivered, EndTxn about to be sent"
+)
 _FENCING_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
 
@@ -74,7 +84,9 @@ class KafkaBroker:
         self.close()
 
     def _base(self) -> dict:
-        return {"bootstrap.servers": self.bootstrap_servers, "log_level": 3}
+        # librdkafka's own log (connection refused while a broker restarts, …) stays quiet: every
+        # error that matters reaches the caller as an exception.
+        return {"bootstrap.servers": self.bootstrap_servers, "log_level": 2}
 
     def close(self) -> None:
         for reader in self._readers.values():
@@ -328,6 +340,31 @@ class KafkaProducer:
                     continue
                 raise BrokerError(f"{what} of {self.transactional_id!r} failed: {error}") from None
 
+    def _bounded(self, what: str, fn, *args) -> object:
+        """``_call`` in a thread, given up after :data:`STUCK_TIMEOUT_S`: a client stuck in a call
+        that ignores its timeout cannot finish the transaction, so it is abandoned (the next
+        instance's ``init_transactions`` aborts it) instead of hanging the task."""
+        result: dict[str, object] = {}
+
+        def target() -> None:
+            try:
+                result["value"] = self._call(what, fn, *args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                result["error"] = exc
+
+        worker = threading.Thread(target=target, name=f"kafka-{what}", daemon=True)
+        worker.start()
+        worker.join(STUCK_TIMEOUT_S)
+        if worker.is_alive():
+            raise TransactionAborted(
+                f"{what} of {self.transactional_id!r} did not return within {STUCK_TIMEOUT_S:.0f} s (librdkafka "
+                "stuck on a stale group coordinator after a broker restart, confluentinc/librdkafka#5511); "
+                "the transaction is abandoned"
+            )
+        if "error" in result:
+            raise result["error"]  # type: ignore[misc]
+        return result.get("value")
+
     # -- the port ------------------------------------------------------------------------------
     def init_transactions(self) -> None:
         if self._producer is None:
@@ -338,6 +375,11 @@ class KafkaProducer:
                 "acks": "all",
                 "linger.ms": 2,
                 "transaction.timeout.ms": 60000,
+                # Short-lived coordinator cache and metadata: after a broker restarts the producer
+                # looks its group coordinator up again instead of waiting on the dead broker's
+                # handle (confluentinc/librdkafka#5511: send_offsets_to_transaction hangs).
+                "metadata.max.age.ms": 2000,
+                "topic.metadata.refresh.interval.ms": 1000,
                 "error_cb": self._on_error,
                 **self.broker.client_settings,
             }
@@ -372,6 +414,18 @@ class KafkaProducer:
             except BufferError:
                 producer.poll(0.05)
             except KafkaException as exc:
+                error = _error_of(exc)
+                if error is not None and error.code() == KafkaError._STATE:
+                    # The transaction is already in an error state: fenced (e.g. the broker aborted it
+                    # on transaction.timeout.ms and bumped the epoch), or abortable. Aborting tells
+                    # which: a fenced producer raises ProducerFenced here.
+                    producer.poll(0)
+                    self._check()
+                    self._call("abort_transaction", producer.abort_transaction, OPERATION_TIMEOUT_S)
+                    self._open = False
+                    raise TransactionAborted(
+                        f"send: the transaction of {self.transactional_id!r} was in an error state ({error}); aborted"
+                    ) from None
                 self._call("send", _raise, exc)
         producer.poll(0)
         self._check()
@@ -400,8 +454,8 @@ class KafkaProducer:
     def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
         producer = self._require_open()
         positions = [KafkaTopicPartition(tp.topic, tp.partition, position) for tp, position in offsets.items()]
-        self._call("send_offsets_to_transaction", producer.send_offsets_to_transaction,
-                   positions, self._metadata(group_id), OPERATION_TIMEOUT_S)
+        self._bounded("send_offsets_to_transaction", producer.send_offsets_to_transaction,
+                      positions, self._metadata(group_id), OPERATION_TIMEOUT_S)
         self._offsets_sent.setdefault(group_id, []).extend(offsets)
 
     def commit_transaction(self) -> dict[TopicPartition, int]:
@@ -415,6 +469,7 @@ class KafkaProducer:
             )
         if left:
             raise BrokerError(f"producer {self.transactional_id!r}: {left} records undelivered; abort the transaction")
+        crash_point(P_COMMIT_IN_FLIGHT)
         self._call("commit_transaction", producer.commit_transaction, OPERATION_TIMEOUT_S)
         positions = {tp: last + 1 for tp, last in self._written.items()}
         self._written.clear()

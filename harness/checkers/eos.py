@@ -21,7 +21,8 @@ Checks (names are public: verdicts, chaos summaries and mutants' ``caught_by`` u
 - ``no_wipe``: a transactional store is never wiped, and replays exactly the changelog tail
   written after its last store commit.
 - ``task_finishes``: the task reaches the end of its input (no error, no hang).
-- ``zombie_fenced``: an instance frozen while a newer one took over is fenced when it wakes.
+- ``zombie_fenced``: an instance frozen while a newer one took over is fenced when it wakes; an
+  instance stalled past ``transaction.timeout.ms`` never commits once it wakes.
 """
 
 from __future__ import annotations
@@ -274,6 +275,13 @@ def check_finishes(history: list[dict], model: LifecycleModel) -> list[Violation
         violations.append(
             Violation("zombie_fenced", None, f"woken zombie instance {instance} is fenced", "it was not", None)
         )
+    # An instance stopped past transaction.timeout.ms (Kafka's txn-timeout fault): the broker aborted
+    # its transaction and bumped its epoch, so once woken it must never commit again.
+    stalled = {e["instance"]: e["seq"] for e in history if e["type"] == "stalled"}
+    for e in history:
+        if e["type"] == "commit" and e["instance"] in stalled and e["seq"] > stalled[e["instance"]]:
+            violations.append(Violation("zombie_fenced", None, f"instance {e['instance']}, stalled past its "
+                                        "transaction timeout, is fenced", "it committed after waking", e["seq"]))
     if not any(e["type"] == "done" for e in history) and not violations:
         violations.append(Violation("task_finishes", None, "the task reaches the end of its input", "it never did", None))
     return violations

@@ -23,6 +23,6 @@ KAFKA_BUNDLE = register(
     )
 )
 
-from harness.cluster.local import ClusterError, LocalKafka  # noqa: E402
+from harness.cluster.local import ClusterError, LocalKafka, cluster_for  # noqa: E402
 
-__all__ = ["KAFKA_BUNDLE", "KAFKA_VERSION", "ClusterError", "LocalKafka"]
+__all__ = ["KAFKA_BUNDLE", "KAFKA_VERSION", "ClusterError", "LocalKafka", "cluster_for"]

@@ -25,12 +25,13 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ClusterError", "LocalKafka", "free_port", "java_hash_code"]
+__all__ = ["ClusterError", "LocalKafka", "cluster_for", "free_port", "java_hash_code"]
 
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
@@ -138,6 +139,8 @@ class LocalKafka:
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self.nodes: list[Node] = []
         self._classpath: str | None = None
+        # Faults of concurrent scenarios may kill, start or pause the same node at once.
+        self._lock = threading.RLock()
 
     # -- public interface -----------------------------------------------------------------------
     @property
@@ -219,6 +222,12 @@ class LocalKafka:
 
     def start_node(self, node_id: int, wait: bool = True) -> None:
         """Start (or restart, on its existing storage) node ``node_id``."""
+        with self._lock:
+            self._start_node(node_id)
+        if wait:
+            self.wait_ready()
+
+    def _start_node(self, node_id: int) -> None:
         node = self.node(node_id)
         if node.process is not None and node.process.poll() is None:
             return
@@ -235,40 +244,58 @@ class LocalKafka:
         node.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         env=env, start_new_session=True, cwd=node.directory)
         log.close()
-        if wait:
-            self.wait_ready()
 
     def kill_node(self, node_id: int) -> None:
         """SIGKILL the node's process group (kill -9): no clean shutdown."""
-        node = self.node(node_id)
-        if node.process is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(node.process.pid, signal.SIGKILL)
-        self._reap(node, 10)
+        with self._lock:
+            node = self.node(node_id)
+            if node.process is None:
+                return
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(node.process.pid, signal.SIGKILL)
+            self._reap(node, 10)
 
     def pause_node(self, node_id: int) -> None:
         """SIGSTOP the node: it holds its connections but answers nothing."""
-        pid = self.pid(node_id)
-        if pid is not None:
-            os.killpg(pid, signal.SIGSTOP)
+        with self._lock:
+            pid = self.pid(node_id)
+            if pid is not None:
+                os.killpg(pid, signal.SIGSTOP)
 
     def resume_node(self, node_id: int) -> None:
-        pid = self.pid(node_id)
-        if pid is not None:
-            os.killpg(pid, signal.SIGCONT)
+        with self._lock:
+            pid = self.pid(node_id)
+            if pid is not None:
+                os.killpg(pid, signal.SIGCONT)
 
     def transaction_coordinator(self, transactional_id: str) -> int:
         """The node that leads ``transactional_id``'s partition of ``__transaction_state``."""
         from confluent_kafka.admin import AdminClient
 
         partition = _java_abs(java_hash_code(transactional_id)) % TRANSACTION_STATE_PARTITIONS
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        metadata = admin.list_topics("__transaction_state", timeout=10)
-        topic = metadata.topics.get("__transaction_state")
-        if topic is None or topic.error is not None or partition not in topic.partitions:
-            raise ClusterError(f"__transaction_state has no partition {partition} yet: {topic and topic.error}")
-        return topic.partitions[partition].leader
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 2})
+        deadline = time.monotonic() + 30
+        probed = False
+        while True:
+            topic = admin.list_topics("__transaction_state", timeout=10).topics.get("__transaction_state")
+            if topic is not None and topic.error is None and partition in topic.partitions \
+                    and topic.partitions[partition].leader >= 0:
+                return topic.partitions[partition].leader
+            if not probed:
+                # The broker creates __transaction_state when a first transactional producer starts.
+                self._probe_transactions()
+                probed = True
+            elif time.monotonic() > deadline:
+                raise ClusterError(f"__transaction_state partition {partition} has no leader after 30 s: "
+                                   f"{topic and topic.error}")
+            time.sleep(0.1)
+
+    def _probe_transactions(self) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "transactional.id": "eos-harness-probe",
+                             "log_level": 2})
+        producer.init_transactions(30)
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every live node is registered with the cluster, or raise with the log tails."""
@@ -327,6 +354,8 @@ class LocalKafka:
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
             "transaction.max.timeout.ms": "900000",
             "group.initial.rebalance.delay.ms": "0",
+            "broker.session.timeout.ms": "3000",
+            "broker.heartbeat.interval.ms": "500",
             "auto.create.topics.enable": "false",
             "log.segment.bytes": str(16 * 1024 * 1024),
             "log.retention.hours": "168",
@@ -363,6 +392,15 @@ class LocalKafka:
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(5)
+
+
+def cluster_for(spec: str) -> LocalKafka | None:
+    """The running cluster this process started whose broker spec (``kafka://…``) is ``spec``."""
+    address = spec.removeprefix("kafka://").partition("?")[0]
+    for cluster in list(_LIVE):
+        if cluster.nodes and cluster.bootstrap_servers == address:
+            return cluster
+    return None
 
 
 def _java_abs(n: int) -> int:

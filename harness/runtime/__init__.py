@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from faults.points import crash_point, declare
-from harness.broker import Broker, ProducerFenced, TransactionalProducer, connect
+from harness.broker import Broker, ProducerFenced, TransactionAborted, TransactionalProducer, connect
 from harness.checkpoint import read_checkpoint, write_checkpoint
 from harness.store import StateStore, StoreContext, TopicPartition
 from harness.stores import resolve
@@ -176,6 +176,11 @@ class Task:
             self.close()
         except ProducerFenced as exc:
             self.emit({"type": "fenced", "error": str(exc), "position": self.position})
+            self._abandon()
+        except TransactionAborted as exc:
+            # The broker aborted the open transaction (a broker fault, a timeout): as Kafka Streams
+            # does, close dirty and leave; the next instance recovers from the last commit.
+            self.emit({"type": "aborted", "error": str(exc), "position": self.position})
             self._abandon()
 
     def start(self) -> None:

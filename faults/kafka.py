@@ -1,0 +1,134 @@
+"""Broker faults for a real Kafka cluster: kill -9 and restart a broker, SIGSTOP/SIGCONT one for a
+while, kill the transaction coordinator of a transactional id mid-commit, freeze a client process
+past ``transaction.timeout.ms``.
+
+Schedule faults (``eos-harness run --crash-at broker-kill@5``; the driver runs them):
+
+- ``broker-kill@n``, ``broker-pause@n``: after the task instance's n-th event, kill -9 and restart
+  (or SIGSTOP for :data:`PAUSE_SECONDS`) the broker that is the transaction coordinator of the
+  task's transactional id, while the task goes on against the cluster.
+- ``coordinator-kill@n``: the instance's n-th commit reaches :data:`COMMIT_IN_FLIGHT` (the
+  transaction's records are delivered; ``commit_transaction`` is being called) and reports it; the
+  driver SIGKILLs the coordinator at once, then restarts it. On three brokers the commit moves to
+  the new coordinator (``__transaction_state`` has replication factor 3, min ISR 2).
+- ``txn-timeout@n``: the instance freezes itself at its n-th commit, at :data:`COMMIT_IN_FLIGHT`
+  (the transaction's records are in the log), and stays stopped past ``transaction.timeout.ms`` (:data:`TXN_TIMEOUT_MS`, set on the
+  task's producer for that scenario): the broker aborts the transaction and bumps the producer's
+  epoch, so the woken instance must find itself fenced and none of its writes is ever read committed.
+
+Faults know nothing of stores or tasks: they take a cluster handle (anything with ``node_ids()``,
+``kill_node(id)``, ``start_node(id)``, ``pause_node(id)``, ``resume_node(id)`` and
+``transaction_coordinator(transactional_id)``, as ``harness.cluster.LocalKafka`` has) or a pid.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Protocol
+
+__all__ = [
+    "BROKER_FAULTS",
+    "CLUSTER_FAULTS",
+    "COMMIT_IN_FLIGHT",
+    "STALL_SECONDS",
+    "TXN_TIMEOUT_MS",
+    "ClusterHandle",
+    "freeze_process",
+    "kill_and_restart_broker",
+    "kill_transaction_coordinator",
+    "pause_broker",
+    "run_broker_fault",
+]
+
+# Schedule names and what they do (``eos-harness points`` lists them too).
+BROKER_FAULTS = {
+    "broker-kill": "after the instance's n-th event: SIGKILL the task's transaction coordinator broker, restart it",
+    "broker-pause": "after the instance's n-th event: SIGSTOP the task's transaction coordinator broker for a while",
+    "coordinator-kill": "at the instance's n-th commit, in flight: SIGKILL the transaction coordinator, restart it",
+    "txn-timeout": "freeze the instance at its n-th commit, records delivered, past transaction.timeout.ms",
+}
+# Faults that act on the cluster's processes: only on a cluster this process started.
+CLUSTER_FAULTS = ("broker-kill", "broker-pause", "coordinator-kill")
+# Reached by the Kafka adapter inside commit_transaction, after the transaction's records are
+# delivered and before the commit (EndTxn) is sent.
+COMMIT_IN_FLIGHT = "kafka.commit.in_flight"
+PAUSE_SECONDS = 3.0
+DOWN_SECONDS = 0.5
+TXN_TIMEOUT_MS = 3000
+# transaction.timeout.ms, plus the broker's sweep of timed-out transactions (every second) and the
+# abort it then writes.
+STALL_SECONDS = TXN_TIMEOUT_MS / 1000 + 3.5
+
+
+class ClusterHandle(Protocol):
+    def node_ids(self) -> list[int]: ...
+    def kill_node(self, node_id: int) -> None: ...
+    def start_node(self, node_id: int, wait: bool = True) -> None: ...
+    def pause_node(self, node_id: int) -> None: ...
+    def resume_node(self, node_id: int) -> None: ...
+    def transaction_coordinator(self, transactional_id: str) -> int: ...
+
+
+def kill_and_restart_broker(cluster: ClusterHandle, node_id: int, down_seconds: float = DOWN_SECONDS) -> None:
+    """kill -9 the broker, keep it down ``down_seconds``, start it again on its own storage and wait
+    until the cluster sees it."""
+    cluster.kill_node(node_id)
+    time.sleep(down_seconds)
+    cluster.start_node(node_id, wait=True)
+
+
+def pause_broker(cluster: ClusterHandle, node_id: int, seconds: float = PAUSE_SECONDS) -> None:
+    """SIGSTOP the broker for ``seconds`` (it keeps its sockets but answers nothing), then SIGCONT."""
+    cluster.pause_node(node_id)
+    try:
+        time.sleep(seconds)
+    finally:
+        cluster.resume_node(node_id)
+
+
+def kill_transaction_coordinator(cluster: ClusterHandle, transactional_id: str) -> int:
+    """SIGKILL the broker leading ``transactional_id``'s ``__transaction_state`` partition; returns
+    its node id (the caller restarts it with ``cluster.start_node``)."""
+    node = cluster.transaction_coordinator(transactional_id)
+    cluster.kill_node(node)
+    return node
+
+
+def freeze_process(pid: int, seconds: float) -> None:
+    """SIGSTOP a process for ``seconds`` (e.g. past ``transaction.timeout.ms``), then SIGCONT it."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def _target(cluster: ClusterHandle, transactional_id: str | None) -> int:
+    if transactional_id is not None:
+        try:
+            return cluster.transaction_coordinator(transactional_id)
+        except Exception:  # noqa: BLE001 - no coordinator known yet: any broker will do
+            pass
+    return cluster.node_ids()[0]
+
+
+def coordinator_of(cluster: ClusterHandle, transactional_id: str) -> int:
+    """The node coordinating ``transactional_id`` now (resolved before a fault needs it at once)."""
+    return _target(cluster, transactional_id)
+
+
+def run_broker_fault(cluster: ClusterHandle, name: str, transactional_id: str | None = None,
+                     node: int | None = None) -> dict:
+    """Execute the schedule fault ``name`` on ``cluster`` (on ``node``, default the coordinator of
+    ``transactional_id``); returns what was done (for the history)."""
+    if name not in CLUSTER_FAULTS:
+        raise ValueError(f"unknown broker fault {name!r}; known: {', '.join(CLUSTER_FAULTS)}")
+    node = _target(cluster, transactional_id) if node is None else node
+    started = time.monotonic()
+    if name in ("broker-kill", "coordinator-kill"):
+        kill_and_restart_broker(cluster, node)
+    else:
+        pause_broker(cluster, node)
+    return {"fault": name, "node": node, "seconds": round(time.monotonic() - started, 3)}

@@ -1,0 +1,122 @@
+"""Kafka faults in schedules (``faults.kafka``) against a real broker: a broker killed and
+restarted, a broker paused, the transaction coordinator killed while a commit is in flight, a task
+frozen past ``transaction.timeout.ms``; the transactional store keeps EOS through each. The CLI
+runs them with ``--broker kafka-local`` and refuses them, clearly, where they cannot run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from faults.kafka import PAUSE_SECONDS, STALL_SECONDS, TXN_TIMEOUT_MS
+from harness.broker import connect
+from harness.driver import Scenario, ScheduleError, parse_schedule, run_scenario
+from harness.store import TopicPartition
+
+EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
+
+
+def history(result: dict) -> list[dict]:
+    return [json.loads(line) for line in Path(result["history"]).read_text().splitlines()]
+
+
+def run(kafka_cluster, tmp_path, schedule: str, store: str = "rocksdb-indexed", seed: int = 3) -> dict:
+    return run_scenario(Scenario(store, "counter", seed, parse_schedule(schedule), broker=kafka_cluster.spec), tmp_path)
+
+
+@pytest.mark.kafka
+def test_a_broker_killed_and_restarted_under_a_running_task_keeps_eos(kafka_cluster, tmp_path):
+    before = kafka_cluster.pid(1)
+    result = run(kafka_cluster, tmp_path, "broker-kill@5")
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["crash_points"] == ["broker-kill"]
+    fault = next(e for e in history(result) if e["type"] == "broker_fault")
+    assert "error" not in fault and fault["node"] == 1
+    # The broker really died (a new JVM runs on the same storage) and the task still finished.
+    assert kafka_cluster.pid(1) not in (None, before)
+    assert any(e["type"] == "done" for e in history(result))
+
+
+@pytest.mark.kafka
+def test_a_paused_broker_keeps_eos(kafka_cluster, tmp_path):
+    before = kafka_cluster.pid(1)
+    result = run(kafka_cluster, tmp_path, "broker-pause@5", store="rocksdb-secondary")
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["crash_points"] == ["broker-pause"]
+    fault = next(e for e in history(result) if e["type"] == "broker_fault")
+    assert fault["seconds"] >= PAUSE_SECONDS
+    assert kafka_cluster.pid(1) == before  # stopped and continued, not restarted
+
+
+@pytest.mark.kafka
+def test_the_coordinator_killed_while_a_commit_is_in_flight_keeps_eos(kafka_cluster, tmp_path):
+    result = run(kafka_cluster, tmp_path, "coordinator-kill@2")
+    assert result["verdict"] == "pass", result["violations"]
+    fault = next(e for e in history(result) if e["type"] == "broker_fault")
+    assert fault["fault"] == "coordinator-kill" and fault["in_flight"], fault
+
+
+@pytest.mark.kafka
+def test_a_task_frozen_past_the_transaction_timeout_is_aborted_and_none_of_its_writes_is_read(kafka_cluster, tmp_path):
+    result = run(kafka_cluster, tmp_path, "txn-timeout@2")
+    assert result["verdict"] == "pass", result["violations"]
+    events = history(result)
+    stalled = next(e for e in events if e["type"] == "stalled")
+    assert stalled["seconds"] > TXN_TIMEOUT_MS / 1000
+    # Woken, the instance finds its transaction aborted by the broker (its old epoch fenced) and
+    # never commits again; a new instance takes over.
+    ended = [e for e in events if e["instance"] == stalled["instance"] and e["type"] in ("aborted", "fenced", "commit")
+             and e["seq"] > stalled["seq"]]
+    assert [e["type"] for e in ended] in (["aborted"], ["fenced"]), ended
+    # The records of its second transaction (outputs of input 10..19) reached the log (read
+    # uncommitted) and were never read committed: the output has each of the 120 records once.
+    app = events[0]["application_id"]
+    with connect(kafka_cluster.spec) as broker:
+        tp = TopicPartition(f"{app}-output", 0)
+        committed = broker.read_committed(tp)
+        everything = broker.read_uncommitted(tp)
+    assert len(committed) == 120 and len({(r.key, r.value) for r in committed}) == 120
+    assert len(everything) > len(committed)
+    assert STALL_SECONDS > TXN_TIMEOUT_MS / 1000
+
+
+@pytest.mark.kafka
+def test_the_cli_runs_a_broker_kill_on_a_local_kafka(tmp_path):
+    out = tmp_path / "verdict.json"
+    proc = subprocess.run([EOS_BIN, "run", "--store", "rocksdb-indexed", "--broker", "kafka-local", "--crash-at",
+                           "broker-kill@5", "--seed", "5", "--json", str(out), "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["verdict"] == "pass" and result["crash_points"] == ["broker-kill"]
+    assert "--broker kafka-local" in result["repro"]
+
+
+def test_broker_faults_on_the_embedded_broker_are_refused_with_what_to_do(tmp_path):
+    proc = subprocess.run([EOS_BIN, "run", "--store", "rocksdb-indexed", "--crash-at", "broker-kill@5", "--seed", "1",
+                           "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "broker-kill" in proc.stderr and "--broker kafka-local" in proc.stderr
+
+
+def test_broker_faults_need_a_cluster_this_process_started(tmp_path):
+    with pytest.raises(ScheduleError, match="kafka-local"):
+        run_scenario(Scenario("rocksdb-indexed", "counter", 1, parse_schedule("broker-pause@3"),
+                              broker="kafka://127.0.0.1:9"), tmp_path)
+
+
+def test_a_bad_broker_option_names_the_accepted_forms(tmp_path):
+    proc = subprocess.run([EOS_BIN, "run", "--store", "rocksdb-indexed", "--broker", "kafka-local:x", "--seed", "1",
+                           "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "kafka-local:3" in proc.stderr
+
+
+def test_kafka_faults_parse_and_cannot_be_frozen():
+    assert [str(f) for f in parse_schedule("broker-kill@5,coordinator-kill@2,txn-timeout@2,broker-pause")] == [
+        "broker-kill@5", "coordinator-kill@2", "txn-timeout@2", "broker-pause"]
+    with pytest.raises(ScheduleError, match="freeze: takes a crash point"):
+        parse_schedule("freeze:broker-kill@2")
