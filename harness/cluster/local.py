@@ -313,9 +313,12 @@ class LocalKafka:
                         f"its log ({node.log}) ends:\n{self.log_tail(node.node_id)}"
                     )
             try:
-                metadata = admin.list_topics(timeout=2)
-                if expected <= set(metadata.brokers):
-                    return
+                # Listening (a restarted node is still in the metadata until its session expires)
+                # and registered with the cluster.
+                if all(_listening(self.node(n).port) for n in expected):
+                    metadata = admin.list_topics(timeout=2)
+                    if expected <= set(metadata.brokers):
+                        return
             except Exception:  # noqa: BLE001 - not up yet
                 pass
             if time.monotonic() > deadline:
@@ -401,6 +404,12 @@ def cluster_for(spec: str) -> LocalKafka | None:
         if cluster.nodes and cluster.bootstrap_servers == address:
             return cluster
     return None
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _java_abs(n: int) -> int:
