@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import click
 
-from harness.commands import chaos_command, demo_command, run_command
+from harness.commands import chaos_command, demo_command, kafka_log_command, run_command
 from harness.spark.commands import SuiteGroup
 
 
@@ -20,6 +21,8 @@ def _load_points() -> None:
     from harness.stores import builtin_specs
 
     builtin_specs()  # imports every built-in store and mutant, declaring their points
+    with contextlib.suppress(ImportError):  # without confluent-kafka there are no Kafka points
+        import harness.broker.kafka  # noqa: F401  (declares kafka.commit.in_flight)
 
 
 @main.command("stores")
@@ -117,6 +120,7 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
 main.add_command(run_command)
 main.add_command(chaos_command)
 main.add_command(demo_command)
+main.add_command(kafka_log_command)
 
 if __name__ == "__main__":
     main()

@@ -222,3 +222,49 @@ def demo_command(out, minutes, seed):
     """The main job: a short chaos campaign on the embedded broker, with a verdict table."""
     campaign = run_chaos(seed, None, None, minutes, None, out, None, 2)
     sys.exit(1 if campaign["summary"]["unexpected"] else 0)
+
+
+@click.command("kafka-log")
+@click.option("--broker", default="kafka-local", show_default=True,
+              help="kafka-local | kafka-local:3 | kafka://HOST:PORT (the embedded broker is not Kafka)")
+@click.option("--seed", type=int, default=None, help="Seed of the workload (printed when not given).")
+@click.option("--transactions", type=click.IntRange(1, 100_000), default=60, show_default=True)
+@click.option("--partitions", type=click.IntRange(1, 64), default=2, show_default=True)
+@click.option("--abort-ratio", type=click.FloatRange(0, 1), default=0.3, show_default=True)
+@click.option("--isolation", type=click.Choice(["read_committed", "read_uncommitted"]), default="read_committed",
+              show_default=True, help="The consumer's isolation level (read_uncommitted: a deliberately broken reader).")
+@click.option("--json", "json_path", default=None, help="Write the result JSON here.")
+def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isolation, json_path):
+    """Check Kafka's own log promises (after Jepsen's Kafka workload): committed records read exactly
+    once, no aborted read, one value per offset, no lost write, no hanging transaction."""
+    from harness.checkers.kafka_log import run_workload
+    from harness.cluster import ClusterError
+
+    seed = _seed(seed)
+    console.print(f"seed: {seed}")
+    try:
+        if not (parse_broker(broker) or broker.startswith("kafka://")):
+            raise ValueError(f"--broker {broker!r}: the log checker needs Kafka: kafka-local, kafka-local:3 or kafka://HOST:PORT")
+        with local_broker(broker) as spec:
+            result = run_workload(spec.removeprefix("kafka://").partition("?")[0], seed, transactions=transactions,
+                                  partitions=partitions, abort_ratio=abort_ratio, isolation=isolation)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    except ClusterError as exc:
+        raise click.ClickException(str(exc)) from None
+    report = {"seed": seed, "broker": broker, **result.to_json()}
+    _write_json(json_path, report)
+    colour = "green" if report["verdict"] == "pass" else "red"
+    console.print(f"{report['transactions']} transactions, {report['records_sent']} records sent, "
+                  f"{report['records_read']} read ({isolation}) in {report['seconds']} s")
+    console.print(f"[{colour}]verdict: {report['verdict']}[/] {report['summary'] or ''}")
+    if report["anomalies"]:
+        table = Table(title="anomalies (first 20)")
+        for col in ("kind", "partition", "offset", "value", "transaction", "detail"):
+            table.add_column(col, overflow="fold")
+        for a in report["anomalies"][:20]:
+            table.add_row(a["kind"], str(a["partition"]), str(a["offset"]), str(a["value"]), str(a["transaction"]), a["detail"])
+        console.print(table)
+        console.print(f"replay: eos-harness kafka-log --broker {broker} --seed {seed} --transactions {transactions} "
+                      f"--partitions {partitions} --abort-ratio {abort_ratio} --isolation {isolation}", soft_wrap=True)
+    sys.exit(0 if report["verdict"] == "pass" else 1)
