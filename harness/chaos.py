@@ -122,6 +122,9 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
                      (Fault(fault, _fault_hit(rng, fault, commit_interval)),), commit_interval=commit_interval)
             for i, fault in enumerate(broker_faults)
         ]
+        # Each store's scenarios rotate through every workload (some bugs show on one workload only).
+        per_store = [[replace(sc, workload=workloads[(j + k) % len(workloads)]) for k, sc in enumerate(lst)]
+                     for j, lst in enumerate(per_store)]
         coverage = faulted + _interleave(per_store)
     yield from coverage
     while True:

@@ -1,0 +1,41 @@
+"""A short chaos campaign on a local Kafka through the CLI: the Kafka faults come first and are all
+hit, the transactional store passes every scenario, the unsafe legacy variant and a mutant are
+caught, and the command exits 0."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
+KAFKA_FAULTS = {"broker-kill", "broker-pause", "coordinator-kill", "txn-timeout"}
+
+
+@pytest.mark.kafka
+def test_a_short_chaos_campaign_on_kafka_covers_the_broker_faults_and_judges_every_store(tmp_path):
+    out = tmp_path / "chaos.json"
+    proc = subprocess.run(
+        [EOS_BIN, "chaos", "--broker", "kafka-local", "--stores", "rocksdb-indexed,rocksdb-legacy-nowipe,"
+         "mutant-split-offsets-write", "--scenarios", "15", "--seed", "7", "--json", str(out), "--out", str(tmp_path / "runs")],
+        capture_output=True, text=True, timeout=400,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    campaign = json.loads(out.read_text())
+    summary = campaign["summary"]
+    assert campaign["broker"] == "kafka-local" and set(campaign["kafka_faults"]) == KAFKA_FAULTS
+    assert summary["total"] == 15 and summary["unexpected"] == []
+    assert set(summary["points_hit"]) >= KAFKA_FAULTS
+    assert {"task.process.mid_batch", "task.commit.before_eos", "store.commit.between_data_and_offsets"} <= set(
+        summary["points_hit"])
+    stores = summary["stores"]
+    assert stores["rocksdb-indexed"]["status"] == "ok" and stores["rocksdb-indexed"]["failed"] == 0
+    assert stores["rocksdb-legacy-nowipe"]["status"] == "caught"
+    assert "no_uncommitted_survives" in stores["rocksdb-legacy-nowipe"]["checks"]
+    assert stores["mutant-split-offsets-write"]["status"] == "caught"
+    # Every scenario ran on Kafka and replays with --broker kafka-local.
+    assert all(s["broker"].startswith("kafka://127.0.0.1:") and "--broker kafka-local" in s["repro"]
+               for s in campaign["scenarios"])
