@@ -72,8 +72,9 @@ def scenarios_per_second(broker: str, seconds: float, out: Path) -> tuple[int, f
 
     started = time.monotonic()
     campaign = run_campaign(13, out, minutes=seconds / 60, broker=broker)
-    failed_unexpectedly = len(campaign["summary"]["unexpected"])
-    return campaign["summary"]["total"], time.monotonic() - started, failed_unexpectedly
+    # Stores expected to pass that failed (a short run need not reach every mutant's catching scenario).
+    failed = sum(1 for t in campaign["summary"]["stores"].values() if t["status"] == "FAILED")
+    return campaign["summary"]["total"], time.monotonic() - started, failed
 
 
 def main() -> None:
@@ -103,10 +104,10 @@ def main() -> None:
             print()
             total, elapsed, bad = scenarios_per_second(kafka.spec, args.seconds, root / "chaos-kafka")
             print(f"chaos on kafka:    {total} scenarios in {elapsed:.1f} s = {total / elapsed:.2f} scenarios/s "
-                  f"(broker faults included; unexpected verdicts: {bad})")
+                  f"(broker faults first; stores expected to pass that failed: {bad})")
         total_e, elapsed_e, bad_e = scenarios_per_second("embedded", args.seconds, root / "chaos-embedded")
         print(f"chaos on embedded: {total_e} scenarios in {elapsed_e:.1f} s = {total_e / elapsed_e:.2f} scenarios/s "
-              f"(unexpected verdicts: {bad_e}); embedded/kafka = {(total_e / elapsed_e) / (total / elapsed):.1f}")
+              f"(stores expected to pass that failed: {bad_e}); embedded/kafka = {(total_e / elapsed_e) / (total / elapsed):.1f}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
