@@ -7,7 +7,7 @@ import json
 
 import click
 
-from harness.commands import chaos_command, demo_command, kafka_log_command, run_command
+from harness.commands import chaos_command, console, demo_command, kafka_log_command, run_command
 from harness.spark.commands import SuiteGroup
 
 
@@ -29,7 +29,6 @@ def _load_points() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def stores_command(as_json: bool) -> None:
     """List the built-in stores and mutants."""
-    from rich.console import Console
     from rich.table import Table
 
     from harness.runtime import UNSAFE_VARIANTS
@@ -54,7 +53,7 @@ def stores_command(as_json: bool) -> None:
         table.add_column(col)
     for r in rows:
         table.add_row(r["name"], r["kind"], str(r["transactional"]), str(r["manages_offsets"]), r["description"])
-    Console().print(table)
+    console.print(table)
 
 
 @main.command("points")
