@@ -24,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -133,6 +134,7 @@ class LocalKafka:
         self._own_dir = directory is None
         self.directory = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="eos-kafka-"))
         self.keep = keep
+        self._watchdog: subprocess.Popen | None = None
         self.overrides = dict(overrides or {})
         self.heap = heap
         self.start_timeout = start_timeout
@@ -167,6 +169,11 @@ class LocalKafka:
             Node(i + 1, free_port(), free_port(), self.directory / f"node-{i + 1}") for i in range(self.brokers)
         ]
         _LIVE.add(self)
+        # If this process is SIGKILLed (no atexit), the watchdog kills the nodes it leaves behind.
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-m", "harness.cluster.watchdog", str(os.getpid()), str(self.directory)],
+            stdin=subprocess.DEVNULL, start_new_session=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
         try:
             for node in self.nodes:
                 node.directory.mkdir(parents=True, exist_ok=True)
@@ -198,6 +205,10 @@ class LocalKafka:
         for node in self.nodes:
             self._reap(node, max(0.1, deadline - time.monotonic()))
         _LIVE.discard(self)
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            watchdog.kill()
+            watchdog.wait()
         if self._own_dir and not self.keep:
             shutil.rmtree(self.directory, ignore_errors=True)
 
