@@ -13,9 +13,8 @@ import pytest
 
 from harness.cluster.watchdog import marked
 
-pytestmark = pytest.mark.kafka
 
-
+@pytest.mark.kafka
 def test_the_brokers_of_a_killed_runner_are_killed_by_the_watchdog(tmp_path):
     directory = tmp_path / "kafka"
     script = textwrap.dedent(f"""
@@ -41,3 +40,11 @@ def test_the_brokers_of_a_killed_runner_are_killed_by_the_watchdog(tmp_path):
             proc.kill()
         if runner.poll() is None:
             runner.kill()
+
+
+def test_cluster_ids_never_start_with_a_dash_the_storage_tool_would_take_for_an_option():
+    from harness.cluster.local import new_cluster_id
+
+    ids = [new_cluster_id() for _ in range(5000)]  # ~1 in 64 raw ids starts with '-'
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    assert len(set(ids)) == len(ids)

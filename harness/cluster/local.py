@@ -138,7 +138,7 @@ class LocalKafka:
         self.overrides = dict(overrides or {})
         self.heap = heap
         self.start_timeout = start_timeout
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = new_cluster_id()
         self.nodes: list[Node] = []
         self._classpath: str | None = None
         # Faults of concurrent scenarios may kill, start or pause the same node at once.
@@ -390,7 +390,7 @@ class LocalKafka:
             java, "-Xmx256m", "-XX:TieredStopAtLevel=1",
             f"-Dlog4j.configuration=file:{node.directory / 'log4j.properties'}",
             "-cp", self._classpath, "kafka.tools.StorageTool", "format",
-            "-t", self.cluster_id, "-c", str(node.config), "--ignore-formatted",
+            f"--cluster-id={self.cluster_id}", "-c", str(node.config), "--ignore-formatted",
         ]
         return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env={**os.environ, ENV_MARK: str(self.directory)})
@@ -421,6 +421,15 @@ def _listening(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(1)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def new_cluster_id() -> str:
+    """A random Kafka cluster id: a base64url UUID that, as Kafka's ``Uuid.randomUuid`` ensures,
+    does not start with '-' (the storage tool would read it as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _java_abs(n: int) -> int:
