@@ -100,9 +100,28 @@ def _read_and_report(spark, config: dict, phase: str) -> None:
     _report(config["report"], {"event": "state", "phase": phase, **state})
 
 
+INPUT_SCHEMA = "key string, ts long"
+
+
 def file_source(spark, config: dict):
-    return (spark.readStream.format("json").schema("key string, ts long")
+    return (spark.readStream.format("json").schema(INPUT_SCHEMA)
             .option("maxFilesPerTrigger", 1).load(config["input"]))
+
+
+def kafka_source(spark, config: dict):
+    """The input topic (one partition), ``maxOffsetsPerTrigger`` records per micro-batch: batch n is
+    input batch n, as with one file per trigger."""
+    from pyspark.sql import functions as F
+
+    kafka = config["kafka"]
+    raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka["bootstrap"])
+           .option("subscribe", kafka["input_topic"]).option("startingOffsets", "earliest")
+           .option("maxOffsetsPerTrigger", kafka["per_batch"]).load())
+    return raw.select(F.from_json(F.col("value").cast("string"), INPUT_SCHEMA).alias("r")).select("r.*")
+
+
+def source(spark, config: dict):
+    return kafka_source(spark, config) if config.get("source", "file") == "kafka" else file_source(spark, config)
 
 
 def run(config: dict) -> int:
@@ -111,7 +130,11 @@ def run(config: dict) -> int:
     _report(report, {"event": "session"})
     if config.get("read_state", True):
         _read_and_report(spark, config, "before")
-    frame = build(spark, config["pipeline"], file_source(spark, config))
+    frame = build(spark, config["pipeline"], source(spark, config))
+    if config["sink"] == "kafka":  # each output row as the JSON object of its columns
+        from pyspark.sql import functions as F
+
+        frame = frame.select(F.to_json(F.struct(*frame.columns)).alias("value"))
     writer = frame.writeStream.outputMode(OUTPUT_MODE[config["pipeline"]]).option("checkpointLocation", config["checkpoint"])
     sink = None
     if config["sink"] == "file":
@@ -120,6 +143,9 @@ def run(config: dict) -> int:
         sink = StoreSink(config["output"], check_committed=config["sink"] != "foreach-nocheck",
                          consume_skipped=config["sink"] != "foreach-return-early")
         writer = writer.foreachBatch(sink)
+    elif config["sink"] == "kafka":  # Spark's Kafka sink: at least once
+        writer = (writer.format("kafka").option("kafka.bootstrap.servers", config["kafka"]["bootstrap"])
+                  .option("topic", config["kafka"]["output_topic"]))
     else:
         raise ValueError(f"sink {config['sink']!r} is not available in this run")
     query = writer.trigger(availableNow=True).start()

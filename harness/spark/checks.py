@@ -187,3 +187,62 @@ def check_restarts(runs: list[dict], bound_s: float) -> list[Violation]:
             violations.append(Violation("restart_liveness", f"run {run['run']}", f"a committed batch within {bound_s} s",
                                         f"first batch after {first:.1f} s", run.get("seq")))
     return violations
+
+
+def check_at_least_once(columns: tuple[str, ...], model: PipelineModel, last_batch: int, observed_rows: list,
+                        crash_windows: list[dict], strict: bool = False,
+                        seq: int | None = None) -> tuple[list[Violation], dict]:
+    """The Kafka sink (at least once): ``no_loss`` (every row the model expects from batches
+    ``0..last_batch`` is in the topic; a row the model never outputs is reported too), and the
+    duplicates counted, each attributed to the crash whose batch (on disk at the kill) outputs that
+    row: that crash's window and file caused it. Rows of batch ``last_batch + 1`` (written, never
+    committed, by a run that did not come back) are allowed. Duplicates fail only when ``strict``
+    (as ``exactly_once_output``); a duplicate no crash explains is always a violation.
+
+    Returns the violations and ``{"count", "windows", "by_crash": [...], "unexplained"}``."""
+    violations: list[Violation] = []
+    expected = Counter(tuple(r) for r in model.all_output(last_batch))
+    allowed_extra = Counter(tuple(r) for r in model.output(last_batch + 1))
+    observed = Counter(_as_row(r, columns) for r in observed_rows)
+    batches_of: dict[tuple, set[int]] = {}
+    for b in range(last_batch + 2):
+        for row in model.output(b):
+            batches_of.setdefault(tuple(row), set()).add(b)
+    by_crash = [{"run": c["run"], "target": c["target"], "after": c.get("after"), "window": c["window"],
+                 "batch": c["batch"], "count": 0, "rows": []} for c in crash_windows]
+    unexplained: list[list] = []
+    total = 0
+    for row in sorted(set(expected) | set(observed), key=str):
+        exp, obs = expected[row], observed[row]
+        if obs < exp:
+            violations.append(Violation("no_loss", json.dumps(list(row)), f"{exp}×", f"{obs}× (lost)", seq))
+            continue
+        extra = obs - exp
+        if exp == 0:
+            extra = max(0, obs - allowed_extra[row])
+            if extra and not batches_of.get(row):
+                violations.append(Violation("no_loss", json.dumps(list(row)), "0× (no batch outputs this row)",
+                                            f"{obs}× (extra)", seq))
+                continue
+            if obs and not extra:
+                continue  # the uncommitted batch's own output
+        if not extra:
+            continue
+        total += extra
+        causes = [c for c in by_crash if c["batch"] in batches_of.get(row, set())]
+        for cause in causes:
+            cause["count"] += extra
+            if len(cause["rows"]) < 20:
+                cause["rows"].append(list(row))
+        if not causes:
+            unexplained.append(list(row))
+            violations.append(Violation("exactly_once_output", json.dumps(list(row)), f"{exp}×",
+                                        f"{obs}× (duplicate that no crash explains)", seq))
+        elif strict:
+            violations.append(Violation("exactly_once_output", json.dumps(list(row)), f"{exp}×",
+                                        f"{obs}× (duplicate, at-least-once sink, --strict; after "
+                                        f"{', '.join(c['window'] for c in causes)})", seq))
+    caused = [c for c in by_crash if c["count"]]
+    duplicates = {"count": total, "windows": sorted({c["window"] for c in caused}), "by_crash": caused,
+                  "unexplained": unexplained[:20]}
+    return violations, duplicates

@@ -9,6 +9,7 @@ configuration instead of the store.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from faults.spark import CrashTarget, FileWatcher, classify, final_files, parse_
 from harness.checkers.eos import Violation
 from harness.spark.checks import (
     EXACTLY_ONCE_SINKS,
+    check_at_least_once,
     check_output,
     check_restarts,
     check_state,
@@ -61,10 +63,16 @@ class SparkScenario:
             raise ValueError("--checkpoint-format must be 1 or 2")
         if self.changelog and self.provider != "rocksdb":
             raise ValueError("changelog checkpointing is a RocksDB provider option")
-        if self.source != "file" or self.sink == "kafka":
-            raise ValueError("the Kafka source and sink need harness.cluster.LocalKafka, not available in this build")
+        if self.source not in ("file", "kafka"):
+            raise ValueError(f"unknown source {self.source!r}: use file or kafka")
+        if self.batches < 1:
+            raise ValueError(f"--batches must be at least 1, got {self.batches}")
         for target in self.schedule:
             parse_target(target)
+
+    @property
+    def uses_kafka(self) -> bool:
+        return self.source == "kafka" or self.sink == "kafka"
 
     @property
     def configuration(self) -> dict:
@@ -122,11 +130,33 @@ class _NoWatcher:
         pass
 
 
+def kafka_jars() -> list[str]:
+    """Spark's Kafka connector and its dependencies (bundle ``spark-kafka``), for ``spark.jars``."""
+    import harness.spark  # noqa: F401  (registers the bundle)
+    from harness.jars import JarFetchError, ensure
+
+    try:
+        return [str(p) for p in ensure("spark-kafka")]
+    except JarFetchError as exc:
+        raise RuntimeError(f"the Kafka source and sink need Spark's Kafka connector: {exc}. Fetch it ahead of "
+                           "time with: python -m harness.jars spark-kafka") from exc
+
+
 def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = False,
-                       measure: dict | None = None, watch: bool = True) -> dict:
+                       measure: dict | None = None, watch: bool = True, kafka: str | None = None) -> dict:
     """Run ``scenario`` in ``run_dir`` (emptied first); returns the verdict object. ``watch=False``
-    (only without kills) runs without the inotify watcher; ``measure`` receives batch latencies."""
+    (only without kills) runs without the inotify watcher; ``measure`` receives batch latencies.
+    ``kafka``: bootstrap servers of the broker a Kafka source or sink uses; when None and the
+    scenario needs one, a one-node :class:`harness.cluster.LocalKafka` is started for it and stopped."""
     scenario.validate()
+    if scenario.uses_kafka and kafka is None and not unsupported(scenario.pipeline, scenario.sink, scenario.provider,
+                                                                 scenario.checkpoint_format):
+        from harness.cluster import LocalKafka
+
+        run_dir = Path(run_dir)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        with LocalKafka(brokers=1) as cluster:
+            return run_spark_scenario(scenario, run_dir, keep, measure, watch, kafka=cluster.bootstrap_servers)
     started = time.monotonic()
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
@@ -138,10 +168,41 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
                 "crash_windows": [], "seconds": 0.0}
     batches = generate_batches(scenario.seed, batches=scenario.batches, keys=6)
     model = model_for(scenario.pipeline, batches)
-    write_input(run_dir / "input", batches)
     roots = {"checkpoint": run_dir / "checkpoint", "output": run_dir / "output"}
     history = _History()
     history.add({"type": "scenario", **base, "batches": batches})
+    kafka_config = None
+    if scenario.uses_kafka:
+        from harness.spark import kafka as topics
+
+        assert kafka is not None
+        names = topics.topic_names(run_dir)
+        topics.create_topics(kafka, list(names.values()))
+        kafka_config = {"bootstrap": kafka, "input_topic": names["input"], "output_topic": names["output"],
+                        "per_batch": len(batches[0])}
+        history.add({"type": "kafka", **kafka_config})
+    if scenario.source == "kafka":
+        assert kafka_config is not None and len({len(b) for b in batches}) == 1
+        topics.produce_input(kafka, kafka_config["input_topic"], batches)
+    else:
+        write_input(run_dir / "input", batches)
+    follower_cm: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if scenario.sink == "kafka":
+        assert kafka_config is not None
+        follower_cm = topics.SinkFollower(kafka, kafka_config["output_topic"], OUTPUT_COLUMNS[scenario.pipeline],
+                                          [model.output(b) for b in range(len(batches) + 3)], roots["checkpoint"],
+                                          roots["output"])
+    with follower_cm as follower:
+        runs, crash_windows = _run_all(scenario, run_dir, roots, history, started, watch, kafka_config)
+    if follower is not None and follower.error:
+        history.add({"type": "follower_error", "error": follower.error})
+    return _verdict(scenario, run_dir, roots, history, started, base, batches, model, runs, crash_windows,
+                    measure, keep, kafka_config)
+
+
+def _run_all(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], history: _History, started: float,
+             watch: bool, kafka_config: dict | None) -> tuple[list[dict], list[dict]]:
+    """Run the pipeline once per scheduled kill, and once more after the last, on the same checkpoint."""
     runs: list[dict] = []
     crash_windows: list[dict] = []
     targets: list[CrashTarget | None] = [parse_target(t) for t in scenario.schedule] + [None]
@@ -151,7 +212,10 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
                   "changelog": scenario.changelog, "format": scenario.checkpoint_format,
                   "input": str(run_dir / "input"), "checkpoint": str(roots["checkpoint"]),
                   "output": str(roots["output"]), "report": str(run_dir / f"run-{number}.report.jsonl"),
-                  "partitions": 2}
+                  "partitions": 2, "source": scenario.source}
+        if kafka_config is not None:
+            config["kafka"] = kafka_config
+            config["jars"] = kafka_jars()
         before = final_files(roots)
         committed_before = {s[1] for rel in before["checkpoint"] if (s := step_of("checkpoint", rel)) and s[0] == "commit"}
         run = {"run": number, "target": str(target) if target else None}
@@ -210,6 +274,12 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
         history.add({"type": "exit", "run": number, "code": code, "seconds": run["seconds"]})
         if code not in (0, None) and not watcher.killed:
             break  # Spark could not run: restart_liveness reports it
+    return runs, crash_windows
+
+
+def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], history: _History, started: float,
+             base: dict, batches: list, model, runs: list[dict], crash_windows: list[dict], measure: dict | None,
+             keep: bool, kafka_config: dict | None) -> dict:
     violations: list[Violation] = []
     violations += check_restarts(runs, RESTART_BOUND_S)
     final = final_files(roots)
@@ -244,6 +314,19 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
         violations += check_output(scenario.sink, columns, model, sink_last, rows, applied=applied, seq=output_seq,
                                    per_batch=per_batch)
     duplicates = _duplicates(violations, crash_windows)
+    if scenario.sink == "kafka":
+        from harness.spark.kafka import read_topic
+
+        assert kafka_config is not None
+        rows = read_topic(kafka_config["bootstrap"], kafka_config["output_topic"])
+        output_seq = history.add({"type": "output", "topic": kafka_config["output_topic"], "rows": rows,
+                                  "last": last})
+        found, duplicates = check_at_least_once(columns, model, last, rows, crash_windows, scenario.strict,
+                                                seq=output_seq)
+        violations += found
+        for event in history.events:
+            if event["type"] == "follower_error":
+                duplicates["follower_error"] = event["error"]
     history_path = run_dir / "history.jsonl"
     history_path.write_text("".join(json.dumps(e) + "\n" for e in history.events))
     result = {
@@ -255,7 +338,9 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
         "checks": {
             "restart_liveness": "fail" if any(v.check == "restart_liveness" for v in violations) else "pass",
             "exactly_once_output": ("fail" if any(v.check == "exactly_once_output" for v in violations) else "pass")
-            if scenario.sink in EXACTLY_ONCE_SINKS else "n/a",
+            if scenario.sink in EXACTLY_ONCE_SINKS or scenario.strict else "n/a",
+            "no_loss": "fail" if any(v.check == "no_loss" or "(lost)" in str(v.observed) for v in violations)
+            else "pass",
             "state_matches_model": "fail" if any(v.check == "state_matches_model" for v in violations) else "pass",
             "orphan_files": {"count": len(orphans), "files": orphans[:20]},
         },
