@@ -56,9 +56,50 @@ def _table(results: list[dict], title: str) -> Table:
         windows = ", ".join(f"{c['window']}({c['batch']})" for c in r.get("crash_windows", [])) or "-"
         fired = sorted({v["check"] for v in r["violations"]})
         colour = {"pass": "green", "fail": "red"}.get(r["verdict"], "yellow")
-        table.add_row(r["pipeline"], r["sink"], state, str(conf["checkpoint_format"]), ",".join(r["schedule"]) or "-",
-                      windows, f"[{colour}]{r['verdict']}[/]", ", ".join(fired))
+        dups = r.get("duplicates", {}).get("count", 0)
+        verdict = f"[{colour}]{r['verdict']}[/]" + (f" ({dups} duplicates)" if dups else "")
+        sink = r["sink"] + ("" if conf.get("source", "file") == "file" else f" ({conf['source']} source)")
+        table.add_row(r["pipeline"], sink, state, str(conf["checkpoint_format"]), ",".join(r["schedule"]) or "-",
+                      windows, verdict, ", ".join(fired))
     return table
+
+
+BROKER_HELP = ("Kafka for --source kafka / --sink kafka: kafka-local (default: one KRaft broker on 127.0.0.1 "
+               "started for this command and stopped at its end) or kafka://HOST:PORT (a broker you run).")
+
+
+def _parse_broker(broker: str | None) -> str | None:
+    """Bootstrap servers of ``kafka://HOST:PORT[,HOST:PORT]``, or None for ``kafka-local`` (start one)."""
+    if broker in (None, "", "kafka-local"):
+        return None
+    if broker.startswith("kafka://"):
+        address = broker.removeprefix("kafka://").partition("?")[0]
+        hosts = [h for h in address.split(",") if h]
+        if hosts and all(h.rpartition(":")[0] and h.rpartition(":")[2].isdigit() for h in hosts):
+            return ",".join(hosts)
+    raise click.BadParameter(f"{broker!r}: use kafka-local (start a broker here) or kafka://HOST:PORT",
+                             param_hint="--broker")
+
+
+class _Kafka:
+    """The broker of a command: the one given, or a LocalKafka started here and always stopped."""
+
+    def __init__(self, bootstrap: str | None, needed: bool) -> None:
+        self.bootstrap, self.needed, self.cluster = bootstrap, needed, None
+
+    def __enter__(self) -> str | None:
+        if self.needed and self.bootstrap is None:
+            from harness.cluster import LocalKafka
+
+            console.print("starting a local Kafka broker (127.0.0.1) for this run …")
+            self.cluster = LocalKafka(brokers=1)
+            self.cluster.start()
+            self.bootstrap = self.cluster.bootstrap_servers
+        return self.bootstrap if self.needed else None
+
+    def __exit__(self, *exc) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
 
 
 def _print_result(result: dict) -> None:
@@ -68,8 +109,13 @@ def _print_result(result: dict) -> None:
     for v in result["violations"][:20]:
         console.print(f"  {v['check']}: key={v['key']} expected={str(v['expected'])[:200]} "
                       f"observed={str(v['observed'])[:400]} (event {v['event']})", markup=False, highlight=False)
-    if result.get("duplicates", {}).get("count"):
-        console.print(f"duplicates: {result['duplicates']['count']} (crash windows {result['duplicates']['windows']})")
+    duplicates = result.get("duplicates", {})
+    if duplicates.get("count"):
+        console.print(f"duplicates: {duplicates['count']} (crash windows {duplicates['windows']})")
+        for crash in duplicates.get("by_crash", []):
+            console.print(f"  {crash['count']} after the kill of run {crash['run']} ({crash['target']}, killed after "
+                          f"{crash['after']}): window {crash['window']} of batch {crash['batch']}",
+                          markup=False, highlight=False)
     console.print(f"replay: {result['repro']}", markup=False, highlight=False)
 
 
@@ -86,10 +132,11 @@ def _print_result(result: dict) -> None:
 @click.option("--batches", type=int, default=5, show_default=True, help="Input files (one micro-batch each).")
 @click.option("--strict", is_flag=True, help="At-least-once duplicates (Kafka sink) fail the verdict.")
 @click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
+@click.option("--broker", default=None, help=BROKER_HELP)
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
 @click.option("--out", default=None, help="Run directory (default runs/spark-<seed>).")
 def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_format, source, crash_at, batches, strict,
-                      seed, json_path, out):
+                      seed, broker, json_path, out):
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model."""
     from harness.spark.scenario import SparkScenario, run_spark_scenario
 
@@ -101,7 +148,10 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
         scenario.validate()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    result = run_spark_scenario(scenario, Path(out or f"runs/spark-{seed}"), keep=True)
+    bootstrap = _parse_broker(broker)
+    needed = scenario.uses_kafka and not unsupported(pipeline, sink, provider, int(checkpoint_format))
+    with _Kafka(bootstrap, needed) as kafka:
+        result = run_spark_scenario(scenario, Path(out or f"runs/spark-{seed}"), keep=True, kafka=kafka)
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(result, indent=2))
@@ -109,7 +159,10 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
     sys.exit(1 if result["verdict"] == "fail" else 0)
 
 
-def matrix(source: str = "file", sinks: tuple[str, ...] = ("file", "foreach")) -> list[dict]:
+MATRIX_SINKS = ("file", "foreach", "kafka")
+
+
+def matrix(source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS) -> list[dict]:
     """Every (pipeline, sink, state configuration, checkpoint format, crash window) Spark accepts."""
     cases = []
     for pipeline in PIPELINES:
@@ -124,7 +177,8 @@ def matrix(source: str = "file", sinks: tuple[str, ...] = ("file", "foreach")) -
     return cases
 
 
-def plan(seed: int, count: int | None, source: str = "file", batches: int = 5) -> list:
+def plan(seed: int, count: int | None, source: str = "file", batches: int = 5,
+         sinks: tuple[str, ...] = MATRIX_SINKS, strict: bool = False) -> list:
     """The campaign's scenarios, in order: the mutant sink first, then the matrix in four rounds. Each
     round has every (pipeline, sink, state configuration, format), shuffled by ``seed``, each with a
     crash window of its own (rotated, so every window appears in every round and a combination gets a
@@ -133,7 +187,7 @@ def plan(seed: int, count: int | None, source: str = "file", batches: int = 5) -
     from harness.spark.scenario import SparkScenario
 
     rng = random.Random(seed)
-    combos = sorted({tuple((k, v) for k, v in case.items() if k != "window") for case in matrix(source)})
+    combos = sorted({tuple((k, v) for k, v in case.items() if k != "window") for case in matrix(source, sinks)})
     rng.shuffle(combos)
     scenarios = [SparkScenario("count", MUTANT_SINK, "rocksdb", 1, False, source, ("sink@2",), seed, batches)]
     i = 0
@@ -146,12 +200,15 @@ def plan(seed: int, count: int | None, source: str = "file", batches: int = 5) -
                 schedule.append(f"random@{rng.randint(500, 8000)}")
             i += 1
             scenarios.append(SparkScenario(case["pipeline"], case["sink"], case["provider"], case["checkpoint_format"],
-                                           case["changelog"], source, tuple(schedule), rng.randrange(2**31), batches))
+                                           case["changelog"], source, tuple(schedule), rng.randrange(2**31), batches,
+                                           strict))
     return scenarios[:count] if count else scenarios
 
 
 def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None, source: str = "file",
-                 strict: bool = False, on_result=None, workers: int = 1) -> dict:
+                 strict: bool = False, on_result=None, workers: int = 1, sinks: tuple[str, ...] = MATRIX_SINKS,
+                 kafka: str | None = None) -> dict:
+    """Run :func:`plan`'s scenarios; ``kafka``: the broker of Kafka sources and sinks (needed when any is planned)."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -164,7 +221,7 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
     def one(i: int, scenario) -> None:
         if minutes is not None and time.monotonic() - started > minutes * 60:
             return
-        result = run_spark_scenario(scenario, out / f"{i:03d}-{scenario.pipeline}-{scenario.sink}")
+        result = run_spark_scenario(scenario, out / f"{i:03d}-{scenario.pipeline}-{scenario.sink}", kafka=kafka)
         result["expected"] = "caught" if scenario.sink == MUTANT_SINK else "pass"
         result["index"] = i
         with lock:
@@ -173,16 +230,23 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
                 on_result(result)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for future in [pool.submit(one, i, s) for i, s in enumerate(plan(seed, count, source))]:
+        for future in [pool.submit(one, i, s) for i, s in enumerate(plan(seed, count, source, sinks=sinks,
+                                                                          strict=strict))]:
             future.result()
+    def strict_duplicates_only(r: dict) -> bool:  # --strict: the Kafka sink's duplicates fail, as documented
+        return r["sink"] == "kafka" and all(v["check"] == "exactly_once_output" and "--strict" in str(v["observed"])
+                                            for v in r["violations"])
+
     unexpected = [r["repro"] for r in results
-                  if (r["expected"] == "pass" and r["verdict"] == "fail")
+                  if (r["expected"] == "pass" and r["verdict"] == "fail" and not strict_duplicates_only(r))
                   or (r["expected"] == "caught" and r["verdict"] != "fail")]
     results.sort(key=lambda r: r["index"])
-    return {"suite": "spark", "seed": seed, "source": source, "scenarios": results,
+    return {"suite": "spark", "seed": seed, "source": source, "sinks": list(sinks), "scenarios": results,
             "summary": {"total": len(results), "failed": sum(r["verdict"] == "fail" for r in results),
                         "not_applicable": sum(r["verdict"] == "not_applicable" for r in results),
-                        "unexpected": unexpected, "matrix_size": len(matrix(source)) + 1},
+                        "unexpected": unexpected, "matrix_size": len(matrix(source, sinks)) + 1,
+                        "duplicates": sum(r.get("duplicates", {}).get("count", 0) for r in results
+                                          if r["sink"] == "kafka")},
             "seconds": round(time.monotonic() - started, 1)}
 
 
@@ -196,10 +260,19 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
 @click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
 @click.option("--out", default=None, help="Results directory (default runs/spark-chaos-<seed>).")
 @click.option("--workers", type=int, default=2, show_default=True, help="Scenarios run at once.")
-def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_path, out, workers):
+@click.option("--sinks", default=",".join(MATRIX_SINKS), show_default=True,
+              help="Comma-separated sinks of the matrix (file, foreach, kafka).")
+@click.option("--broker", default=None, help=BROKER_HELP)
+def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_path, out, workers, sinks, broker):
     """Run a Spark chaos campaign over pipeline × sink × state provider × checkpoint format × crash window."""
-    if source == "kafka":
-        raise click.UsageError("the Kafka source needs harness.cluster.LocalKafka, not available in this build")
+    chosen = tuple(s.strip() for s in sinks.split(",") if s.strip())
+    wrong = [s for s in chosen if s not in MATRIX_SINKS]
+    if wrong or not chosen:
+        raise click.BadParameter(f"{', '.join(wrong) or 'nothing'}: choose from {', '.join(MATRIX_SINKS)}",
+                                 param_hint="--sinks")
+    if workers < 1:
+        raise click.BadParameter("must be at least 1", param_hint="--workers")
+    bootstrap = _parse_broker(broker)
     seed = _seed(seed)
     out_dir = Path(out or f"runs/spark-chaos-{seed}")
     console.print(f"seed: {seed}   results: {out_dir}")
@@ -207,7 +280,8 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
     def on_result(result: dict) -> None:
         console.print(f"  {result['verdict']:<15} {result['repro']}", markup=False, highlight=False)
 
-    campaign = run_campaign(seed, out_dir, minutes, scenarios, source, strict, on_result, workers)
+    with _Kafka(bootstrap, source == "kafka" or "kafka" in chosen) as kafka:
+        campaign = run_campaign(seed, out_dir, minutes, scenarios, source, strict, on_result, workers, chosen, kafka)
     json_file = Path(json_path) if json_path else out_dir / "chaos.json"
     json_file.parent.mkdir(parents=True, exist_ok=True)
     json_file.write_text(json.dumps(campaign, indent=2))
