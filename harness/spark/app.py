@@ -3,8 +3,11 @@
 Started by :mod:`harness.spark.runner` in its own process group (the JVM and Python workers are
 its children in that group). It reads the committed state (Spark's state data source) before and
 after the query, runs the query with ``trigger(availableNow=True)`` and one input file per
-micro-batch, and reports to ``config["report"]`` as JSON lines (``state``, ``query_done``,
-``error``). The harness, not this process, keeps the history.
+micro-batch (``source: kafka``: the input topic, ``maxOffsetsPerTrigger`` records of its one
+partition per micro-batch), and reports to ``config["report"]`` as JSON lines (``state``,
+``query_done``, ``error``). The harness, not this process, keeps the history. Sinks: the file
+sink, ``foreachBatch`` into the ``rocksdb-indexed`` store, Spark's Kafka sink (each row the JSON of
+its columns). ``config["jars"]`` go to ``spark.jars`` (Spark's Kafka connector, when Kafka is used).
 """
 
 from __future__ import annotations
