@@ -26,3 +26,11 @@ KAFKA_BUNDLE = register(
 from harness.cluster.local import ClusterError, LocalKafka, cluster_for  # noqa: E402
 
 __all__ = ["KAFKA_BUNDLE", "KAFKA_VERSION", "ClusterError", "LocalKafka", "cluster_for"]
+
+
+def __getattr__(name: str):  # DockerKafka (harness.cluster.docker), imported on first use
+    if name == "DockerKafka":
+        from harness.cluster.docker import DockerKafka
+
+        return DockerKafka
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
