@@ -10,8 +10,8 @@ When Docker cannot work here the tests fail with the reason and what to do; they
 
 from __future__ import annotations
 
+import contextlib
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -40,7 +40,9 @@ TIMINGS: dict[str, float] = {}
 @pytest.fixture(scope="module")
 def docker_engine():
     """A Docker engine: the running one, or Debian's dockerd started (and stopped) here."""
+    began = time.perf_counter()
     with ensure_dockerd() as started:
+        TIMINGS["dockerd start" if started else "engine already running"] = time.perf_counter() - began
         yield started
 
 
@@ -54,12 +56,14 @@ def kafka_image(docker_engine) -> str:
 
 
 @pytest.fixture(scope="module")
-def docker_kafka(kafka_image):
+def docker_kafka(kafka_image, pytestconfig):
     started = time.perf_counter()
     with DockerKafka(brokers=1, image=kafka_image) as cluster:
         TIMINGS["cluster start"] = time.perf_counter() - started
         yield cluster
-    print("\ndocker timings: " + ", ".join(f"{k.strip()} {v:.1f} s" for k, v in TIMINGS.items()), file=sys.stderr)
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        print("\ndocker timings: " + ", ".join(f"{k.strip()} {v:.1f} s" for k, v in TIMINGS.items()), flush=True)
 
 
 @pytest.fixture

@@ -140,12 +140,18 @@ def ensure_dockerd(timeout: float = DOCKERD_TIMEOUT_S) -> Iterator[subprocess.Po
         raise DockerError(f"no Docker engine is running and {dockerd} needs root to start: run it as root, "
                           "or point DOCKER_HOST at a running engine")
     log_path = _cache() / "dockerd.log"
+    mark = f"dockerd:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     log = log_path.open("ab")
     proc = subprocess.Popen(
         [dockerd, "--host", "unix:///var/run/docker.sock", "--pidfile", str(_cache() / "dockerd.pid"),
          "--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, ENV_MARK: mark})
     log.close()
+    # If this process is SIGKILLed, the cluster watchdog kills the engine (and its containerd).
+    watchdog = subprocess.Popen([sys.executable, "-m", "harness.cluster.watchdog", str(os.getpid()), mark],
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
     try:
         deadline = time.monotonic() + timeout
         while not _engine_answers():
@@ -159,6 +165,8 @@ def ensure_dockerd(timeout: float = DOCKERD_TIMEOUT_S) -> Iterator[subprocess.Po
         yield proc
     finally:
         stop_dockerd(proc)
+        watchdog.kill()
+        watchdog.wait()
 
 
 def stop_dockerd(proc: subprocess.Popen) -> None:
@@ -472,7 +480,7 @@ class DockerKafka:
             return None
         wrapped.reload()
         state = wrapped.attrs.get("State", {})
-        return state.get("Pid") or None if state.get("Running") else None
+        return (state.get("Pid") or None) if state.get("Running") else None
 
     def start_node(self, node_id: int, wait: bool = True) -> None:
         """Start node ``node_id`` again: the same container, on its own storage."""
