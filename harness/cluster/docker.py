@@ -98,8 +98,9 @@ def docker_client(timeout: int = 120):
     except Exception as exc:  # noqa: BLE001 - any failure to reach the engine
         raise DockerError(
             f"no Docker engine answers at {os.environ.get('DOCKER_HOST', 'unix:///var/run/docker.sock')} ({exc}). "
-            "Start one (as root: dockerd, from Debian's docker.io package: apt-get install docker.io), "
-            "or run the docker tests, which start it: pytest -m docker tests/test_docker_kafka.py"
+            "Start one (as root: dockerd, from Debian's docker.io package: apt-get install docker.io), or let the "
+            f"harness start and stop it: {BUILD_COMMAND} --start-dockerd (docker/build.sh), or the docker tests: "
+            "pytest -m docker tests/test_docker_kafka.py"
         ) from None
     return client
 
@@ -129,6 +130,10 @@ def ensure_dockerd(timeout: float = DOCKERD_TIMEOUT_S) -> Iterator[subprocess.Po
     if _engine_answers():
         yield None
         return
+    host = os.environ.get("DOCKER_HOST", "")
+    if host not in ("", "unix:///var/run/docker.sock"):
+        raise DockerError(f"no Docker engine answers at DOCKER_HOST={host}; start that engine, or unset DOCKER_HOST "
+                          "to have the harness start Debian's dockerd on the local socket")
     dockerd = shutil.which("dockerd") or next(
         (p for p in ("/usr/sbin/dockerd", "/usr/bin/dockerd") if os.access(p, os.X_OK)), None)
     if dockerd is None:
