@@ -33,7 +33,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -45,7 +44,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.cluster import KAFKA_VERSION
-from harness.cluster.local import ClusterError, free_port, java_hash_code, new_cluster_id
+from harness.cluster.local import (
+    TRANSACTION_STATE_PARTITIONS,
+    ClusterError,
+    LocalKafka,
+    _listening,
+    free_port,
+    new_cluster_id,
+)
+from harness.cluster.local import _tail_text as _tail
 
 __all__ = [
     "BUILD_COMMAND",
@@ -70,7 +77,6 @@ DOCKER_DIR = Path(__file__).resolve().parents[2] / "docker"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15
 DOCKERD_TIMEOUT_S = 60.0
-TRANSACTION_STATE_PARTITIONS = 4
 ENV_MARK = "EOS_HARNESS_KAFKA"  # the mark harness.cluster.watchdog kills by
 LABEL = "eos-harness.kafka"
 OWNER_LABEL = "eos-harness.owner"  # "<pid>:<process start time>" of the process that started it
@@ -376,6 +382,11 @@ class DockerKafka:
     that says how to build it). ``overrides``: extra server properties. ``heap``: JVM heap.
     """
 
+    # The node leading a transactional id's partition of __transaction_state, found through the
+    # admin client exactly as on a LocalKafka (only ``bootstrap_servers`` is used).
+    transaction_coordinator = LocalKafka.transaction_coordinator
+    _probe_transactions = LocalKafka._probe_transactions
+
     def __init__(self, brokers: int = 1, image: str = DEFAULT_IMAGE, overrides: dict[str, str] | None = None,
                  heap: str = "512m", start_timeout: float = START_TIMEOUT_S, pull: bool = False) -> None:
         if brokers < 1:
@@ -530,29 +541,6 @@ class DockerKafka:
                 if wrapped.status == "paused":
                     wrapped.unpause()
 
-    def transaction_coordinator(self, transactional_id: str) -> int:
-        """The node that leads ``transactional_id``'s partition of ``__transaction_state``."""
-        from confluent_kafka import Producer
-        from confluent_kafka.admin import AdminClient
-
-        code = java_hash_code(transactional_id)
-        partition = (0 if code == -(1 << 31) else abs(code)) % TRANSACTION_STATE_PARTITIONS
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 2})
-        deadline = time.monotonic() + 30
-        probed = False
-        while True:
-            topic = admin.list_topics("__transaction_state", timeout=10).topics.get("__transaction_state")
-            if topic is not None and topic.error is None and partition in topic.partitions \
-                    and topic.partitions[partition].leader >= 0:
-                return topic.partitions[partition].leader
-            if not probed:  # the broker creates __transaction_state for a first transactional producer
-                Producer({"bootstrap.servers": self.bootstrap_servers, "transactional.id": "eos-harness-probe",
-                          "log_level": 2}).init_transactions(30)
-                probed = True
-            elif time.monotonic() > deadline:
-                raise ClusterError(f"__transaction_state partition {partition} has no leader after 30 s")
-            time.sleep(0.1)
-
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every running node is registered with the cluster, or raise with the logs."""
         from confluent_kafka.admin import AdminClient
@@ -700,17 +688,6 @@ def remove_orphans(client=None) -> list[str]:
         if own:
             client.close()
     return removed
-
-
-def _listening(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _tail(data: bytes | str, lines: int = 25) -> str:
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 @atexit.register
