@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 RUN_DIR ?= runs/demo
 
-.PHONY: demo test setup jars lint bench clean
+.PHONY: demo test setup jars lint bench clean docker-image test-docker
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,13 @@ test: $(STAMP) jars
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+
+# Opt-in Docker path (root; needs `apt-get install -y docker.io debootstrap`): the offline Kafka image.
+docker-image: $(STAMP) jars
+	$(BIN)/python -m harness.cluster.docker build --start-dockerd
+
+test-docker: $(STAMP) jars
+	$(BIN)/python -m pytest -m docker tests/test_docker_kafka.py
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
