@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
+import weakref
 from typing import Protocol
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "STALL_SECONDS",
     "TXN_TIMEOUT_MS",
     "ClusterHandle",
+    "fault_lock",
     "freeze_process",
     "kill_and_restart_broker",
     "kill_transaction_coordinator",
@@ -105,6 +108,22 @@ def freeze_process(pid: int, seconds: float) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
+_LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def fault_lock(cluster: ClusterHandle) -> threading.Lock:
+    """The cluster's fault lock: broker faults on one cluster run one at a time (a campaign's workers
+    share the cluster, and a kill during another fault's restart would fail that restart). Held from
+    the kill or pause until the broker is back; a plain Lock, so the thread that restarts the broker
+    may release what the driver took."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(cluster)
+        if lock is None:
+            lock = _LOCKS[cluster] = threading.Lock()
+        return lock
+
+
 def _target(cluster: ClusterHandle, transactional_id: str | None) -> int:
     if transactional_id is not None:
         try:
@@ -120,15 +139,25 @@ def coordinator_of(cluster: ClusterHandle, transactional_id: str) -> int:
 
 
 def run_broker_fault(cluster: ClusterHandle, name: str, transactional_id: str | None = None,
-                     node: int | None = None) -> dict:
+                     node: int | None = None, locked: bool = False) -> dict:
     """Execute the schedule fault ``name`` on ``cluster`` (on ``node``, default the coordinator of
-    ``transactional_id``); returns what was done (for the history)."""
+    ``transactional_id``); returns what was done (for the history). Takes the cluster's
+    :func:`fault_lock` for the whole fault; ``locked``: the caller holds it already (and this
+    releases it when done)."""
     if name not in CLUSTER_FAULTS:
         raise ValueError(f"unknown broker fault {name!r}; known: {', '.join(CLUSTER_FAULTS)}")
-    node = _target(cluster, transactional_id) if node is None else node
+    lock = fault_lock(cluster)
     started = time.monotonic()
-    if name in ("broker-kill", "coordinator-kill"):
-        kill_and_restart_broker(cluster, node)
-    else:
-        pause_broker(cluster, node)
-    return {"fault": name, "node": node, "seconds": round(time.monotonic() - started, 3)}
+    if not locked:
+        lock.acquire()
+    waited = time.monotonic() - started
+    try:
+        node = _target(cluster, transactional_id) if node is None else node
+        if name in ("broker-kill", "coordinator-kill"):
+            kill_and_restart_broker(cluster, node)
+        else:
+            pause_broker(cluster, node)
+    finally:
+        lock.release()
+    return {"fault": name, "node": node, "seconds": round(time.monotonic() - started, 3),
+            "waited_for_other_fault": round(waited, 3)}

@@ -230,6 +230,7 @@ def run_campaign(
 def summarize(results: list[dict], stores: list[str]) -> dict:
     tallies = {s: StoreTally(s, expected_to_fail(s)) for s in stores}
     points_hit: list[str] = []
+    fault_errors: list[str] = []
     for r in results:
         tally = tallies[r["store"]]
         tally.total += 1
@@ -237,6 +238,7 @@ def summarize(results: list[dict], stores: list[str]) -> dict:
             tally.failed += 1
             for v in r["violations"]:
                 tally.checks[v["check"]] = tally.checks.get(v["check"], 0) + 1
+        fault_errors.extend(f"scenario {r.get('index', '?')}: {e}" for e in r.get("fault_errors", []))
         for p in r["crash_points"]:
             if p not in points_hit:
                 points_hit.append(p)
@@ -244,6 +246,7 @@ def summarize(results: list[dict], stores: list[str]) -> dict:
         "total": len(results),
         "failed": sum(1 for r in results if r["verdict"] == "fail"),
         "points_hit": sorted(points_hit),
+        "fault_errors": fault_errors,
         "stores": {
             s: {"expected": "fail" if t.expected_fail else "pass", "scenarios": t.total, "failed": t.failed,
                 "status": t.status, "checks": t.checks}

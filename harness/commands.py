@@ -180,6 +180,11 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
             if r["store"] in summary["unexpected"] and r["verdict"] == "fail":
                 console.print(f"  replay: {r['repro']}", soft_wrap=True)
                 break
+    if summary.get("fault_errors"):
+        console.print(f"[red]{len(summary['fault_errors'])} scheduled fault(s) could not be injected "
+                      "(the campaign did not test what it planned):[/]")
+        for line in summary["fault_errors"][:5]:
+            console.print(f"  {line}", soft_wrap=True)
     console.print(f"results: {json_file} (histories under {out_dir})")
     return campaign
 
@@ -211,7 +216,7 @@ def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path,
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
-    sys.exit(1 if campaign["summary"]["unexpected"] else 0)
+    sys.exit(1 if campaign["summary"]["unexpected"] or campaign["summary"].get("fault_errors") else 0)
 
 
 @click.command("demo")
@@ -221,7 +226,7 @@ def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path,
 def demo_command(out, minutes, seed):
     """The main job: a short chaos campaign on the embedded broker, with a verdict table."""
     campaign = run_chaos(seed, None, None, minutes, None, out, None, 2)
-    sys.exit(1 if campaign["summary"]["unexpected"] else 0)
+    sys.exit(1 if campaign["summary"]["unexpected"] or campaign["summary"].get("fault_errors") else 0)
 
 
 @click.command("kafka-log")

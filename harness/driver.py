@@ -38,6 +38,7 @@ from faults.kafka import (
     STALL_SECONDS,
     TXN_TIMEOUT_MS,
     coordinator_of,
+    fault_lock,
     run_broker_fault,
 )
 from harness.broker import connect
@@ -235,12 +236,13 @@ class Instance:
             history.add(self.number, {"type": "crash", "point": self.fired or "unexpected-exit", "exitcode": self.proc.exitcode})
         return outcome
 
-    def _start_broker_fault(self, fault: Fault, node: int | None = None, extra: dict | None = None) -> None:
+    def _start_broker_fault(self, fault: Fault, node: int | None = None, extra: dict | None = None,
+                            locked: bool = False) -> None:
         """Run a broker fault beside the instance (it blocks on the broker meanwhile)."""
 
         def inject() -> None:
             try:
-                done = run_broker_fault(self.cluster, fault.point, self.config.transactional_id, node)
+                done = run_broker_fault(self.cluster, fault.point, self.config.transactional_id, node, locked)
                 self.history.add(0, {"type": "broker_fault", **done, **(extra or {})})
             except Exception as exc:  # noqa: BLE001 - recorded; the checkers judge what follows
                 self.history.add(0, {"type": "broker_fault", "fault": fault.point, "error": repr(exc)})
@@ -253,9 +255,18 @@ class Instance:
         """The instance is inside commit_transaction: SIGKILL the coordinator now (restart it in the
         background). ``in_flight``: the commit had not returned when the broker died."""
         node = self.coordinator
-        self.cluster.kill_node(node)
+        lock = fault_lock(self.cluster)  # no other scenario's broker fault meanwhile
+        started = time.monotonic()
+        lock.acquire()
+        waited = time.monotonic() - started
+        try:
+            self.cluster.kill_node(node)
+        except BaseException:
+            lock.release()
+            raise
         in_flight = not self.parent.poll(0)
-        self._start_broker_fault(fault, node, {"in_flight": in_flight, "brokers": len(self.cluster.node_ids())})
+        self._start_broker_fault(fault, node, {"in_flight": in_flight, "brokers": len(self.cluster.node_ids()),
+                                               "waited_for_other_fault": round(waited, 3)}, locked=True)
 
     def _stall(self, fault: Fault) -> None:
         """The instance stopped itself about to commit its transaction: keep it stopped past
@@ -411,6 +422,8 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
         "seed": scenario.seed,
         "schedule": [str(f) for f in scenario.schedule],
         "crash_points": hit,
+        # A scheduled fault that the harness failed to inject (e.g. a broker that did not restart).
+        "fault_errors": [f"{e['fault']}: {e['error']}" for e in events if e["type"] == "broker_fault" and "error" in e],
         "verdict": "fail" if violations else "pass",
         "violations": [v.to_json() for v in violations],
         "recovery": recovery,

@@ -120,3 +120,24 @@ def test_kafka_faults_parse_and_cannot_be_frozen():
         "broker-kill@5", "coordinator-kill@2", "txn-timeout@2", "broker-pause"]
     with pytest.raises(ScheduleError, match="freeze: takes a crash point"):
         parse_schedule("freeze:broker-kill@2")
+
+
+@pytest.mark.kafka
+def test_broker_faults_on_one_cluster_run_one_at_a_time(kafka_cluster):
+    """A campaign's workers share one cluster: a kill while another fault restarts the broker would
+    fail that restart, so the second fault waits until the broker is back."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from faults.kafka import run_broker_fault
+
+    before = kafka_cluster.pid(1)
+    with ThreadPoolExecutor(2) as pool:
+        kill = pool.submit(run_broker_fault, kafka_cluster, "broker-kill", None, 1)
+        pause = pool.submit(run_broker_fault, kafka_cluster, "broker-pause", None, 1)
+        done = [kill.result(timeout=180), pause.result(timeout=180)]
+    first, second = sorted(done, key=lambda d: d["waited_for_other_fault"])
+    assert first["waited_for_other_fault"] < 0.5
+    # The second began only once the first had finished (the broker restarted, or resumed).
+    assert second["waited_for_other_fault"] >= first["seconds"] - first["waited_for_other_fault"] - 0.5, done
+    assert kafka_cluster.pid(1) not in (None, before)
+    kafka_cluster.wait_ready(30)
