@@ -53,6 +53,8 @@ def session(config: dict):
     )
     if config.get("jars"):
         builder = builder.config("spark.jars", ",".join(config["jars"]))
+    if config.get("java_options"):  # harness.spark.jvm: class-data sharing and C1 for a fast start
+        builder = builder.config("spark.driver.extraJavaOptions", config["java_options"])
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
@@ -159,7 +161,24 @@ def run(config: dict) -> int:
     if config.get("read_state", True):
         _read_and_report(spark, config, "after")
     spark.stop()
+    if "ArchiveClassesAtExit" in config.get("java_options", ""):
+        _wait_for_jvm()
     return 0
+
+
+def _wait_for_jvm(timeout: float = 120) -> None:
+    """Let the driver JVM exit on its own (it writes its class archive on the way out) before this
+    process ends and the runner kills what is left of the group."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if gateway is None or proc is None:
+        return
+    gateway.shutdown()
+    if proc.stdin is not None:
+        proc.stdin.close()  # the JVM exits when its stdin closes
+    proc.wait(timeout)
 
 
 def main(argv: list[str]) -> int:

@@ -38,6 +38,10 @@ class PipelineProcess:
     """``with PipelineProcess(config, run_dir, name) as p: p.wait(timeout)``; ``p.pgid`` is the group to kill."""
 
     def __init__(self, config: dict, directory: Path, name: str) -> None:
+        from harness.spark.jvm import driver_options
+
+        self.jvm = driver_options()
+        config = {**config, "java_options": self.jvm.options}
         self.config_path = directory / f"{name}.config.json"
         self.log_path = directory / f"{name}.log"
         self.report_path = Path(config["report"])
@@ -81,6 +85,7 @@ class PipelineProcess:
             self.kill()  # the JVM and Python workers share the group; kill them even if the driver exited
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
+            self.jvm.finish(self.proc.returncode)
         self._log.close()
 
     def reports(self) -> list[dict]:
