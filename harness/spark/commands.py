@@ -16,7 +16,7 @@ from rich.table import Table
 
 from harness.spark.pipelines import PIPELINES, SINKS, unsupported
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)  # log files keep whole lines
 
 STATE_CONFIGS = (("hdfs", False), ("rocksdb", False), ("rocksdb", True))  # provider, changelog checkpointing
 WINDOWS = ("offsets", "state", "sink", "commit")

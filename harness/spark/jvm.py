@@ -12,7 +12,8 @@ standard HotSpot features cut that to about 3.5 s, without changing what Spark d
 - the client compiler only (``-XX:TieredStopAtLevel=1``): the micro-batches of a scenario are tiny,
   so start-up matters more than peak speed.
 
-``EOS_HARNESS_SPARK_JVM=plain`` turns both off (for comparing, or when a JVM refuses them).
+``EOS_HARNESS_SPARK_JVM=plain`` turns both off (for comparing); a JVM without these HotSpot flags
+gets neither.
 """
 
 from __future__ import annotations
@@ -31,15 +32,29 @@ ENV = "EOS_HARNESS_SPARK_JVM"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xshare:auto"
 
 
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    return (shutil.which("java", path=os.path.join(home, "bin")) if home else None) or shutil.which("java") or "java"
+
+
+@lru_cache(maxsize=1)
+def _supported() -> bool:
+    """Whether this JVM has HotSpot's dynamic archive flags (another JVM would refuse to start)."""
+    try:
+        flags = subprocess.run([_java(), "-XX:+PrintFlagsFinal", "-version"], capture_output=True, text=True,
+                               timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "ArchiveClassesAtExit" in flags and "TieredStopAtLevel" in flags
+
+
 @lru_cache(maxsize=1)
 def _fingerprint() -> str:
     """Java version, pyspark version and the jars directory: what a class archive depends on."""
     import pyspark
 
-    java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) if os.environ.get("JAVA_HOME") \
-        else shutil.which("java")
     try:
-        version = subprocess.run([java or "java", "-version"], capture_output=True, text=True, timeout=30).stderr
+        version = subprocess.run([_java(), "-version"], capture_output=True, text=True, timeout=30).stderr
     except (OSError, subprocess.SubprocessError):
         version = "unknown"
     jars = Path(pyspark.__file__).parent / "jars"
@@ -69,7 +84,7 @@ class JvmOptions:
 
 
 def driver_options(cache: Path | None = None) -> JvmOptions:
-    if os.environ.get(ENV) == "plain":
+    if os.environ.get(ENV) == "plain" or not _supported():
         return JvmOptions("")
     if cache is None:
         from harness.jars import cache_dir
