@@ -105,3 +105,30 @@ def test_restarts_spark_refuses_are_reported_with_sparks_error(results, name):
 
 def test_no_spark_process_is_left_behind(results):
     assert results["_left_behind"] == []
+
+
+def test_a_spark_chaos_campaign_through_the_cli_catches_the_mutant_and_tabulates_the_matrix(tmp_path):
+    """``eos-harness chaos --suite spark``: the mutant sink comes first and is caught, the summary
+    says how big the full matrix is, the table has a row per configuration, the exit code is 0."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "campaign.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "chaos", "--suite", "spark", "--sinks", "foreach", "--scenarios", "2",
+         "--seed", "11", "--json", str(out), "--out", str(tmp_path / "runs")],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "seed: 11" in proc.stdout and "scenarios by configuration" in proc.stdout
+    campaign = json.loads(out.read_text())
+    summary = campaign["summary"]
+    assert summary["total"] == 2 and summary["unexpected"] == []
+    assert summary["matrix_size"] > 50  # every pipeline x state configuration x format x window with foreach
+    mutant, case = campaign["scenarios"]
+    assert mutant["sink"] == "foreach-nocheck" and mutant["verdict"] == "fail"
+    assert {v["check"] for v in mutant["violations"]} == {"exactly_once_output"}
+    assert case["sink"] == "foreach" and case["verdict"] == "pass", case["violations"]
+    assert "foreach-nocheck" in proc.stdout  # the failing scenario's own table
+    assert processes_of(tmp_path) == []

@@ -64,6 +64,30 @@ def _table(results: list[dict], title: str) -> Table:
     return table
 
 
+def _matrix_table(results: list[dict], title: str) -> Table:
+    """A campaign, one row per (pipeline, sink, state configuration, format): how its scenarios
+    went, and in which crash windows (on disk) it failed."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        conf = r["configuration"]
+        state = conf["state_provider"] + ("+changelog" if conf["changelog_checkpointing"] else "")
+        sink = r["sink"] + ("" if conf.get("source", "file") == "file" else f" ({conf['source']} source)")
+        groups.setdefault((r["pipeline"], sink, state, str(conf["checkpoint_format"])), []).append(r)
+    table = Table(title=title)
+    for col in ("pipeline", "sink", "state", "fmt", "scenarios", "pass", "fail", "n/a", "failing windows",
+                "checks that fired", "duplicates"):
+        table.add_column(col, overflow="fold")
+    for key, rows in sorted(groups.items()):
+        counts = {v: sum(r["verdict"] == v for r in rows) for v in ("pass", "fail", "not_applicable")}
+        failing = sorted({c["window"] for r in rows if r["verdict"] == "fail" for c in r.get("crash_windows", [])})
+        fired = sorted({v["check"] for r in rows for v in r["violations"]})
+        dups = sum(r.get("duplicates", {}).get("count", 0) for r in rows)
+        table.add_row(*key, str(len(rows)), str(counts["pass"]),
+                      f"[red]{counts['fail']}[/]" if counts["fail"] else "0", str(counts["not_applicable"]),
+                      ", ".join(failing), ", ".join(fired), str(dups) if dups else "")
+    return table
+
+
 BROKER_HELP = ("Kafka for --source kafka / --sink kafka: kafka-local (default: one KRaft broker on 127.0.0.1 "
                "started for this command and stopped at its end) or kafka://HOST:PORT (a broker you run).")
 
@@ -285,7 +309,11 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
     json_file = Path(json_path) if json_path else out_dir / "chaos.json"
     json_file.parent.mkdir(parents=True, exist_ok=True)
     json_file.write_text(json.dumps(campaign, indent=2))
-    console.print(_table(campaign["scenarios"], f"spark chaos, seed {seed}: {campaign['summary']['total']} scenarios"))
+    console.print(_matrix_table(campaign["scenarios"], f"spark chaos, seed {seed}: {campaign['summary']['total']} "
+                                                       "scenarios by configuration"))
+    failing = [r for r in campaign["scenarios"] if r["verdict"] != "pass"]
+    if failing:
+        console.print(_table(failing, f"the {len(failing)} scenarios that did not pass"))
     for r in campaign["scenarios"]:
         if r["verdict"] == "fail":
             for v in r["violations"][:3]:
