@@ -175,10 +175,13 @@ def _wait_for_jvm(timeout: float = 120) -> None:
     proc = getattr(gateway, "proc", None)
     if gateway is None or proc is None:
         return
-    gateway.shutdown()
-    if proc.stdin is not None:
-        proc.stdin.close()  # the JVM exits when its stdin closes
-    proc.wait(timeout)
+    try:  # best effort: the run itself is done; without the archive the next run only starts slower
+        gateway.shutdown()
+        if proc.stdin is not None:
+            proc.stdin.close()  # the JVM exits when its stdin closes
+        proc.wait(timeout)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def main(argv: list[str]) -> int:
