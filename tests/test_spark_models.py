@@ -186,3 +186,29 @@ def test_a_query_that_cannot_start_is_reported_with_sparks_error():
     assert [(v.check, v.key) for v in found] == [("restart_liveness", "run 0")]
     assert "STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED" in unsupported("count", "foreach", "hdfs", 2)
     assert unsupported("count", "foreach", "rocksdb", 2) is None
+
+
+def test_a_watermark_that_lags_after_a_restart_is_reported_and_judged_with_what_spark_recorded():
+    """Seen in the full matrix (window-tumbling, file sink, killed after _spark_metadata/1): the
+    restart skips batch 1 without computing it, so offsets/2 keeps batch 1's watermark, batch 3
+    judges lateness by it, and its late record (k4, 1001) is counted. Spark documents that late data
+    may or may not be aggregated: a lag is reported and the model follows the recorded watermarks."""
+    from harness.spark.checks import check_watermarks
+    from models.spark import generate_batches, model_for
+
+    batches = [list(b) for b in generate_batches(518913276, batches=5, keys=6)]
+    uninterrupted = model_for("window-tumbling", batches)
+    recorded = {0: 0, 1: 1_001_000, 2: 1_001_000, 3: 1_017_000, 4: 1_026_000, 5: 1_034_000}
+    report, violations, model = check_watermarks("window-tumbling", batches, recorded)
+    assert violations == [] and report["lagging_batches"] == [2] and report["uninterrupted"][2] == 1_010_000
+    assert ("k4", 1000, 1010, 1) in model.all_output(5)  # (k4, 1001) of batch 3, counted
+    assert ("k4", 1000, 1010, 1) not in uninterrupted.all_output(5)
+    # agreeing watermarks: nothing to report, the uninterrupted model stands
+    same = {n: w for n, w in report["uninterrupted"].items()}
+    assert check_watermarks("window-tumbling", batches, same)[1:] == ([], None)
+    # a watermark ahead of the uninterrupted one could drop on-time records: a violation
+    ahead = {**same, 2: 1_020_000}
+    _, violations, _ = check_watermarks("window-tumbling", batches, ahead)
+    assert [(v.check, v.key) for v in violations] == [("watermark_not_ahead", "batch 2")]
+    # the running count has no watermark: nothing to compare
+    assert check_watermarks("count", batches, recorded) == ({}, [], None)

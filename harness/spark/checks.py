@@ -3,14 +3,15 @@ rows read back from the sink, the state rows read with Spark's state data source
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from pathlib import Path
 
 from harness.checkers.eos import Violation
-from models.spark import PipelineModel
+from models.spark import PipelineModel, model_for
 
-__all__ = ["check_output", "check_restarts", "check_state", "normalise_state", "read_file_sink", "read_store_sink"]
+__all__ = ["check_output", "check_watermarks", "recorded_watermarks", "check_restarts", "check_state", "normalise_state", "read_file_sink", "read_store_sink"]
 
 EXACTLY_ONCE_SINKS = ("file", "foreach", "foreach-nocheck", "foreach-return-early")
 
@@ -246,3 +247,46 @@ def check_at_least_once(columns: tuple[str, ...], model: PipelineModel, last_bat
     duplicates = {"count": total, "windows": sorted({c["window"] for c in caused}), "by_crash": caused,
                   "unexplained": unexplained[:20]}
     return violations, duplicates
+
+
+def recorded_watermarks(checkpoint: Path) -> dict[int, int]:
+    """``batchWatermarkMs`` of every ``offsets/N`` in the checkpoint: the watermark Spark ran batch N with."""
+    found: dict[int, int] = {}
+    folder = checkpoint / "offsets"
+    if not folder.is_dir():
+        return found
+    for path in folder.iterdir():
+        if not path.name.isdigit():
+            continue
+        for line in path.read_text(errors="replace").splitlines()[1:2]:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                found[int(path.name)] = int(json.loads(line)["batchWatermarkMs"])
+    return dict(sorted(found.items()))
+
+
+def check_watermarks(pipeline: str, batches: list, recorded: dict[int, int]) -> tuple[dict, list[Violation], PipelineModel | None]:
+    """Compare the watermarks Spark recorded with an uninterrupted run's.
+
+    After a restart Spark's watermark can lag: a batch the restart re-plans but does not compute
+    (the file sink skips a batch its metadata log already has) does not advance it. Records behind
+    the uninterrupted watermark may then still be counted, which Spark documents ("data later than
+    the threshold may or may not be aggregated"), so a lag is reported, not a violation, and the
+    output and state are checked against the model run with the recorded watermarks. A watermark
+    ahead of the uninterrupted one could drop records within the threshold, which Spark promises
+    never to do: that is a violation. Returns (report, violations, the model to check with or None
+    when the watermarks agree)."""
+    plain = model_for(pipeline, batches)
+    if not recorded:
+        return {}, [], None
+    plain.run_to(max(recorded))
+    if plain.watermarks[0] is None:  # no watermark in this pipeline
+        return {}, [], None
+    expected = {n: plain.watermarks[n] for n in recorded}
+    lagging = [n for n in recorded if recorded[n] < expected[n]]
+    ahead = [n for n in recorded if recorded[n] > expected[n]]
+    report = {"recorded": recorded, "uninterrupted": expected, "lagging_batches": lagging, "ahead_batches": ahead}
+    violations = [Violation("watermark_not_ahead", f"batch {n}", f"<= {expected[n]} ms (uninterrupted run)",
+                            f"{recorded[n]} ms recorded in offsets/{n}", None) for n in ahead]
+    if not lagging and not ahead:
+        return report, violations, None
+    return report, violations, model_for(pipeline, batches, recorded)

@@ -25,8 +25,10 @@ from harness.spark.checks import (
     check_output,
     check_restarts,
     check_state,
+    check_watermarks,
     read_file_sink,
     read_store_sink,
+    recorded_watermarks,
 )
 from harness.spark.pipelines import OUTPUT_COLUMNS, PIPELINES, SINKS, unsupported
 from harness.spark.runner import PipelineProcess
@@ -291,6 +293,10 @@ def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
              keep: bool, kafka_config: dict | None) -> dict:
     violations: list[Violation] = []
     violations += check_restarts(runs, RESTART_BOUND_S)
+    watermarks, late, recorded_model = check_watermarks(scenario.pipeline, batches, recorded_watermarks(roots["checkpoint"]))
+    violations += late
+    if recorded_model is not None:  # judged with the watermarks Spark really used
+        model = recorded_model
     final = final_files(roots)
     commits = sorted(s[1] for rel in final["checkpoint"] if (s := step_of("checkpoint", rel)) and s[0] == "commit")
     last = commits[-1] if commits else -1
@@ -354,6 +360,7 @@ def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
             "orphan_files": {"count": len(orphans), "files": orphans[:20]},
         },
         "duplicates": duplicates,
+        "watermarks": watermarks,
         "runs": runs,
         "last_committed_batch": last,
         "seconds": round(time.monotonic() - started, 3),
