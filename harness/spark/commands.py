@@ -133,6 +133,14 @@ def _print_result(result: dict) -> None:
     for v in result["violations"][:20]:
         console.print(f"  {v['check']}: key={v['key']} expected={str(v['expected'])[:200]} "
                       f"observed={str(v['observed'])[:400]} (event {v['event']})", markup=False, highlight=False)
+    lagging = result.get("watermarks", {}).get("lagging_batches")
+    if lagging:
+        marks = {k: {str(n): w for n, w in result["watermarks"][k].items()} for k in ("recorded", "uninterrupted")}
+        console.print("watermark lagged after the restart in batch " + ", ".join(
+            f"{n} ({marks['recorded'][str(n)]} ms recorded, {marks['uninterrupted'][str(n)]} ms uninterrupted)"
+            for n in lagging)
+            + ": judged with the recorded watermarks (Spark may aggregate data behind the watermark)",
+            markup=False, highlight=False)
     duplicates = result.get("duplicates", {})
     if duplicates.get("count"):
         console.print(f"duplicates: {duplicates['count']} (crash windows {duplicates['windows']})")
