@@ -59,7 +59,7 @@ class PipelineModel:
     def _watermark(self) -> int | None:
         return None
 
-    def _use_watermark(self, batch_id: int, eviction_ms: int, previous_ms: int) -> None:
+    def _use_watermark(self, eviction_ms: int, previous_ms: int) -> None:
         pass
 
     def run_to(self, batch_id: int) -> None:
@@ -67,7 +67,7 @@ class PipelineModel:
             n = len(self.outputs)
             if self.recorded_watermarks and n in self.recorded_watermarks:
                 previous = self.recorded_watermarks.get(n - 1, self.watermarks[n - 1] if n else 0) or 0
-                self._use_watermark(n, self.recorded_watermarks[n], previous)
+                self._use_watermark(self.recorded_watermarks[n], previous)
             self.watermarks.append(self._watermark())
             out, state = self.step(self.batches[n] if n < len(self.batches) else [])
             self.outputs.append(sorted(out))
@@ -113,7 +113,7 @@ class WindowedCount(PipelineModel):
     def _watermark(self) -> int | None:
         return self.model.watermark
 
-    def _use_watermark(self, batch_id: int, eviction_ms: int, previous_ms: int) -> None:
+    def _use_watermark(self, eviction_ms: int, previous_ms: int) -> None:
         # Spark >= 3.5: late events are judged by the previous batch's watermark
         self.model.watermark, self.model.late_watermark = eviction_ms, previous_ms
 
@@ -143,7 +143,7 @@ class KeyedProcessor(PipelineModel):
     def _watermark(self) -> int | None:
         return self.watermark_ms
 
-    def _use_watermark(self, batch_id: int, eviction_ms: int, previous_ms: int) -> None:
+    def _use_watermark(self, eviction_ms: int, previous_ms: int) -> None:
         self.watermark_ms = eviction_ms
 
     def step(self, records: Batch) -> tuple[list[tuple], dict]:

@@ -47,7 +47,7 @@ from harness.cluster import KAFKA_VERSION
 from harness.cluster.local import (
     TRANSACTION_STATE_PARTITIONS,
     ClusterError,
-    LocalKafka,
+    KafkaCluster,
     _listening,
     free_port,
     new_cluster_id,
@@ -373,7 +373,7 @@ class DockerNode:
         return self.container.get_wrapped_container() if self.container is not None else None
 
 
-class DockerKafka:
+class DockerKafka(KafkaCluster):
     """A KRaft cluster of ``brokers`` containers (each broker and controller) on 127.0.0.1.
 
     ``image``: a Kafka image configured through ``KAFKA_*`` variables (default: the official
@@ -381,11 +381,6 @@ class DockerKafka:
     ``pull``: pull ``image`` when the engine does not have it (off: a missing image is an error
     that says how to build it). ``overrides``: extra server properties. ``heap``: JVM heap.
     """
-
-    # The node leading a transactional id's partition of __transaction_state, found through the
-    # admin client exactly as on a LocalKafka (only ``bootstrap_servers`` is used).
-    transaction_coordinator = LocalKafka.transaction_coordinator
-    _probe_transactions = LocalKafka._probe_transactions
 
     def __init__(self, brokers: int = 1, image: str = DEFAULT_IMAGE, overrides: dict[str, str] | None = None,
                  heap: str = "512m", start_timeout: float = START_TIMEOUT_S, pull: bool = False) -> None:
@@ -404,22 +399,6 @@ class DockerKafka:
         self._lock = threading.RLock()
 
     # -- public interface -----------------------------------------------------------------------
-    @property
-    def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
-
-    @property
-    def spec(self) -> str:
-        """The broker spec for ``harness.broker.connect``."""
-        return f"kafka://{self.bootstrap_servers}"
-
-    def __enter__(self) -> DockerKafka:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def start(self) -> None:
         client = docker_client()
         try:
@@ -480,15 +459,6 @@ class DockerKafka:
                 self.kill_node(node.node_id)
 
     # -- nodes (for faults) ----------------------------------------------------------------------
-    def node(self, node_id: int) -> DockerNode:
-        for node in self.nodes:
-            if node.node_id == node_id:
-                return node
-        raise ClusterError(f"no node {node_id}; nodes are {[n.node_id for n in self.nodes]}")
-
-    def node_ids(self) -> list[int]:
-        return [n.node_id for n in self.nodes]
-
     def pid(self, node_id: int) -> int | None:
         """The host pid of the node's main process (its JVM), None when it is not running."""
         wrapped = self.node(node_id).wrapped

@@ -31,8 +31,9 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
-__all__ = ["ClusterError", "LocalKafka", "cluster_for", "free_port", "java_hash_code"]
+__all__ = ["ClusterError", "KafkaCluster", "LocalKafka", "cluster_for", "free_port", "java_hash_code"]
 
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
@@ -118,7 +119,75 @@ class Node:
         return self.directory / "server.properties"
 
 
-class LocalKafka:
+class KafkaCluster:
+    """What every cluster of the harness shares (:class:`LocalKafka`, ``DockerKafka``): its nodes'
+    listeners on 127.0.0.1, the broker spec, the context manager (``start``/``stop``), node lookup
+    and the transaction coordinator (found through the admin client, so any cluster will do)."""
+
+    nodes: list
+
+    def start(self) -> None:  # pragma: no cover - each cluster starts its own way
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    @property
+    def spec(self) -> str:
+        """The broker spec for ``harness.broker.connect``."""
+        return f"kafka://{self.bootstrap_servers}"
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def node(self, node_id: int):
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise ClusterError(f"no node {node_id}; nodes are {[n.node_id for n in self.nodes]}")
+
+    def node_ids(self) -> list[int]:
+        return [n.node_id for n in self.nodes]
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The node that leads ``transactional_id``'s partition of ``__transaction_state``."""
+        from confluent_kafka.admin import AdminClient
+
+        partition = _java_abs(java_hash_code(transactional_id)) % TRANSACTION_STATE_PARTITIONS
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 2})
+        deadline = time.monotonic() + 30
+        probed = False
+        while True:
+            topic = admin.list_topics("__transaction_state", timeout=10).topics.get("__transaction_state")
+            if topic is not None and topic.error is None and partition in topic.partitions \
+                    and topic.partitions[partition].leader >= 0:
+                return topic.partitions[partition].leader
+            if not probed:
+                # The broker creates __transaction_state when a first transactional producer starts.
+                self._probe_transactions()
+                probed = True
+            elif time.monotonic() > deadline:
+                raise ClusterError(f"__transaction_state partition {partition} has no leader after 30 s: "
+                                   f"{topic and topic.error}")
+            time.sleep(0.1)
+
+    def _probe_transactions(self) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "transactional.id": "eos-harness-probe",
+                             "log_level": 2})
+        producer.init_transactions(30)
+
+
+class LocalKafka(KafkaCluster):
     """A KRaft cluster of ``brokers`` local JVM nodes (each broker and controller) on 127.0.0.1.
 
     ``directory``: where storage, configs and logs go (default: a fresh temporary directory,
@@ -145,22 +214,6 @@ class LocalKafka:
         self._lock = threading.RLock()
 
     # -- public interface -----------------------------------------------------------------------
-    @property
-    def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
-
-    @property
-    def spec(self) -> str:
-        """The broker spec for ``harness.broker.connect``."""
-        return f"kafka://{self.bootstrap_servers}"
-
-    def __enter__(self) -> LocalKafka:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def start(self) -> None:
         java = _java()
         self._classpath = _classpath()
@@ -218,18 +271,9 @@ class LocalKafka:
             self.kill_node(node.node_id)
 
     # -- nodes (for faults) ----------------------------------------------------------------------
-    def node(self, node_id: int) -> Node:
-        for node in self.nodes:
-            if node.node_id == node_id:
-                return node
-        raise ClusterError(f"no node {node_id}; nodes are {[n.node_id for n in self.nodes]}")
-
     def pid(self, node_id: int) -> int | None:
         proc = self.node(node_id).process
         return proc.pid if proc is not None and proc.poll() is None else None
-
-    def node_ids(self) -> list[int]:
-        return [n.node_id for n in self.nodes]
 
     def start_node(self, node_id: int, wait: bool = True) -> None:
         """Start (or restart, on its existing storage) node ``node_id``."""
@@ -278,35 +322,6 @@ class LocalKafka:
             pid = self.pid(node_id)
             if pid is not None:
                 os.killpg(pid, signal.SIGCONT)
-
-    def transaction_coordinator(self, transactional_id: str) -> int:
-        """The node that leads ``transactional_id``'s partition of ``__transaction_state``."""
-        from confluent_kafka.admin import AdminClient
-
-        partition = _java_abs(java_hash_code(transactional_id)) % TRANSACTION_STATE_PARTITIONS
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 2})
-        deadline = time.monotonic() + 30
-        probed = False
-        while True:
-            topic = admin.list_topics("__transaction_state", timeout=10).topics.get("__transaction_state")
-            if topic is not None and topic.error is None and partition in topic.partitions \
-                    and topic.partitions[partition].leader >= 0:
-                return topic.partitions[partition].leader
-            if not probed:
-                # The broker creates __transaction_state when a first transactional producer starts.
-                self._probe_transactions()
-                probed = True
-            elif time.monotonic() > deadline:
-                raise ClusterError(f"__transaction_state partition {partition} has no leader after 30 s: "
-                                   f"{topic and topic.error}")
-            time.sleep(0.1)
-
-    def _probe_transactions(self) -> None:
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "transactional.id": "eos-harness-probe",
-                             "log_level": 2})
-        producer.init_transactions(30)
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every live node is registered with the cluster, or raise with the log tails."""

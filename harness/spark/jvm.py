@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -33,8 +32,14 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xshare:auto"
 
 
 def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    return (shutil.which("java", path=os.path.join(home, "bin")) if home else None) or shutil.which("java") or "java"
+    """The ``java`` Spark will start (JAVA_HOME first, then PATH), as the Kafka cluster finds it."""
+    from harness.cluster.local import ClusterError
+    from harness.cluster.local import _java as find_java
+
+    try:
+        return find_java()
+    except ClusterError:  # no Java: Spark itself will say so; no options meanwhile
+        return "java"
 
 
 @lru_cache(maxsize=1)
