@@ -12,8 +12,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +21,7 @@ from pathlib import Path
 from faults import points
 from harness.broker import connect
 from harness.runtime import P_AFTER_EOS, Task, TaskConfig, create_topics
+from harness.server import forkserver_context
 
 
 def scenarios_per_second(seconds: float, out: Path) -> tuple[int, float]:
@@ -32,17 +33,20 @@ def scenarios_per_second(seconds: float, out: Path) -> tuple[int, float]:
     return campaign["summary"]["total"], elapsed
 
 
+def _run_until_crash(config: TaskConfig, commits: int) -> None:  # in the child
+    points.arm(P_AFTER_EOS, commits)
+    Task(config).run()
+
+
 def _crash_after_last_eos_commit(config: TaskConfig, commits: int) -> None:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            points.arm(P_AFTER_EOS, commits)
-            Task(config).run()
-        finally:
-            os._exit(3)  # reached only if the point did not fire
-    _, status = os.waitpid(pid, 0)
-    if not os.WIFSIGNALED(status):
-        raise RuntimeError(f"the task did not crash at {P_AFTER_EOS} (status {status})")
+    """Build the state in a child forked by the preloaded zygote (never ``os.fork()`` of this
+    process: once it has run RocksDB, a forked child can wait forever on a lock or a flush thread
+    that only exists here), and let it die at the last EOS commit."""
+    child = forkserver_context().Process(target=_run_until_crash, args=(config, commits), daemon=True)
+    child.start()
+    child.join()
+    if child.exitcode != -signal.SIGKILL:
+        raise RuntimeError(f"the task did not crash at {P_AFTER_EOS} (exit code {child.exitcode})")
 
 
 def recovery_seconds(store: str, keys: int, interval: int, root: Path) -> tuple[float, int]:

@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from harness.broker import ProducerFenced
+from harness.server import forkserver_context
 from harness.store import TopicPartition
 
 
@@ -100,23 +101,25 @@ def test_a_newer_instance_fences_the_zombie(broker):
     zombie.close()
 
 
+def _open_a_transaction_and_die(spec: str, topic: str) -> None:  # in the child
+    from harness.broker import connect
+
+    producer = connect(spec).producer(f"tx-{topic}")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(topic, 0, None, b"dead")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def test_a_dead_process_open_transaction_stays_invisible(broker):
     topic = fresh_topic(broker)
     tp = TopicPartition(topic, 0)
-    pid = os.fork()
-    if pid == 0:  # the child opens a transaction, writes, and dies without committing
-        try:
-            from harness.broker import connect
-
-            child_broker = connect(broker.spec)
-            producer = child_broker.producer(f"tx-{topic}")
-            producer.init_transactions()
-            producer.begin_transaction()
-            producer.send(topic, 0, None, b"dead")
-            os.kill(os.getpid(), signal.SIGKILL)
-        finally:
-            os._exit(1)
-    os.waitpid(pid, 0)
+    # The child comes from the preloaded zygote, not os.fork() of this process, whose client
+    # threads (librdkafka's) may hold a lock at the moment of the fork.
+    child = forkserver_context().Process(target=_open_a_transaction_and_die, args=(broker.spec, topic), daemon=True)
+    child.start()
+    child.join()
+    assert child.exitcode == -signal.SIGKILL
     successor = broker.producer(f"tx-{topic}")
     successor.init_transactions()
     successor.begin_transaction()
