@@ -96,8 +96,8 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
     per_store: list[list[Scenario]] = []
     for store in stores:
         first = len(coverage)
-        for i, point in enumerate(list(LIFECYCLE_POINTS) + per_store_points[store]):
-            wl = workloads[(i + len(coverage)) % len(workloads)]
+        for point in list(LIFECYCLE_POINTS) + per_store_points[store]:
+            wl = workloads[len(coverage) % len(workloads)]  # one step per scenario: every workload in turn
             hit = {P_MID_BATCH: rng.randint(1, 3 * commit_interval), P_CLOSE_MID: 1}.get(point, rng.randint(1, 3))
             coverage.append(Scenario(store, wl, rng.randrange(2**31), (Fault(point, hit),), commit_interval=commit_interval))
         # Recovery interrupted: roll-forward needed, then a crash in the middle of the replay.

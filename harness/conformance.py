@@ -86,7 +86,7 @@ class StoreUnderTest:
         self.server, self.spec, self.case = server, spec, case
         self.root = Path(tempfile.mkdtemp(prefix="eos-conformance-"))
         self.directory = self.root / "store"
-        self.proc = self.server.start(spec, self.directory)
+        self.proc = self.server.start(spec, self.directory, changelog=(TP.topic, TP.partition))
         self.model = KVModel(
             transactional=self.proc.call("transactional"),
             persistent=self.proc.call("persistent"),
@@ -194,7 +194,7 @@ class StoreUnderTest:
         self.recover_after_crash(in_flight=None)
 
     def _restart(self) -> None:
-        self.proc = self.server.start(self.spec, self.directory)
+        self.proc = self.server.start(self.spec, self.directory, changelog=(TP.topic, TP.partition))
 
     def recover_after_crash(self, in_flight: int | None) -> None:
         model = self.model

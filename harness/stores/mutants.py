@@ -15,6 +15,8 @@ from harness.stores.indexed import (
     P_BEFORE_WRITE,
     IndexedRocksStore,
     _CommittedView,
+    encode_offset,
+    offset_key,
     scan,
 )
 from harness.stores.secondary import (
@@ -139,6 +141,21 @@ class OffsetsInMemory(IndexedRocksStore):
         return self._memory_offsets.get(tp)
 
 
+class OffsetTracksPuts(IndexedRocksStore):
+    """Advances the stored changelog offset with every write (each write is one changelog record)
+    instead of at commit, so ``committed_offset`` reports the last put, not the last commit: after a
+    crash the store claims changelog records whose data it never committed, and a restore skips them."""
+
+    def init(self, context) -> None:
+        super().init(context)
+        self._changelog = context.changelog
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        super().put(key, value)
+        stored = self.committed_offset(self._changelog)
+        self._offsets_cf[offset_key(self._changelog)] = encode_offset(1 if stored is None else stored + 1)
+
+
 class DeleteDropsFromOverlay(IndexedRocksStore):
     """``delete`` removes the key from the overlay instead of writing a tombstone, so the
     committed value shows again."""
@@ -171,6 +188,8 @@ for name, cls, caught_by, description in (
      "range scans ignore the overlay's tombstones"),
     ("mutant-offsets-in-memory", OffsetsInMemory, ("committed_offset_durable", "no_wipe"),
      "committed offsets kept in memory, lost on restart"),
+    ("mutant-offset-tracks-puts", OffsetTracksPuts, ("committed_offset_durable", "committed_rolls_forward"),
+     "committed_offset() reports the last put, not the last commit"),
     ("mutant-delete-drops-from-overlay", DeleteDropsFromOverlay, ("read_your_own_writes",),
      "delete() drops the overlay entry instead of writing a tombstone"),
 ):
