@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from faults.kafka import CLUSTER_FAULTS
-from harness.driver import Fault, Scenario, run_scenario
+from harness.driver import Fault, Scenario, ScheduleError, run_scenario
 from harness.runtime import (
     P_AFTER_CHECKPOINT,
     P_AFTER_EOS,
@@ -36,7 +36,7 @@ from harness.runtime import (
     P_MID_REPLAY,
     UNSAFE_VARIANTS,
 )
-from harness.stores import BUILTIN, builtin_specs, reached_points, resolve
+from harness.stores import BUILTIN, StoreFactoryError, builtin_specs, reached_points, resolve
 from models.workloads import WORKLOADS
 
 LIFECYCLE_POINTS = (P_MID_BATCH, P_BEFORE_EOS, P_AFTER_EOS, P_AFTER_STORE, P_AFTER_CHECKPOINT, P_CLOSE_MID)
@@ -59,6 +59,11 @@ def kafka_faults(broker: str) -> list[str]:
     from harness.cluster import cluster_for
 
     return [*CLUSTER_FAULTS, "txn-timeout"] if cluster_for(broker) is not None else ["txn-timeout"]
+
+
+def affects_cluster(scenario: Scenario) -> bool:
+    """Whether the scenario's schedule kills or stops broker processes (every client of the cluster sees it)."""
+    return any(f.point in CLUSTER_FAULTS for f in scenario.schedule)
 
 
 def _fault_hit(rng: random.Random, fault: str, commit_interval: int) -> int:
@@ -122,8 +127,12 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
                      (Fault(fault, _fault_hit(rng, fault, commit_interval)),), commit_interval=commit_interval)
             for i, fault in enumerate(broker_faults)
         ]
-        # Each store's scenarios rotate through every workload (some bugs show on one workload only).
-        per_store = [[replace(sc, workload=workloads[(j + k) % len(workloads)]) for k, sc in enumerate(lst)]
+        # Each store's scenarios rotate through every workload (some bugs show on one workload only):
+        # a store expected to fail starts with the workloads that use the most store operations, so
+        # that a short campaign (a few scenarios per store on Kafka) still reaches its mistake.
+        richest_first = sorted(workloads, key=lambda name: -len(WORKLOADS[name].operations))
+        per_store = [[replace(sc, workload=richest_first[k % len(workloads)] if expected_to_fail(sc.store)
+                              else workloads[(j + k) % len(workloads)]) for k, sc in enumerate(lst)]
                      for j, lst in enumerate(per_store)]
         coverage = faulted + _interleave(per_store)
     yield from coverage
@@ -153,6 +162,7 @@ class StoreTally:
     expected_fail: bool
     total: int = 0
     failed: int = 0
+    errors: int = 0  # scenarios that could not be run to their end
     checks: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -162,8 +172,8 @@ class StoreTally:
     @property
     def status(self) -> str:
         if self.expected_fail:
-            return "caught" if self.failed else "NOT CAUGHT"
-        return "ok" if not self.failed else "FAILED"
+            return "caught" if self.failed else "ERROR" if self.errors else "NOT CAUGHT"
+        return "FAILED" if self.failed else "ERROR" if self.errors else "ok"
 
 
 def run_campaign(
@@ -200,19 +210,30 @@ def run_campaign(
             return False
         return deadline is None or time.monotonic() < deadline
 
+    pending: list[Scenario] = []  # the next scenario, drawn but waiting for the cluster to itself
+    scenarios_by_index: dict[int, Scenario] = {}
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        running = {}
+        running: dict = {}  # future -> (index, runs alone)
         while more() or running:
-            while more() and len(running) < workers:
+            while more() and len(running) < workers and not any(alone for _, alone in running.values()):
+                if not pending:
+                    pending.append(next(source))
+                # A fault that kills or stops a broker hits every scenario on the cluster, not only
+                # its own: such a scenario runs alone, after the running ones finish.
+                alone = affects_cluster(pending[0])
+                if alone and running:
+                    break
+                scenario = pending.pop()
                 index = len(results)
                 results.append(None)
-                scenario = next(source)
+                scenarios_by_index[index] = scenario
                 run_dir = out_dir / f"scenario-{index:05d}"
-                running[pool.submit(run_scenario, scenario, run_dir, False)] = index
+                running[pool.submit(run_scenario, scenario, run_dir, False)] = (index, alone)
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for future in done:
-                index = running.pop(future)
-                result = future.result()
+                index, _ = running.pop(future)
+                result = _result_or_error(future, scenarios_by_index[index])
                 result["index"] = index
                 results[index] = result
                 on_result(result)
@@ -227,13 +248,34 @@ def run_campaign(
     }
 
 
+def _result_or_error(future, scenario: Scenario) -> dict:
+    """The scenario's verdict object; when the scenario could not be run to its end (a broker that
+    stopped answering, a harness error), an ``error`` verdict carrying the message and the replay
+    command, so that the campaign goes on and keeps every other result."""
+    try:
+        return future.result()
+    except (ScheduleError, StoreFactoryError):
+        raise  # the campaign's own input is wrong: every scenario would fail the same way
+    except Exception as exc:  # noqa: BLE001 - reported in the verdict, and the campaign exits 1
+        return {
+            "store": scenario.store, "workload": scenario.workload, "broker": scenario.repro_broker or scenario.broker,
+            "seed": scenario.seed, "schedule": [str(f) for f in scenario.schedule], "crash_points": [],
+            "fault_errors": [], "verdict": "error", "error": f"{type(exc).__name__}: {exc}", "violations": [],
+            "recovery": [], "repro": scenario.repro(),
+        }
+
+
 def summarize(results: list[dict], stores: list[str]) -> dict:
     tallies = {s: StoreTally(s, expected_to_fail(s)) for s in stores}
     points_hit: list[str] = []
     fault_errors: list[str] = []
+    errors: list[str] = []
     for r in results:
         tally = tallies[r["store"]]
         tally.total += 1
+        if r["verdict"] == "error":
+            tally.errors += 1
+            errors.append(f"scenario {r.get('index', '?')} ({r['store']}): {r['error']}; replay: {r['repro']}")
         if r["verdict"] == "fail":
             tally.failed += 1
             for v in r["violations"]:
@@ -247,9 +289,11 @@ def summarize(results: list[dict], stores: list[str]) -> dict:
         "failed": sum(1 for r in results if r["verdict"] == "fail"),
         "points_hit": sorted(points_hit),
         "fault_errors": fault_errors,
+        # Scenarios that could not be run to their end: the campaign did not test them.
+        "errors": errors,
         "stores": {
             s: {"expected": "fail" if t.expected_fail else "pass", "scenarios": t.total, "failed": t.failed,
-                "status": t.status, "checks": t.checks}
+                "errors": t.errors, "status": t.status, "checks": t.checks}
             for s, t in tallies.items()
         },
         "unexpected": sorted(s for s, t in tallies.items() if t.unexpected),

@@ -113,12 +113,32 @@ def parse_broker(broker: str) -> int | None:
     return int(count)
 
 
+def _check_kafka_answers(spec: str, timeout: float = 10.0) -> None:
+    """Fail fast, naming the address, when no Kafka broker answers at a ``kafka://`` spec (rather
+    than every scenario timing out one after the other)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from harness.cluster import ClusterError
+
+    bootstrap = spec.removeprefix("kafka://").partition("?")[0]
+    try:
+        AdminClient({"bootstrap.servers": bootstrap, "log_level": 2}).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise ClusterError(
+            f"no Kafka broker answers at {bootstrap} (waited {timeout:.0f} s: {exc.args[0].str() if exc.args else exc}); "
+            "start one there, or use --broker kafka-local to have the harness start one on 127.0.0.1"
+        ) from None
+
+
 @contextlib.contextmanager
 def local_broker(broker: str):
     """Yield the broker spec for ``--broker``: for ``kafka-local[:N]`` a LocalKafka of N brokers is
     started on 127.0.0.1 (and stopped on exit, whatever happens)."""
     brokers = parse_broker(broker)
     if brokers is None:
+        if broker.startswith("kafka://"):
+            _check_kafka_answers(broker)
         yield broker
         return
     from harness.cluster import LocalKafka
@@ -185,8 +205,18 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
                       "(the campaign did not test what it planned):[/]")
         for line in summary["fault_errors"][:5]:
             console.print(f"  {line}", soft_wrap=True)
+    if summary.get("errors"):
+        console.print(f"[red]{len(summary['errors'])} scenario(s) could not be run to their end "
+                      "(verdict \"error\" in the JSON):[/]")
+        for line in summary["errors"][:5]:
+            console.print(f"  {line}", soft_wrap=True)
     console.print(f"results: {json_file} (histories under {out_dir})")
     return campaign
+
+
+def _campaign_exit(campaign: dict) -> int:
+    summary = campaign["summary"]
+    return 1 if summary["unexpected"] or summary.get("fault_errors") or summary.get("errors") else 0
 
 
 @click.command("chaos")
@@ -216,7 +246,7 @@ def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path,
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
-    sys.exit(1 if campaign["summary"]["unexpected"] or campaign["summary"].get("fault_errors") else 0)
+    sys.exit(_campaign_exit(campaign))
 
 
 @click.command("demo")
@@ -226,7 +256,7 @@ def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path,
 def demo_command(out, minutes, seed):
     """The main job: a short chaos campaign on the embedded broker, with a verdict table."""
     campaign = run_chaos(seed, None, None, minutes, None, out, None, 2)
-    sys.exit(1 if campaign["summary"]["unexpected"] or campaign["summary"].get("fault_errors") else 0)
+    sys.exit(_campaign_exit(campaign))
 
 
 @click.command("kafka-log")

@@ -338,6 +338,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
     started = time.perf_counter()
+    started_at = time.time()
     records = _input_records(scenario)
     spec = broker_spec(scenario, run_dir)
     if "txn-timeout" in names and "transaction.timeout.ms" not in spec:
@@ -404,6 +405,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
     violations = check_all(history.events, model)
     result = verdict(scenario, history.events, violations, recovery_report(history.events, model))
     result["seconds"] = round(time.perf_counter() - started, 3)
+    result["started_at"] = round(started_at, 3)  # wall clock (Unix time), to line scenarios up with each other
     result["history"] = str(run_dir / "history.jsonl")
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2))
     if not keep and not violations:

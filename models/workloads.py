@@ -40,6 +40,9 @@ class Workload:
     generate: Callable[[random.Random, int], list[tuple[Key, Value]]]
     process: Processor
     default_records: int = 120
+    # The store operations the processor and the task's writer use (a mistake in one of them only
+    # shows on a workload that uses it).
+    operations: frozenset[str] = frozenset({"get", "put"})
 
 
 def _counter_gen(rng: random.Random, n: int) -> list[tuple[Key, Value]]:
@@ -127,9 +130,12 @@ WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
         Workload("counter", "per-key counter (read-modify-write)", _counter_gen, _counter),
-        Workload("tombstones", "puts and deletes of a few keys", _tombstone_gen, _tombstones),
-        Workload("range-aggregate", "per-prefix sums read with range scans, deletes included", _range_gen, _range_aggregate),
-        Workload("put-all", "four related keys per record written with put_all", _batch_gen, _put_all_batch),
+        Workload("tombstones", "puts and deletes of a few keys", _tombstone_gen, _tombstones,
+                 operations=frozenset({"get", "put", "delete"})),
+        Workload("range-aggregate", "per-prefix sums read with range scans, deletes included", _range_gen, _range_aggregate,
+                 operations=frozenset({"range", "put_all", "delete"})),
+        Workload("put-all", "four related keys per record written with put_all", _batch_gen, _put_all_batch,
+                 operations=frozenset({"get", "put_all"})),
         Workload("large-values", "16 KiB values", _large_gen, _large_values, default_records=60),
         Workload("many-keys", "a new key per record", _many_gen, _many_keys),
     )

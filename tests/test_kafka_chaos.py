@@ -36,6 +36,11 @@ def test_a_short_chaos_campaign_on_kafka_covers_the_broker_faults_and_judges_eve
     assert stores["rocksdb-legacy-nowipe"]["status"] == "caught"
     assert "no_uncommitted_survives" in stores["rocksdb-legacy-nowipe"]["checks"]
     assert stores["mutant-split-offsets-write"]["status"] == "caught"
+    # A broker kill or pause hits every client of the cluster: such a scenario ran alone.
+    spans = [(s["started_at"], s["started_at"] + s["seconds"], s) for s in campaign["scenarios"]]
+    for start, end, scenario in spans:
+        if any(f.split("@")[0] in {"broker-kill", "broker-pause", "coordinator-kill"} for f in scenario["schedule"]):
+            assert not [o for b, e, o in spans if o is not scenario and b < end and e > start], scenario["schedule"]
     # Every scenario ran on Kafka and replays with --broker kafka-local.
     assert all(s["broker"].startswith("kafka://127.0.0.1:") and "--broker kafka-local" in s["repro"]
                for s in campaign["scenarios"])
