@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from faults.kafka import CLUSTER_FAULTS
-from harness.driver import Fault, Scenario, ScheduleError, run_scenario
+from harness.driver import Fault, Scenario, ScheduleError, run_scenario, verdict
 from harness.runtime import (
     P_AFTER_CHECKPOINT,
     P_AFTER_EOS,
@@ -210,30 +210,27 @@ def run_campaign(
             return False
         return deadline is None or time.monotonic() < deadline
 
-    pending: list[Scenario] = []  # the next scenario, drawn but waiting for the cluster to itself
-    scenarios_by_index: dict[int, Scenario] = {}
+    pending: Scenario | None = None  # drawn, waiting for the cluster to itself
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        running: dict = {}  # future -> (index, runs alone)
+        running: dict = {}  # future -> (index, scenario)
         while more() or running:
-            while more() and len(running) < workers and not any(alone for _, alone in running.values()):
-                if not pending:
-                    pending.append(next(source))
+            while more() and len(running) < workers and not any(affects_cluster(sc) for _, sc in running.values()):
+                scenario = pending or next(source)
                 # A fault that kills or stops a broker hits every scenario on the cluster, not only
                 # its own: such a scenario runs alone, after the running ones finish.
-                alone = affects_cluster(pending[0])
-                if alone and running:
+                if affects_cluster(scenario) and running:
+                    pending = scenario
                     break
-                scenario = pending.pop()
+                pending = None
                 index = len(results)
                 results.append(None)
-                scenarios_by_index[index] = scenario
                 run_dir = out_dir / f"scenario-{index:05d}"
-                running[pool.submit(run_scenario, scenario, run_dir, False)] = (index, alone)
+                running[pool.submit(run_scenario, scenario, run_dir, False)] = (index, scenario)
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for future in done:
-                index, _ = running.pop(future)
-                result = _result_or_error(future, scenarios_by_index[index])
+                index, scenario = running.pop(future)
+                result = _result_or_error(future, scenario)
                 result["index"] = index
                 results[index] = result
                 on_result(result)
@@ -257,12 +254,7 @@ def _result_or_error(future, scenario: Scenario) -> dict:
     except (ScheduleError, StoreFactoryError):
         raise  # the campaign's own input is wrong: every scenario would fail the same way
     except Exception as exc:  # noqa: BLE001 - reported in the verdict, and the campaign exits 1
-        return {
-            "store": scenario.store, "workload": scenario.workload, "broker": scenario.repro_broker or scenario.broker,
-            "seed": scenario.seed, "schedule": [str(f) for f in scenario.schedule], "crash_points": [],
-            "fault_errors": [], "verdict": "error", "error": f"{type(exc).__name__}: {exc}", "violations": [],
-            "recovery": [], "repro": scenario.repro(),
-        }
+        return {**verdict(scenario, [], [], []), "verdict": "error", "error": f"{type(exc).__name__}: {exc}"}
 
 
 def summarize(results: list[dict], stores: list[str]) -> dict:

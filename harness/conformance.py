@@ -31,13 +31,15 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 from harness.server import ChildCrashed, StoreCallError, StoreServer
-from harness.store import TopicPartition
+from harness.store import StoreContext
 from harness.stores import reached_points, resolve
 from models.kv import KVModel
 
 __all__ = ["ConformanceViolation", "Violation", "machine_for", "matrix_cases", "run_case", "verify"]
 
-TP = TopicPartition("conformance-store-changelog", 0)
+# The changelog partition the store's context names (the store server opens every store with the
+# default context): the suite commits offsets for it, as a task commits for its store's changelog.
+TP = StoreContext(directory=Path()).changelog
 KEYS = [b"a", b"b", b"c", b"d", b"e"]
 VALUES = [b"v1", b"v2", b"v3", b"xx"]
 
@@ -86,7 +88,7 @@ class StoreUnderTest:
         self.server, self.spec, self.case = server, spec, case
         self.root = Path(tempfile.mkdtemp(prefix="eos-conformance-"))
         self.directory = self.root / "store"
-        self.proc = self.server.start(spec, self.directory, changelog=(TP.topic, TP.partition))
+        self.proc = self.server.start(spec, self.directory)
         self.model = KVModel(
             transactional=self.proc.call("transactional"),
             persistent=self.proc.call("persistent"),
@@ -194,7 +196,7 @@ class StoreUnderTest:
         self.recover_after_crash(in_flight=None)
 
     def _restart(self) -> None:
-        self.proc = self.server.start(self.spec, self.directory, changelog=(TP.topic, TP.partition))
+        self.proc = self.server.start(self.spec, self.directory)
 
     def recover_after_crash(self, in_flight: int | None) -> None:
         model = self.model

@@ -57,20 +57,16 @@ class StoreCallError(Exception):
 _LISTING = {"range", "all", "rc_range", "rc_all"}
 
 
-def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str, int]], conn,
-           changelog: tuple[str, int] | None = None) -> None:
+def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str, int]], conn) -> None:
     """Child main loop: open the store, then execute calls until close or EOF."""
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
-    from harness.store import StoreContext, TopicPartition
+    from harness.store import StoreContext
     from harness.stores import resolve
 
     points.set_notifier(lambda name: conn.send(("crash", name)))
     try:
         store = resolve(spec)()
-        context = StoreContext(directory=Path(directory))
-        if changelog is not None:
-            context = StoreContext(directory=Path(directory), changelog=TopicPartition(*changelog))
-        store.init(context)
+        store.init(StoreContext(directory=Path(directory)))
         for point, hit in arms:
             points.arm(point, hit)
         conn.send(("ok", None))
@@ -175,14 +171,10 @@ class StoreServer:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
-    def start(self, spec: str, directory: Path, arms: list[tuple[str, int]] | None = None,
-              changelog: tuple[str, int] | None = None) -> StoreProcess:
-        """A child serving the store ``spec`` opened on ``directory``; ``changelog`` (topic,
-        partition) is the changelog partition its context names, the one its offsets are committed for."""
+    def start(self, spec: str, directory: Path, arms: list[tuple[str, int]] | None = None) -> StoreProcess:
         ctx = forkserver_context()
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(spec, str(directory), list(sys.path), arms or [], child,
-                                                 None if changelog is None else tuple(changelog)), daemon=True)
+        proc = ctx.Process(target=_serve, args=(spec, str(directory), list(sys.path), arms or [], child), daemon=True)
         proc.start()
         child.close()
         client = StoreProcess(proc, parent)

@@ -103,6 +103,15 @@ class KafkaBroker:
             self._admin = AdminClient(self._base())
         return self._admin
 
+    def check_reachable(self, timeout: float = 10.0) -> None:
+        """Raise BrokerError, naming the address, unless a broker answers a metadata request within ``timeout``."""
+        try:
+            self._admin_client().list_topics(timeout=timeout)
+        except KafkaException as exc:
+            error = _error_of(exc)
+            raise BrokerError(f"no Kafka broker answers at {self.bootstrap_servers} (waited {timeout:.0f} s: "
+                              f"{error.str() if error is not None else exc})") from None
+
     def create_topic(self, name: str, partitions: int = 1) -> None:
         if partitions < 1:
             raise BrokerError(f"topic {name!r}: partitions must be >= 1, got {partitions}")
