@@ -18,7 +18,7 @@ setup: $(STAMP)
 
 # Pinned Kafka (and Spark-Kafka) jars from Maven Central into the git-ignored .cache/ (once).
 jars: $(STAMP)
-	$(BIN)/python -m harness.jars
+	$(BIN)/python -m eos_harness.jars
 
 demo: $(STAMP)
 	$(BIN)/eos-harness demo --out $(RUN_DIR)
@@ -31,7 +31,7 @@ lint: $(STAMP)
 
 # Opt-in Docker path (root; needs `apt-get install -y docker.io debootstrap`): the offline Kafka image.
 docker-image: $(STAMP) jars
-	$(BIN)/python -m harness.cluster.docker build --start-dockerd
+	$(BIN)/python -m eos_harness.cluster.docker build --start-dockerd
 
 test-docker: $(STAMP) jars
 	$(BIN)/python -m pytest -m docker tests/test_docker_kafka.py

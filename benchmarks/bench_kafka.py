@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.broker import connect
-from harness.runtime import Task, TaskConfig, create_topics
+from eos_harness.broker import connect
+from eos_harness.runtime import Task, TaskConfig, create_topics
 
 
 class _TimedProducer:
@@ -68,7 +68,7 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def scenarios_per_second(broker: str, seconds: float, out: Path) -> tuple[int, float, int]:
-    from harness.chaos import run_campaign
+    from eos_harness.suites.lifecycle.campaign import run_campaign
 
     started = time.monotonic()
     campaign = run_campaign(13, out, minutes=seconds / 60, broker=broker)
@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--interval", type=int, default=10, help="commit interval (records)")
     parser.add_argument("--seconds", type=float, default=30.0, help="how long each chaos run lasts")
     args = parser.parse_args()
-    from harness.cluster import LocalKafka
+    from eos_harness.cluster import LocalKafka
 
     root = Path(tempfile.mkdtemp(prefix="eos-bench-kafka-"))
     try:

@@ -18,14 +18,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from faults import points
-from harness.broker import connect
-from harness.runtime import P_AFTER_EOS, Task, TaskConfig, create_topics
-from harness.server import forkserver_context
+from eos_harness.broker import connect
+from eos_harness.faults import points
+from eos_harness.process.server import forkserver_context
+from eos_harness.runtime import P_AFTER_EOS, Task, TaskConfig, create_topics
 
 
 def scenarios_per_second(seconds: float, out: Path) -> tuple[int, float]:
-    from harness.chaos import run_campaign
+    from eos_harness.suites.lifecycle.campaign import run_campaign
 
     started = time.monotonic()
     campaign = run_campaign(11, out, minutes=seconds / 60)

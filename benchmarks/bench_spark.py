@@ -16,7 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from harness.spark.scenario import SparkScenario, run_spark_scenario
+from eos_harness.suites.spark.runner import SparkScenario, run_spark_scenario
 
 
 def batch_latencies(root: Path, name: str, batches: int, watch: bool) -> list[float]:

@@ -18,11 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from eos_harness.process.server import StoreServer
+from eos_harness.store import StoreContext, TopicPartition
+from eos_harness.stores import resolve
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
-
-from harness.server import StoreServer
-from harness.store import StoreContext, TopicPartition
-from harness.stores import resolve
 
 TP = TopicPartition("bench-store-changelog", 0)
 

@@ -134,7 +134,7 @@ def _load_bundles() -> None:
     """Import the modules that register bundles (each integration declares its own)."""
     import importlib
 
-    for module in ("harness.cluster", "harness.spark"):
+    for module in ("eos_harness.cluster", "eos_harness.spark"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
@@ -157,6 +157,6 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     # Run through the imported module: bundles register in ``harness.jars.BUNDLES``, not in ``__main__``'s.
-    from harness.jars import main as _main
+    from eos_harness.jars import main as _main
 
     sys.exit(_main(sys.argv[1:]))

@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from models.workloads import Effects, Workload
+from eos_harness.models.workloads import Effects, Workload
 
 Key = bytes
 Value = bytes

@@ -12,7 +12,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from models.windows import SparkWatermarkedCounts, WindowSpec
+from eos_harness.models.windows import SparkWatermarkedCounts, WindowSpec
 
 __all__ = ["PIPELINE_MODELS", "PipelineModel", "generate_batches", "model_for"]
 

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from harness.broker import connect
-from harness.cluster import cluster_for
-from harness.cluster.docker import (
+from eos_harness.broker import connect
+from eos_harness.cluster import cluster_for
+from eos_harness.cluster.docker import (
     BUILD_COMMAND,
     LOCAL_IMAGE,
     DockerError,
@@ -28,9 +27,10 @@ from harness.cluster.docker import (
     build_image,
     ensure_dockerd,
 )
-from harness.driver import Fault, Scenario, parse_schedule, run_scenario
-from harness.runtime import P_AFTER_EOS, P_MID_BATCH
-from suites.broker.contract import *  # noqa: F403 - the broker contract, on the container
+from eos_harness.runtime import P_AFTER_EOS, P_MID_BATCH
+from eos_harness.suites.broker.contract import *  # noqa: F403 - the broker contract, on the container
+from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
+from eos_harness.suites.lifecycle.schedule import Fault, parse_schedule
 
 pytestmark = pytest.mark.docker
 

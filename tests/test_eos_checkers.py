@@ -6,11 +6,10 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from harness.checkers.eos import check_all
-from models.kv import KVModel
-from models.lifecycle import LifecycleModel
-from models.workloads import WORKLOADS, workload
+from eos_harness.models.kv import KVModel
+from eos_harness.models.lifecycle import LifecycleModel
+from eos_harness.models.workloads import WORKLOADS, workload
+from eos_harness.suites.lifecycle.checks import check_all
 
 COUNTER = workload("counter")
 RECORDS = [(b"a", b"1"), (b"b", b"1"), (b"a", b"1"), (b"c", b"1"), (b"a", b"1"), (b"b", b"1")]

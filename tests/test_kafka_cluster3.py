@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-
-from harness.cluster import LocalKafka
-from harness.driver import Scenario, parse_schedule, run_scenario
+from eos_harness.cluster import LocalKafka
+from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
+from eos_harness.suites.lifecycle.schedule import parse_schedule
 
 pytestmark = pytest.mark.kafka
 

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from faults.kafka import PAUSE_SECONDS, STALL_SECONDS, TXN_TIMEOUT_MS
-from harness.broker import connect
-from harness.driver import Scenario, ScheduleError, parse_schedule, run_scenario
-from harness.store import TopicPartition
+from eos_harness.broker import connect
+from eos_harness.faults.kafka import PAUSE_SECONDS, STALL_SECONDS, TXN_TIMEOUT_MS
+from eos_harness.store import TopicPartition
+from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
+from eos_harness.suites.lifecycle.schedule import ScheduleError, parse_schedule
 
 EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 
@@ -24,45 +24,45 @@ def history(result: dict) -> list[dict]:
     return [json.loads(line) for line in Path(result["history"]).read_text().splitlines()]
 
 
-def run(kafka_cluster, tmp_path, schedule: str, store: str = "rocksdb-indexed", seed: int = 3) -> dict:
-    return run_scenario(Scenario(store, "counter", seed, parse_schedule(schedule), broker=kafka_cluster.spec), tmp_path)
+def run(eos_kafka_cluster, tmp_path, schedule: str, store: str = "rocksdb-indexed", seed: int = 3) -> dict:
+    return run_scenario(Scenario(store, "counter", seed, parse_schedule(schedule), broker=eos_kafka_cluster.spec), tmp_path)
 
 
 @pytest.mark.kafka
-def test_a_broker_killed_and_restarted_under_a_running_task_keeps_eos(kafka_cluster, tmp_path):
-    before = kafka_cluster.pid(1)
-    result = run(kafka_cluster, tmp_path, "broker-kill@5")
+def test_a_broker_killed_and_restarted_under_a_running_task_keeps_eos(eos_kafka_cluster, tmp_path):
+    before = eos_kafka_cluster.pid(1)
+    result = run(eos_kafka_cluster, tmp_path, "broker-kill@5")
     assert result["verdict"] == "pass", result["violations"]
     assert result["crash_points"] == ["broker-kill"]
     fault = next(e for e in history(result) if e["type"] == "broker_fault")
     assert "error" not in fault and fault["node"] == 1
     # The broker really died (a new JVM runs on the same storage) and the task still finished.
-    assert kafka_cluster.pid(1) not in (None, before)
+    assert eos_kafka_cluster.pid(1) not in (None, before)
     assert any(e["type"] == "done" for e in history(result))
 
 
 @pytest.mark.kafka
-def test_a_paused_broker_keeps_eos(kafka_cluster, tmp_path):
-    before = kafka_cluster.pid(1)
-    result = run(kafka_cluster, tmp_path, "broker-pause@5", store="rocksdb-secondary")
+def test_a_paused_broker_keeps_eos(eos_kafka_cluster, tmp_path):
+    before = eos_kafka_cluster.pid(1)
+    result = run(eos_kafka_cluster, tmp_path, "broker-pause@5", store="rocksdb-secondary")
     assert result["verdict"] == "pass", result["violations"]
     assert result["crash_points"] == ["broker-pause"]
     fault = next(e for e in history(result) if e["type"] == "broker_fault")
     assert fault["seconds"] >= PAUSE_SECONDS
-    assert kafka_cluster.pid(1) == before  # stopped and continued, not restarted
+    assert eos_kafka_cluster.pid(1) == before  # stopped and continued, not restarted
 
 
 @pytest.mark.kafka
-def test_the_coordinator_killed_while_a_commit_is_in_flight_keeps_eos(kafka_cluster, tmp_path):
-    result = run(kafka_cluster, tmp_path, "coordinator-kill@2")
+def test_the_coordinator_killed_while_a_commit_is_in_flight_keeps_eos(eos_kafka_cluster, tmp_path):
+    result = run(eos_kafka_cluster, tmp_path, "coordinator-kill@2")
     assert result["verdict"] == "pass", result["violations"]
     fault = next(e for e in history(result) if e["type"] == "broker_fault")
     assert fault["fault"] == "coordinator-kill" and fault["in_flight"], fault
 
 
 @pytest.mark.kafka
-def test_a_task_frozen_past_the_transaction_timeout_is_aborted_and_none_of_its_writes_is_read(kafka_cluster, tmp_path):
-    result = run(kafka_cluster, tmp_path, "txn-timeout@2")
+def test_a_task_frozen_past_the_transaction_timeout_is_aborted_and_none_of_its_writes_is_read(eos_kafka_cluster, tmp_path):
+    result = run(eos_kafka_cluster, tmp_path, "txn-timeout@2")
     assert result["verdict"] == "pass", result["violations"]
     events = history(result)
     stalled = next(e for e in events if e["type"] == "stalled")
@@ -75,7 +75,7 @@ def test_a_task_frozen_past_the_transaction_timeout_is_aborted_and_none_of_its_w
     # The records of its second transaction (outputs of input 10..19) reached the log (read
     # uncommitted) and were never read committed: the output has each of the 120 records once.
     app = events[0]["application_id"]
-    with connect(kafka_cluster.spec) as broker:
+    with connect(eos_kafka_cluster.spec) as broker:
         tp = TopicPartition(f"{app}-output", 0)
         committed = broker.read_committed(tp)
         everything = broker.read_uncommitted(tp)
@@ -123,21 +123,21 @@ def test_kafka_faults_parse_and_cannot_be_frozen():
 
 
 @pytest.mark.kafka
-def test_broker_faults_on_one_cluster_run_one_at_a_time(kafka_cluster):
+def test_broker_faults_on_one_cluster_run_one_at_a_time(eos_kafka_cluster):
     """A campaign's workers share one cluster: a kill while another fault restarts the broker would
     fail that restart, so the second fault waits until the broker is back."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from faults.kafka import run_broker_fault
+    from eos_harness.faults.kafka import run_broker_fault
 
-    before = kafka_cluster.pid(1)
+    before = eos_kafka_cluster.pid(1)
     with ThreadPoolExecutor(2) as pool:
-        kill = pool.submit(run_broker_fault, kafka_cluster, "broker-kill", None, 1)
-        pause = pool.submit(run_broker_fault, kafka_cluster, "broker-pause", None, 1)
+        kill = pool.submit(run_broker_fault, eos_kafka_cluster, "broker-kill", None, 1)
+        pause = pool.submit(run_broker_fault, eos_kafka_cluster, "broker-pause", None, 1)
         done = [kill.result(timeout=180), pause.result(timeout=180)]
     first, second = sorted(done, key=lambda d: d["waited_for_other_fault"])
     assert first["waited_for_other_fault"] < 0.5
     # The second began only once the first had finished (the broker restarted, or resumed).
     assert second["waited_for_other_fault"] >= first["seconds"] - first["waited_for_other_fault"] - 0.5, done
-    assert kafka_cluster.pid(1) not in (None, before)
-    kafka_cluster.wait_ready(30)
+    assert eos_kafka_cluster.pid(1) not in (None, before)
+    eos_kafka_cluster.wait_ready(30)

@@ -10,8 +10,7 @@ import textwrap
 import time
 
 import pytest
-
-from harness.cluster.watchdog import marked
+from eos_harness.cluster.watchdog import marked
 
 
 @pytest.mark.kafka
@@ -19,7 +18,7 @@ def test_the_brokers_of_a_killed_runner_are_killed_by_the_watchdog(tmp_path):
     directory = tmp_path / "kafka"
     script = textwrap.dedent(f"""
         import time
-        from harness.cluster import LocalKafka
+        from eos_harness.cluster import LocalKafka
         with LocalKafka(brokers=1, directory={str(directory)!r}) as kafka:
             print(kafka.bootstrap_servers, flush=True)
             time.sleep(300)
@@ -43,7 +42,7 @@ def test_the_brokers_of_a_killed_runner_are_killed_by_the_watchdog(tmp_path):
 
 
 def test_cluster_ids_never_start_with_a_dash_the_storage_tool_would_take_for_an_option():
-    from harness.cluster.local import new_cluster_id
+    from eos_harness.cluster.local import new_cluster_id
 
     ids = [new_cluster_id() for _ in range(5000)]  # ~1 in 64 raw ids starts with '-'
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)

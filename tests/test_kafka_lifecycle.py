@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-
-from harness.chaos import LIFECYCLE_POINTS
-from harness.driver import Fault, Scenario, run_scenario
-from harness.runtime import P_BEFORE_EOS, P_CLOSE_MID
+from eos_harness.runtime import P_BEFORE_EOS, P_CLOSE_MID
+from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS
+from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
+from eos_harness.suites.lifecycle.schedule import Fault
 
 pytestmark = pytest.mark.kafka
 
@@ -20,31 +20,31 @@ def checks(result: dict) -> set[str]:
 
 
 @pytest.mark.parametrize("point", LIFECYCLE_POINTS)
-def test_a_transactional_store_keeps_eos_on_kafka_through_a_crash_in_every_window(kafka_cluster, point, tmp_path):
+def test_a_transactional_store_keeps_eos_on_kafka_through_a_crash_in_every_window(eos_kafka_cluster, point, tmp_path):
     hit = 1 if point == P_CLOSE_MID else 2
-    result = run_scenario(Scenario("rocksdb-indexed", "counter", 3, (Fault(point, hit),), broker=kafka_cluster.spec), tmp_path)
+    result = run_scenario(Scenario("rocksdb-indexed", "counter", 3, (Fault(point, hit),), broker=eos_kafka_cluster.spec), tmp_path)
     assert result["verdict"] == "pass", result["violations"]
     assert result["crash_points"] == [point]
     assert result["broker"].startswith("kafka://127.0.0.1:")
 
 
-def test_the_legacy_store_without_the_wipe_keeps_uncommitted_writes_on_kafka(kafka_cluster, tmp_path):
+def test_the_legacy_store_without_the_wipe_keeps_uncommitted_writes_on_kafka(eos_kafka_cluster, tmp_path):
     result = run_scenario(Scenario("rocksdb-legacy-nowipe", "many-keys", 2, (Fault("task.process.mid_batch", 15),),
-                                   broker=kafka_cluster.spec), tmp_path)
+                                   broker=eos_kafka_cluster.spec), tmp_path)
     assert result["verdict"] == "fail"
     assert "no_uncommitted_survives" in checks(result)
 
 
-def test_a_mutant_store_is_caught_on_kafka(kafka_cluster, tmp_path):
+def test_a_mutant_store_is_caught_on_kafka(eos_kafka_cluster, tmp_path):
     result = run_scenario(Scenario("mutant-split-offsets-write", "counter", 3,
-                                   (Fault("store.commit.between_data_and_offsets", 2),), broker=kafka_cluster.spec), tmp_path)
+                                   (Fault("store.commit.between_data_and_offsets", 2),), broker=eos_kafka_cluster.spec), tmp_path)
     assert result["verdict"] == "fail"
     assert "atomic_commit" in checks(result)
 
 
-def test_a_zombie_is_fenced_by_kafka_and_none_of_its_writes_is_read_committed(kafka_cluster, tmp_path):
+def test_a_zombie_is_fenced_by_kafka_and_none_of_its_writes_is_read_committed(eos_kafka_cluster, tmp_path):
     result = run_scenario(Scenario("rocksdb-indexed", "counter", 9, (Fault(P_BEFORE_EOS, 2, "freeze"),),
-                                   broker=kafka_cluster.spec), tmp_path)
+                                   broker=eos_kafka_cluster.spec), tmp_path)
     assert result["verdict"] == "pass", result["violations"]
     events = [json.loads(line) for line in Path(result["history"]).read_text().splitlines()]
     zombie = next(e["instance"] for e in events if e["type"] == "frozen")

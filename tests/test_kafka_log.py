@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from harness.checkers.kafka_log import LogEnd, Read, Sent, Transaction, check, run_workload
+from eos_harness.suites.kafka_log.checks import LogEnd, Read, Sent, Transaction, check
+from eos_harness.suites.kafka_log.runner import run_workload
 
 EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 
@@ -91,8 +91,8 @@ def test_a_value_sent_twice_is_a_broken_workload_not_an_anomaly():
 
 
 @pytest.mark.kafka
-def test_the_real_read_committed_consumer_passes_on_a_real_broker(kafka_cluster):
-    result = run_workload(kafka_cluster.bootstrap_servers, seed=11, transactions=40)
+def test_the_real_read_committed_consumer_passes_on_a_real_broker(eos_kafka_cluster):
+    result = run_workload(eos_kafka_cluster.bootstrap_servers, seed=11, transactions=40)
     report = result.to_json()
     assert report["verdict"] == "pass", report["anomalies"][:5]
     # The workload is not trivial: both outcomes, aborted records in the log between committed ones.
@@ -103,8 +103,8 @@ def test_the_real_read_committed_consumer_passes_on_a_real_broker(kafka_cluster)
 
 
 @pytest.mark.kafka
-def test_a_broken_read_uncommitted_consumer_fails_with_aborted_reads_on_a_real_broker(kafka_cluster):
-    result = run_workload(kafka_cluster.bootstrap_servers, seed=11, transactions=40, isolation="read_uncommitted")
+def test_a_broken_read_uncommitted_consumer_fails_with_aborted_reads_on_a_real_broker(eos_kafka_cluster):
+    result = run_workload(eos_kafka_cluster.bootstrap_servers, seed=11, transactions=40, isolation="read_uncommitted")
     report = result.to_json()
     assert report["verdict"] == "fail"
     aborted = sum(len(t.records) for t in result.transactions if t.outcome == "aborted")
@@ -112,13 +112,13 @@ def test_a_broken_read_uncommitted_consumer_fails_with_aborted_reads_on_a_real_b
 
 
 @pytest.mark.kafka
-def test_the_cli_exit_code_follows_the_verdict(kafka_cluster, tmp_path):
+def test_the_cli_exit_code_follows_the_verdict(eos_kafka_cluster, tmp_path):
     out = tmp_path / "log.json"
-    ok = subprocess.run([EOS_BIN, "kafka-log", "--broker", kafka_cluster.spec, "--seed", "3", "--transactions", "20",
+    ok = subprocess.run([EOS_BIN, "kafka-log", "--broker", eos_kafka_cluster.spec, "--seed", "3", "--transactions", "20",
                          "--json", str(out)], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert json.loads(out.read_text())["verdict"] == "pass"
-    broken = subprocess.run([EOS_BIN, "kafka-log", "--broker", kafka_cluster.spec, "--seed", "3", "--transactions", "20",
+    broken = subprocess.run([EOS_BIN, "kafka-log", "--broker", eos_kafka_cluster.spec, "--seed", "3", "--transactions", "20",
                              "--isolation", "read_uncommitted"], capture_output=True, text=True, timeout=120)
     assert broken.returncode == 1 and "aborted_read" in broken.stdout
 

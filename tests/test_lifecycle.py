@@ -13,11 +13,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from harness.chaos import LIFECYCLE_POINTS, plan
-from harness.driver import Fault, Scenario, ScheduleError, parse_schedule, run_scenario
-from harness.runtime import P_AFTER_EOS, P_BEFORE_EOS, P_CLOSE_MID, P_MID_REPLAY
-from harness.stores import BUILTIN
+from eos_harness.runtime import P_AFTER_EOS, P_BEFORE_EOS, P_CLOSE_MID, P_MID_REPLAY
+from eos_harness.stores import BUILTIN
+from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, plan
+from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
+from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError, parse_schedule
 
 REAL_STORES = ["memory", "rocksdb-indexed", "rocksdb-secondary", "rocksdb-legacy"]
 EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
@@ -85,8 +85,8 @@ def test_the_same_seed_plans_the_same_scenarios():
 def test_every_store_meets_every_workload_in_its_coverage_scenarios():
     # Some mistakes show on one workload only (a range scan over a tombstone needs range-aggregate):
     # a store whose first scenarios skip a workload lets such a mutant survive a short campaign.
-    from harness.chaos import default_stores, expected_to_fail
-    from models.workloads import WORKLOADS
+    from eos_harness.models.workloads import WORKLOADS
+    from eos_harness.suites.lifecycle.plan import default_stores, expected_to_fail
 
     stores, workloads = default_stores(), list(WORKLOADS)
     for broker_faults in ([], ["broker-kill"]):
@@ -189,8 +189,8 @@ def test_a_broker_fault_scenario_runs_alone_while_the_others_run_side_by_side(tm
     import threading
     import time as clock
 
-    import harness.chaos as chaos
-    from faults.kafka import CLUSTER_FAULTS
+    import eos_harness.suites.lifecycle.campaign as chaos
+    from eos_harness.faults.kafka import CLUSTER_FAULTS
 
     spans, lock = [], threading.Lock()
 
@@ -215,8 +215,8 @@ def test_a_broker_fault_scenario_runs_alone_while_the_others_run_side_by_side(tm
 
 
 def test_a_scenario_that_cannot_run_is_an_error_verdict_and_the_campaign_goes_on(tmp_path, monkeypatch):
-    import harness.chaos as chaos
-    from harness.broker import BrokerError
+    import eos_harness.suites.lifecycle.campaign as chaos
+    from eos_harness.broker import BrokerError
 
     real = chaos.run_scenario
     calls = []

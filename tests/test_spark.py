@@ -8,9 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-from harness.spark.runner import processes_of
-from harness.spark.scenario import SparkScenario, run_spark_scenario
+from eos_harness.spark.process import processes_of
+from eos_harness.suites.spark.runner import SparkScenario, run_spark_scenario
 
 pytestmark = pytest.mark.spark
 
@@ -120,7 +119,7 @@ def test_a_spark_chaos_campaign_through_the_cli_catches_the_mutant_and_tabulates
 
     out = tmp_path / "campaign.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "chaos", "--suite", "spark", "--sinks", "foreach", "--scenarios", "2",
+        [sys.executable, "-m", "eos_harness.faces.cli", "chaos", "--suite", "spark", "--sinks", "foreach", "--scenarios", "2",
          "--seed", "11", "--json", str(out), "--out", str(tmp_path / "runs")],
         capture_output=True, text=True, timeout=600,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.spark.jvm import driver_options
+from eos_harness.spark.jvm import driver_options
 
 
 def test_the_first_clean_run_leaves_a_class_archive_that_later_runs_use(tmp_path):

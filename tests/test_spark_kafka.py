@@ -4,7 +4,7 @@ window caused them); the Kafka source, read again from the offsets in the checkp
 gives exactly-once output through an exactly-once sink.
 
 The Kafka-sink case runs through the CLI, which starts its own broker and must stop it; the
-Kafka-source case uses the session's broker (``kafka_cluster``). Both run at once."""
+Kafka-source case uses the session's broker (``eos_kafka_cluster``). Both run at once."""
 
 from __future__ import annotations
 
@@ -16,11 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-from harness.spark.checks import check_at_least_once
-from harness.spark.runner import processes_of
-from harness.spark.scenario import SparkScenario, run_spark_scenario
-from models.spark import generate_batches, model_for
+from eos_harness.models.spark import generate_batches, model_for
+from eos_harness.spark.process import processes_of
+from eos_harness.suites.spark.checks import check_at_least_once
+from eos_harness.suites.spark.runner import SparkScenario, run_spark_scenario
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -52,7 +51,7 @@ def _run_cli(root: Path) -> dict:
     out, verdict = root / "sink-run", root / "sink.json"
     tmp = root / "tmp"
     tmp.mkdir()
-    command = [sys.executable, "-m", "harness.cli", "run", "--suite", "spark", "--pipeline", "count",
+    command = [sys.executable, "-m", "eos_harness.faces.cli", "run", "--suite", "spark", "--pipeline", "count",
                "--sink", "kafka", "--state-provider", "rocksdb", "--checkpoint-format", "1",
                "--crash-at", "sink@2", "--seed", str(SEED), "--json", str(verdict), "--out", str(out)]
     # TMPDIR: the broker the command starts lives under root, so a broker it leaves behind is found
@@ -63,14 +62,14 @@ def _run_cli(root: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def kafka_results(tmp_path_factory, kafka_cluster) -> dict:
+def kafka_results(tmp_path_factory, eos_kafka_cluster) -> dict:
     root = tmp_path_factory.mktemp("spark-kafka")
     with ThreadPoolExecutor(max_workers=2) as pool:
         cli = pool.submit(_run_cli, root)
         source = pool.submit(run_spark_scenario, SOURCE_CASE, root / "source-run", True,
-                             kafka=kafka_cluster.bootstrap_servers)
+                             kafka=eos_kafka_cluster.bootstrap_servers)
         mid = pool.submit(run_spark_scenario, SOURCE_MID_BATCH, root / "source-mid-batch", True,
-                          kafka=kafka_cluster.bootstrap_servers)
+                          kafka=eos_kafka_cluster.bootstrap_servers)
         out = {"sink-cli": cli.result(), "source": source.result(), "source-mid-batch": mid.result()}
     out["_left_behind"] = processes_of(root)
     return out

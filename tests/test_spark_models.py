@@ -10,11 +10,10 @@ import sys
 import time
 
 import pytest
-
-from faults.spark import CrashTarget, FileWatcher, classify, parse_target, step_of
-from harness.spark.checks import check_output
-from models.spark import generate_batches, model_for
-from models.windows import SparkWatermarkedCounts, WindowSpec, WindowStore, windows_of
+from eos_harness.faults.spark import CrashTarget, FileWatcher, classify, parse_target, step_of
+from eos_harness.models.spark import generate_batches, model_for
+from eos_harness.models.windows import SparkWatermarkedCounts, WindowSpec, WindowStore, windows_of
+from eos_harness.suites.spark.checks import check_output
 
 pytestmark = pytest.mark.spark
 
@@ -152,7 +151,7 @@ def _live_members(pgid: int) -> list[int]:
 
 
 def test_restart_liveness_reports_sparks_error_and_skips_runs_the_schedule_killed_again():
-    from harness.spark.checks import check_restarts
+    from eos_harness.suites.spark.checks import check_restarts
 
     runs = [{"run": 0, "killed": True, "exit": -9, "first_commit_s": 20.0},
             {"run": 1, "killed": True, "exit": -9, "seconds": 6.0},  # killed again before its first commit
@@ -164,7 +163,7 @@ def test_restart_liveness_reports_sparks_error_and_skips_runs_the_schedule_kille
 
 
 def test_processes_of_finds_what_a_run_left_behind(tmp_path):
-    from harness.spark.runner import RUN_ENV, processes_of
+    from eos_harness.spark.process import RUN_ENV, processes_of
 
     env = {**os.environ, RUN_ENV: str(tmp_path / "run-0")}
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env, start_new_session=True)
@@ -179,8 +178,8 @@ def test_processes_of_finds_what_a_run_left_behind(tmp_path):
 
 
 def test_a_query_that_cannot_start_is_reported_with_sparks_error():
-    from harness.spark.checks import check_restarts
-    from harness.spark.pipelines import unsupported
+    from eos_harness.spark.pipelines import unsupported
+    from eos_harness.suites.spark.checks import check_restarts
 
     found = check_restarts([{"run": 0, "exit": 1, "error": "[STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED] …"}], 120)
     assert [(v.check, v.key) for v in found] == [("restart_liveness", "run 0")]
@@ -193,8 +192,8 @@ def test_a_watermark_that_lags_after_a_restart_is_reported_and_judged_with_what_
     restart skips batch 1 without computing it, so offsets/2 keeps batch 1's watermark, batch 3
     judges lateness by it, and its late record (k4, 1001) is counted. Spark documents that late data
     may or may not be aggregated: a lag is reported and the model follows the recorded watermarks."""
-    from harness.spark.checks import check_watermarks
-    from models.spark import generate_batches, model_for
+    from eos_harness.models.spark import generate_batches, model_for
+    from eos_harness.suites.spark.checks import check_watermarks
 
     batches = [list(b) for b in generate_batches(518913276, batches=5, keys=6)]
     uninterrupted = model_for("window-tumbling", batches)

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from eos_harness.stores import builtin_specs
+from eos_harness.suites.conformance.runner import verify
 
-from harness.conformance import verify
-from harness.stores import builtin_specs
 from tests.test_lifecycle import session_processes
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -10,8 +10,7 @@ import textwrap
 import time
 
 import psutil
-
-from harness.server import forkserver_context
+from eos_harness.process.server import forkserver_context
 
 
 def _reply_then_exit(conn, code: int) -> None:
@@ -67,7 +66,7 @@ def test_children_die_with_the_driver_even_when_it_is_killed(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {os.getcwd()!r})
-        from harness.server import forkserver_context
+        from eos_harness.process.server import forkserver_context
         from tests.test_zygote import _wait_forever
         if __name__ == "__main__":
             ctx = forkserver_context()

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness.store import TopicPartition
+from eos_harness.store import TopicPartition
 
 __all__ = [
     "Broker",
@@ -114,11 +114,11 @@ class Broker(Protocol):
 def connect(spec: str) -> Broker:
     """Open a broker from a spec string: ``embedded:PATH`` or ``kafka://HOST:PORT``."""
     if spec.startswith("embedded:"):
-        from harness.broker.embedded import EmbeddedBroker
+        from eos_harness.broker.embedded import EmbeddedBroker
 
         return EmbeddedBroker(spec.removeprefix("embedded:"))
     if spec.startswith("kafka://"):
-        from harness.broker.kafka import KafkaBroker
+        from eos_harness.broker.kafka import KafkaBroker
 
         return KafkaBroker(spec.removeprefix("kafka://"))
     raise ValueError(

@@ -18,8 +18,8 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from harness.broker import BrokerError, ProducerFenced, Record
-from harness.store import TopicPartition
+from eos_harness.broker import BrokerError, ProducerFenced, Record
+from eos_harness.store import TopicPartition
 
 __all__ = ["EmbeddedBroker", "EmbeddedProducer"]
 

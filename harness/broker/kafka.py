@@ -27,11 +27,10 @@ from urllib.parse import parse_qsl
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from faults.kafka import COMMIT_IN_FLIGHT
-from faults.points import crash_point, declare
-from harness.broker import BrokerError, ProducerFenced, Record, TransactionAborted
-from harness.store import TopicPartition
+from eos_harness.broker import BrokerError, ProducerFenced, Record, TransactionAborted
+from eos_harness.faults.kafka import COMMIT_IN_FLIGHT
+from eos_harness.faults.points import crash_point, declare
+from eos_harness.store import TopicPartition
 
 __all__ = ["KafkaBroker", "KafkaProducer"]
 

@@ -7,7 +7,7 @@ used instead when set.
 
 from __future__ import annotations
 
-from harness.jars import Bundle, register
+from eos_harness.jars import Bundle, register
 
 KAFKA_VERSION = "3.9.1"
 
@@ -23,14 +23,14 @@ KAFKA_BUNDLE = register(
     )
 )
 
-from harness.cluster.local import ClusterError, LocalKafka, cluster_for  # noqa: E402
+from eos_harness.cluster.local import ClusterError, LocalKafka, cluster_for  # noqa: E402
 
 __all__ = ["KAFKA_BUNDLE", "KAFKA_VERSION", "ClusterError", "LocalKafka", "cluster_for"]
 
 
 def __getattr__(name: str):  # DockerKafka (harness.cluster.docker), imported on first use
     if name == "DockerKafka":
-        from harness.cluster.docker import DockerKafka
+        from eos_harness.cluster.docker import DockerKafka
 
         return DockerKafka
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cluster import KAFKA_VERSION
-from harness.cluster.local import (
+from eos_harness.cluster import KAFKA_VERSION
+from eos_harness.cluster.local import (
     TRANSACTION_STATE_PARTITIONS,
     ClusterError,
     KafkaCluster,
@@ -52,7 +52,7 @@ from harness.cluster.local import (
     free_port,
     new_cluster_id,
 )
-from harness.cluster.local import _tail_text as _tail
+from eos_harness.cluster.local import _tail_text as _tail
 
 __all__ = [
     "BUILD_COMMAND",
@@ -120,7 +120,7 @@ def _engine_answers() -> bool:
 
 
 def _cache() -> Path:
-    from harness.jars import cache_dir
+    from eos_harness.jars import cache_dir
 
     path = cache_dir() / "docker"
     path.mkdir(parents=True, exist_ok=True)
@@ -160,7 +160,7 @@ def ensure_dockerd(timeout: float = DOCKERD_TIMEOUT_S) -> Iterator[subprocess.Po
         env={**os.environ, ENV_MARK: mark})
     log.close()
     # If this process is SIGKILLed, the cluster watchdog kills the engine (and its containerd).
-    watchdog = subprocess.Popen([sys.executable, "-m", "harness.cluster.watchdog", str(os.getpid()), mark],
+    watchdog = subprocess.Popen([sys.executable, "-m", "eos_harness.cluster.watchdog", str(os.getpid()), mark],
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
     try:
@@ -241,7 +241,7 @@ def build_image(tag: str = LOCAL_IMAGE, rebuild_base: bool = False,
     """Build the Kafka image ``tag`` offline: a base imported from a Debian rootfs (debootstrap,
     with a Java 17 runtime; the rootfs tarball is cached in ``.cache/docker``), then
     ``docker/Dockerfile`` on it with the pinned Kafka jars. Nothing is pulled from a registry."""
-    from harness.jars import JarFetchError, ensure
+    from eos_harness.jars import JarFetchError, ensure
 
     report = BuildReport(tag, BASE_IMAGE)
     client = docker_client(timeout=1800)
@@ -411,7 +411,7 @@ class DockerKafka(KafkaCluster):
         _LIVE.add(self)
         _register_for_faults(self)
         self._watchdog = subprocess.Popen(
-            [sys.executable, "-m", "harness.cluster.watchdog", str(os.getpid()), self._mark],
+            [sys.executable, "-m", "eos_harness.cluster.watchdog", str(os.getpid()), self._mark],
             stdin=subprocess.DEVNULL, start_new_session=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
         try:
@@ -611,7 +611,7 @@ def _configure_testcontainers() -> None:
 
 def _register_for_faults(cluster: DockerKafka) -> None:
     """Make ``harness.cluster.cluster_for(spec)`` find the cluster (the driver's broker faults)."""
-    from harness.cluster import local
+    from eos_harness.cluster import local
 
     live = getattr(local, "_LIVE", None)
     if isinstance(live, set):
@@ -619,7 +619,7 @@ def _register_for_faults(cluster: DockerKafka) -> None:
 
 
 def _unregister_for_faults(cluster: DockerKafka) -> None:
-    from harness.cluster import local
+    from eos_harness.cluster import local
 
     live = getattr(local, "_LIVE", None)
     if isinstance(live, set):
@@ -694,6 +694,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from harness.cluster.docker import main as _main
+    from eos_harness.cluster.docker import main as _main
 
     sys.exit(_main(sys.argv[1:]))

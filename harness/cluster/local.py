@@ -82,7 +82,7 @@ def _classpath() -> str:
         if not any(libs.glob("kafka_*.jar")):
             raise ClusterError(f"KAFKA_HOME={home} holds no Kafka distribution (no {libs}/kafka_*.jar)")
         return str(libs / "*")
-    from harness.jars import JarFetchError, ensure
+    from eos_harness.jars import JarFetchError, ensure
 
     try:
         jars = ensure("kafka")
@@ -224,7 +224,7 @@ class LocalKafka(KafkaCluster):
         _LIVE.add(self)
         # If this process is SIGKILLed (no atexit), the watchdog kills the nodes it leaves behind.
         self._watchdog = subprocess.Popen(
-            [sys.executable, "-m", "harness.cluster.watchdog", str(os.getpid()), str(self.directory)],
+            [sys.executable, "-m", "eos_harness.cluster.watchdog", str(os.getpid()), str(self.directory)],
             stdin=subprocess.DEVNULL, start_new_session=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
         try:

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from faults.points import crash_point, declare
-from harness.broker import Broker, ProducerFenced, TransactionAborted, TransactionalProducer, connect
-from harness.checkpoint import read_checkpoint, write_checkpoint
-from harness.store import StateStore, StoreContext, TopicPartition
-from harness.stores import resolve
-from models.workloads import Workload, workload
+from eos_harness.broker import Broker, ProducerFenced, TransactionAborted, TransactionalProducer, connect
+from eos_harness.faults.points import crash_point, declare
+from eos_harness.models.workloads import Workload, workload
+from eos_harness.runtime.checkpoint import read_checkpoint, write_checkpoint
+from eos_harness.store import StateStore, StoreContext, TopicPartition
+from eos_harness.stores import resolve
 
 __all__ = ["Task", "TaskConfig", "UNSAFE_VARIANTS", "encode", "decode"]
 

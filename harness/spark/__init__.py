@@ -11,7 +11,7 @@ the installed pyspark), fetched once from Maven Central by ``python -m harness.j
 
 from __future__ import annotations
 
-from harness.jars import Bundle, register
+from eos_harness.jars import Bundle, register
 
 SPARK_VERSION = "4.1.1"  # the pinned pyspark (pyproject's `spark` extra); the connector must match it
 

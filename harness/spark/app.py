@@ -19,7 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
-from harness.spark.pipelines import OUTPUT_MODE, StoreSink, build
+from eos_harness.spark.pipelines import OUTPUT_MODE, StoreSink, build
 
 PROVIDERS = {
     "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",

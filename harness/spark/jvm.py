@@ -33,8 +33,8 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xshare:auto"
 
 def _java() -> str:
     """The ``java`` Spark will start (JAVA_HOME first, then PATH), as the Kafka cluster finds it."""
-    from harness.cluster.local import ClusterError
-    from harness.cluster.local import _java as find_java
+    from eos_harness.cluster.local import ClusterError
+    from eos_harness.cluster.local import _java as find_java
 
     try:
         return find_java()
@@ -92,7 +92,7 @@ def driver_options(cache: Path | None = None) -> JvmOptions:
     if os.environ.get(ENV) == "plain" or not _supported():
         return JvmOptions("")
     if cache is None:
-        from harness.jars import cache_dir
+        from eos_harness.jars import cache_dir
 
         cache = cache_dir()
     folder = cache / "spark-cds"

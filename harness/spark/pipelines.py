@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from models.spark import KEEP_TIMES, TIMEOUT_S, WATERMARK_DELAY_S
+from eos_harness.models.spark import KEEP_TIMES, TIMEOUT_S, WATERMARK_DELAY_S
 
 PIPELINES = ("count", "window-tumbling", "window-sliding", "pandas-state", "tws")
 SINKS = ("file", "foreach", "foreach-nocheck", "foreach-return-early", "kafka")
@@ -165,8 +165,8 @@ class StoreSink:
     """
 
     def __init__(self, directory: str, check_committed: bool = True, consume_skipped: bool = True) -> None:
-        from harness.store import StoreContext, TopicPartition
-        from harness.stores import resolve
+        from eos_harness.store import StoreContext, TopicPartition
+        from eos_harness.stores import resolve
 
         self.directory = Path(directory)
         self.tp = TopicPartition(BATCH_TP_TOPIC, 0)

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from faults import points
-from harness.store import StateStore, StoreContext, TopicPartition
+from eos_harness.faults import points
+from eos_harness.store import StateStore, StoreContext, TopicPartition
 
 __all__ = ["BUILTIN", "StoreFactoryError", "StoreSpec", "builtin_specs", "check_store", "reached_points", "resolve"]
 
@@ -133,4 +133,4 @@ def _load_builtins() -> None:
     if _loaded:
         return
     _loaded = True
-    from harness.stores import catalogue  # noqa: F401  (registers every built-in store and mutant)
+    from eos_harness.stores import catalogue  # noqa: F401  (registers every built-in store and mutant)

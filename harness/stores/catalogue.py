@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from functools import partial
 
-from harness.stores import StoreSpec, register
-from harness.stores.indexed import IndexedRocksStore
-from harness.stores.legacy import LegacyRocksStore
-from harness.stores.memory import MemoryStore
-from harness.stores.secondary import SecondaryRocksStore
+from eos_harness.stores import StoreSpec, register
+from eos_harness.stores.indexed import IndexedRocksStore
+from eos_harness.stores.legacy import LegacyRocksStore
+from eos_harness.stores.memory import MemoryStore
+from eos_harness.stores.secondary import SecondaryRocksStore
 
 register(StoreSpec("memory", "store", "in-memory, not persistent (restored from the changelog)", MemoryStore))
 register(StoreSpec("rocksdb-indexed", "store",
@@ -21,4 +21,4 @@ register(StoreSpec("rocksdb-legacy", "store",
                    "non-transactional RocksDB (before KIP-844); offsets in the task's .checkpoint",
                    LegacyRocksStore))
 
-from harness.stores import mutants  # noqa: E402,F401  (registers the mutants)
+from eos_harness.stores import mutants  # noqa: E402,F401  (registers the mutants)

@@ -14,10 +14,9 @@ import heapq
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 
+from eos_harness.faults.points import crash_point, declare
+from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
-
-from faults.points import crash_point, declare
-from harness.store import CommitFromProcessorError, StoreContext, TopicPartition
 
 P_BEFORE_WRITE = declare("store.commit.before_write", "indexed store: batch built, not yet written")
 P_AFTER_WRITE = declare("store.commit.after_write", "indexed store: data+offsets batch written and synced")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from faults.points import crash_point, declare
-from harness.store import CommitFromProcessorError, StoreContext, TopicPartition
-from harness.stores.indexed import open_rocksdb, scan
+from eos_harness.faults.points import crash_point, declare
+from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
+from eos_harness.stores.indexed import open_rocksdb, scan
 
 P_BEFORE_FLUSH = declare("store.legacy.commit.before_flush", "legacy store: commit called, WAL not yet synced")
 P_AFTER_FLUSH = declare("store.legacy.commit.after_flush", "legacy store: WAL synced")

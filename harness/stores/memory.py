@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Iterator, Mapping
 
-from harness.store import CommitFromProcessorError, StoreContext, TopicPartition
+from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
 
 
 class _LatestView:

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-from rocksdict import WriteBatch
-
-from faults.points import crash_point, declare
-from harness.store import TopicPartition
-from harness.stores import StoreSpec, register
-from harness.stores.indexed import (
+from eos_harness.faults.points import crash_point, declare
+from eos_harness.store import TopicPartition
+from eos_harness.stores import StoreSpec, register
+from eos_harness.stores.indexed import (
     P_AFTER_WRITE,
     P_BEFORE_WRITE,
     IndexedRocksStore,
@@ -19,13 +17,14 @@ from harness.stores.indexed import (
     offset_key,
     scan,
 )
-from harness.stores.secondary import (
+from eos_harness.stores.secondary import (
     P_AFTER_COPY,
     P_AFTER_MARKER,
     P_AFTER_MARKER_DELETE,
     P_AFTER_TRUNCATE,
     SecondaryRocksStore,
 )
+from rocksdict import WriteBatch
 
 P_BETWEEN = declare("store.commit.between_data_and_offsets", "mutant: data written, offsets not yet (two writes)")
 

@@ -15,11 +15,9 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from rocksdict import WriteBatch, WriteOptions
-
-from faults.points import crash_point, declare
-from harness.store import CommitFromProcessorError, StoreContext, TopicPartition
-from harness.stores.indexed import (
+from eos_harness.faults.points import crash_point, declare
+from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
+from eos_harness.stores.indexed import (
     OFFSETS_CF,
     decode_offset,
     encode_offset,
@@ -28,6 +26,7 @@ from harness.stores.indexed import (
     open_rocksdb,
     scan,
 )
+from rocksdict import WriteBatch, WriteOptions
 
 P_AFTER_MARKER = declare("store.commit.after_marker", "secondary store: commit marker written, copy not started")
 P_MID_COPY = declare("store.commit.mid_copy", "secondary store: a chunk copied into the main store, more to go")

@@ -8,10 +8,9 @@ import signal
 import uuid
 
 import pytest
-
-from harness.broker import ProducerFenced
-from harness.server import forkserver_context
-from harness.store import TopicPartition
+from eos_harness.broker import ProducerFenced
+from eos_harness.process.server import forkserver_context
+from eos_harness.store import TopicPartition
 
 
 def fresh_topic(broker, partitions: int = 1) -> str:
@@ -102,7 +101,7 @@ def test_a_newer_instance_fences_the_zombie(broker):
 
 
 def _open_a_transaction_and_die(spec: str, topic: str) -> None:  # in the child
-    from harness.broker import connect
+    from eos_harness.broker import connect
 
     producer = connect(spec).producer(f"tx-{topic}")
     producer.init_transactions()

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from harness.broker import BrokerError
-from harness.broker.embedded import EmbeddedBroker
-from suites.broker.contract import *  # noqa: F403
+from eos_harness.broker import BrokerError
+from eos_harness.broker.embedded import EmbeddedBroker
+from eos_harness.suites.broker.contract import *  # noqa: F403
 
 
 @pytest.fixture

@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 import pytest
-
-from harness.broker import BrokerError, connect
-from suites.broker.contract import *  # noqa: F403
-from suites.broker.contract import fresh_topic
+from eos_harness.broker import BrokerError, connect
+from eos_harness.suites.broker.contract import *  # noqa: F403
+from eos_harness.suites.broker.contract import fresh_topic
 
 pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture
-def broker(kafka_cluster):
-    with connect(kafka_cluster.spec) as b:
+def broker(eos_kafka_cluster):
+    with connect(eos_kafka_cluster.spec) as b:
         yield b
 
 
 def test_writing_to_a_missing_topic_names_it(broker):
     with pytest.raises(BrokerError, match="nowhere-"):
-        broker.read_committed(__import__("harness.store").store.TopicPartition("nowhere-" + fresh_topic(broker), 0))
+        broker.read_committed(__import__("eos_harness.store").store.TopicPartition("nowhere-" + fresh_topic(broker), 0))
 
 
-def test_the_kafka_spec_points_at_the_local_broker(kafka_cluster):
-    assert kafka_cluster.bootstrap_servers.startswith("127.0.0.1:")
-    assert kafka_cluster.spec == f"kafka://{kafka_cluster.bootstrap_servers}"
+def test_the_kafka_spec_points_at_the_local_broker(eos_kafka_cluster):
+    assert eos_kafka_cluster.bootstrap_servers.startswith("127.0.0.1:")
+    assert eos_kafka_cluster.spec == f"kafka://{eos_kafka_cluster.bootstrap_servers}"

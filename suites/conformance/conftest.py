@@ -5,10 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from harness.conformance import matrix_cases
-from harness.server import StoreServer
-from harness.stores import builtin_specs, reached_points, resolve
+from eos_harness.process.server import StoreServer
+from eos_harness.stores import builtin_specs, reached_points, resolve
+from eos_harness.suites.conformance.runner import matrix_cases
 
 
 def stores_under_test(config: pytest.Config) -> list[str]:

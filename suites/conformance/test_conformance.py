@@ -5,12 +5,11 @@ the store's own ``persistent()``, ``transactional()`` and ``manages_offsets()``.
 
 from __future__ import annotations
 
+from eos_harness.stores import reached_points
+from eos_harness.suites.conformance.runner import machine_for, run_case
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test
-
-from harness.conformance import machine_for, run_case
-from harness.stores import reached_points
 
 
 def test_crash_matrix(matrix_case, store_server):

@@ -23,14 +23,11 @@ reads every partition to its end. ``eos-harness kafka-log`` runs both.
 
 from __future__ import annotations
 
-import random
-import time
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
-__all__ = ["ANOMALIES", "Anomaly", "LogEnd", "Read", "Sent", "Transaction", "check", "run_workload"]
+__all__ = ["ANOMALIES", "Anomaly", "LogEnd", "Read", "Sent", "Transaction", "check", "summarize"]
 
 ANOMALIES = ("duplicate", "aborted_read", "inconsistent_offsets", "lost_write", "committed_not_read",
              "partial_transaction", "hanging_transaction")
@@ -164,137 +161,3 @@ def check(transactions: Iterable[Transaction], reads: Iterable[Read], ends: Iter
 
 def summarize(anomalies: Iterable[Anomaly]) -> dict[str, int]:
     return dict(Counter(a.kind for a in anomalies))
-
-
-# -- the workload against a real broker ---------------------------------------------------------
-
-
-@dataclass
-class WorkloadResult:
-    topic: str
-    isolation: str
-    transactions: list[Transaction] = field(default_factory=list)
-    reads: list[Read] = field(default_factory=list)
-    ends: list[LogEnd] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def anomalies(self) -> list[Anomaly]:
-        return check(self.transactions, self.reads, self.ends)
-
-    def to_json(self) -> dict:
-        anomalies = self.anomalies()
-        outcomes = Counter(t.outcome for t in self.transactions)
-        return {
-            "topic": self.topic,
-            "isolation": self.isolation,
-            "transactions": dict(outcomes),
-            "records_sent": sum(len(t.records) for t in self.transactions),
-            "records_read": len(self.reads),
-            "ends": [asdict(e) for e in self.ends],
-            "verdict": "fail" if anomalies else "pass",
-            "summary": summarize(anomalies),
-            "anomalies": [a.to_json() for a in anomalies[:200]],
-            "seconds": round(self.seconds, 3),
-        }
-
-
-def run_workload(bootstrap_servers: str, seed: int, transactions: int = 60, partitions: int = 2,
-                 abort_ratio: float = 0.3, isolation: str = "read_committed", settle_seconds: float = 15.0) -> WorkloadResult:
-    """Produce ``transactions`` transactions (two producers, interleaved in the log; about
-    ``abort_ratio`` of them aborted) of 1-4 unique values over ``partitions`` partitions, then read
-    every partition from 0 to its end with a consumer of ``isolation``."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-    from confluent_kafka import TopicPartition as KTP
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    if isolation not in ("read_committed", "read_uncommitted"):
-        raise ValueError(f"isolation must be read_committed or read_uncommitted, got {isolation!r}")
-    if transactions < 1 or partitions < 1 or not 0 <= abort_ratio <= 1:
-        raise ValueError("transactions and partitions must be >= 1, abort_ratio within [0, 1]")
-    started = time.monotonic()
-    rng = random.Random(seed)
-    base = {"bootstrap.servers": bootstrap_servers, "log_level": 2}
-    topic = f"eos-log-{seed}-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(base)
-    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while True:
-        meta = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is not None and meta.error is None and len(meta.partitions) == partitions and all(
-                p.leader >= 0 for p in meta.partitions.values()):
-            break
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"topic {topic} has no leader for every partition after 30 s")
-        time.sleep(0.05)
-
-    result = WorkloadResult(topic, isolation)
-    offsets: dict[str, int] = {}
-
-    def delivered(err, msg) -> None:
-        if err is None:
-            offsets[msg.value().decode()] = msg.offset()
-
-    producers = [Producer({**base, "transactional.id": f"{topic}-p{i}", "linger.ms": 1, "acks": "all"}) for i in (0, 1)]
-    for producer in producers:
-        producer.init_transactions(30)
-    number = 0
-    while number < transactions:
-        # Both producers open a transaction and write interleaved; then each commits or aborts.
-        batch = []
-        for producer in producers[: min(2, transactions - number)]:
-            producer.begin_transaction()
-            batch.append((producer, f"t{number}", [rng.randrange(partitions) for _ in range(rng.randint(1, 4))]))
-            number += 1
-        for i in range(max(len(parts) for _, _, parts in batch)):
-            for producer, name, parts in batch:
-                if i < len(parts):
-                    producer.produce(topic, value=f"{name}-{i}".encode(), partition=parts[i], on_delivery=delivered)
-        for producer, name, parts in batch:
-            producer.flush(30)
-            abort = rng.random() < abort_ratio
-            try:
-                (producer.abort_transaction if abort else producer.commit_transaction)(30)
-                outcome = "aborted" if abort else "committed"
-            except KafkaException:
-                outcome = "unknown"
-            records = tuple(Sent(p, f"{name}-{i}", offsets.get(f"{name}-{i}")) for i, p in enumerate(parts))
-            result.transactions.append(Transaction(name, outcome, records))
-    for producer in producers:
-        producer.flush(5)
-
-    # Every transaction finished: wait (bounded) for the commit markers, then read everything.
-    probe = Consumer({**base, "group.id": f"{topic}-probe", "isolation.level": "read_committed",
-                      "enable.auto.commit": False})
-    plain = Consumer({**base, "group.id": f"{topic}-plain", "isolation.level": "read_uncommitted",
-                      "enable.auto.commit": False})
-    tps = [KTP(topic, p) for p in range(partitions)]
-    settle = time.monotonic() + settle_seconds
-    while True:
-        high = {tp.partition: plain.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
-        stable = {tp.partition: probe.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
-        if all(stable[p] >= high[p] for p in high) or time.monotonic() > settle:
-            break
-        time.sleep(0.05)
-    probe.close()
-    plain.close()
-
-    reader = Consumer({**base, "group.id": f"{topic}-reader", "isolation.level": isolation,
-                       "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    reader.assign([KTP(topic, p, 0) for p in range(partitions)])
-    at_eof: set[int] = set()
-    read_deadline = time.monotonic() + 30
-    while len(at_eof) < partitions and time.monotonic() < read_deadline:
-        for msg in reader.consume(500, timeout=0.2):
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    at_eof.add(msg.partition())
-                    continue
-                raise RuntimeError(f"reading {topic}: {msg.error()}")
-            at_eof.discard(msg.partition())
-            result.reads.append(Read(msg.partition(), msg.offset(), msg.value().decode()))
-    positions = {tp.partition: tp.offset for tp in reader.position(tps)}
-    reader.close()
-    for p in range(partitions):
-        result.ends.append(LogEnd(p, high[p], stable[p], max(positions.get(p, 0), 0)))
-    result.seconds = time.monotonic() - started
-    return result

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
 
-from models.lifecycle import LifecycleModel
+from eos_harness.models.lifecycle import LifecycleModel
+from eos_harness.verdict import Violation
 
 CHECKS = (
     "atomic_commit",
@@ -57,18 +57,6 @@ def _show(data: bytes | None, limit: int = 60) -> str | None:
         return None
     text = data.decode("latin-1")
     return text if len(text) <= limit else f"{text[:limit]}… ({len(data)} bytes)"
-
-
-@dataclass(frozen=True)
-class Violation:
-    check: str
-    key: str | None
-    expected: object
-    observed: object
-    event: int | None  # seq of the event where it shows
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def _instances_crashed_in_restore(history: list[dict]) -> set[int]:

@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.store import TopicPartition
+from eos_harness.store import TopicPartition
 
 VERSION = 0
 

@@ -38,7 +38,7 @@ class PipelineProcess:
     """``with PipelineProcess(config, run_dir, name) as p: p.wait(timeout)``; ``p.pgid`` is the group to kill."""
 
     def __init__(self, config: dict, directory: Path, name: str) -> None:
-        from harness.spark.jvm import driver_options
+        from eos_harness.spark.jvm import driver_options
 
         self.jvm = driver_options()
         config = {**config, "java_options": self.jvm.options}
@@ -58,7 +58,7 @@ class PipelineProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 (closed in __exit__)
         self._log = log
         self.started = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "harness.spark.app", str(self.config_path)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "eos_harness.spark.app", str(self.config_path)],
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
         return self

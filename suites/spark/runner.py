@@ -17,9 +17,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from faults.spark import CrashTarget, FileWatcher, classify, final_files, parse_target, step_of
-from harness.checkers.eos import Violation
-from harness.spark.checks import (
+from eos_harness.faults.spark import CrashTarget, FileWatcher, classify, final_files, parse_target, step_of
+from eos_harness.models.spark import generate_batches, model_for
+from eos_harness.spark.pipelines import OUTPUT_COLUMNS, PIPELINES, SINKS, unsupported
+from eos_harness.spark.process import PipelineProcess
+from eos_harness.suites.spark.checks import (
     EXACTLY_ONCE_SINKS,
     check_at_least_once,
     check_output,
@@ -30,9 +32,7 @@ from harness.spark.checks import (
     read_store_sink,
     recorded_watermarks,
 )
-from harness.spark.pipelines import OUTPUT_COLUMNS, PIPELINES, SINKS, unsupported
-from harness.spark.runner import PipelineProcess
-from models.spark import generate_batches, model_for
+from eos_harness.verdict import Violation
 
 __all__ = ["SparkScenario", "run_spark_scenario"]
 
@@ -134,8 +134,8 @@ class _NoWatcher:
 
 def kafka_jars() -> list[str]:
     """Spark's Kafka connector and its dependencies (bundle ``spark-kafka``), for ``spark.jars``."""
-    import harness.spark  # noqa: F401  (registers the bundle)
-    from harness.jars import JarFetchError, ensure
+    import eos_harness.spark  # noqa: F401  (registers the bundle)
+    from eos_harness.jars import JarFetchError, ensure
 
     try:
         return [str(p) for p in ensure("spark-kafka")]
@@ -153,7 +153,7 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
     scenario.validate()
     if scenario.uses_kafka and kafka is None and not unsupported(scenario.pipeline, scenario.sink, scenario.provider,
                                                                  scenario.checkpoint_format):
-        from harness.cluster import LocalKafka
+        from eos_harness.cluster import LocalKafka
 
         run_dir = Path(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -175,7 +175,7 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
     history.add({"type": "scenario", **base, "batches": batches})
     kafka_config = None
     if scenario.uses_kafka:
-        from harness.spark import kafka as topics
+        from eos_harness.spark import kafka as topics
 
         assert kafka is not None
         names = topics.topic_names(run_dir)
@@ -330,7 +330,7 @@ def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
                                    per_batch=per_batch)
     duplicates = _duplicates(violations, crash_windows)
     if scenario.sink == "kafka":
-        from harness.spark.kafka import read_topic
+        from eos_harness.spark.kafka import read_topic
 
         assert kafka_config is not None
         rows = read_topic(kafka_config["bootstrap"], kafka_config["output_topic"])

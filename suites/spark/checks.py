@@ -8,8 +8,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from harness.checkers.eos import Violation
-from models.spark import PipelineModel, model_for
+from eos_harness.models.spark import PipelineModel, model_for
+from eos_harness.verdict import Violation
 
 __all__ = ["check_output", "check_watermarks", "recorded_watermarks", "check_restarts", "check_state", "normalise_state", "read_file_sink", "read_store_sink"]
 
@@ -116,8 +116,8 @@ def read_file_sink(output: Path) -> tuple[list[list], list[str]]:
 
 def read_store_sink(output: Path) -> tuple[dict[int, list[list]], dict[int, int]]:
     """Rows per batch and how many times each batch was applied, from the ``rocksdb-indexed`` sink store."""
-    from harness.store import StoreContext
-    from harness.stores import resolve
+    from eos_harness.store import StoreContext
+    from eos_harness.stores import resolve
 
     store = resolve("rocksdb-indexed")()
     store.init(StoreContext(directory=output / "store", store_name="spark-sink"))

@@ -11,11 +11,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import click
+from eos_harness.models.workloads import WORKLOADS
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-
-from models.workloads import WORKLOADS
 
 BROKER_HELP = ("embedded (SQLite log) | kafka-local (start a local Kafka on 127.0.0.1) | kafka-local:3 "
                "(three brokers) | kafka://HOST:PORT (a running cluster)")
@@ -63,10 +62,11 @@ def _violations_table(result: dict) -> Table:
 @click.option("--out", default=None, help="Run directory (default runs/run-<seed>).")
 def run_command(suite, store, workload, crash_at, broker, records, commit_interval, seed, json_path, out):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
-    from harness.cluster import ClusterError
-    from harness.driver import Scenario, ScheduleError, parse_schedule, run_scenario
-    from harness.runtime import TaskConfig
-    from harness.stores import StoreFactoryError, resolve
+    from eos_harness.cluster import ClusterError
+    from eos_harness.runtime import TaskConfig
+    from eos_harness.stores import StoreFactoryError, resolve
+    from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
+    from eos_harness.suites.lifecycle.schedule import ScheduleError, parse_schedule
 
     seed = _seed(seed)
     console.print(f"seed: {seed}")
@@ -116,8 +116,8 @@ def parse_broker(broker: str) -> int | None:
 def _check_kafka_answers(spec: str) -> None:
     """Fail fast, naming the address, when no Kafka broker answers at a ``kafka://`` spec (rather
     than every scenario timing out one after the other)."""
-    from harness.broker import BrokerError, connect
-    from harness.cluster import ClusterError
+    from eos_harness.broker import BrokerError, connect
+    from eos_harness.cluster import ClusterError
 
     try:
         with connect(spec) as broker:
@@ -137,7 +137,7 @@ def local_broker(broker: str):
             _check_kafka_answers(broker)
         yield broker
         return
-    from harness.cluster import LocalKafka
+    from eos_harness.cluster import LocalKafka
 
     console.print(f"starting a local Kafka ({brokers} broker{'s' if brokers > 1 else ''}) …")
     with LocalKafka(brokers=brokers) as cluster:
@@ -165,7 +165,7 @@ def run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, worke
 
 
 def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker) -> dict:
-    from harness.chaos import run_campaign
+    from eos_harness.suites.lifecycle.campaign import run_campaign
 
     out_dir = Path(out or f"runs/chaos-{seed}")
     console.print(f"seed: {seed}   broker: {broker}   results: {out_dir}")
@@ -230,8 +230,8 @@ def _campaign_exit(campaign: dict) -> int:
               "campaign adds broker faults (broker-kill, broker-pause, coordinator-kill, txn-timeout)")
 def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker):
     """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
-    from harness.cluster import ClusterError
-    from harness.stores import StoreFactoryError
+    from eos_harness.cluster import ClusterError
+    from eos_harness.stores import StoreFactoryError
 
     seed = _seed(seed)
     try:
@@ -268,8 +268,8 @@ def demo_command(out, minutes, seed):
 def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isolation, json_path):
     """Check Kafka's own log promises (after Jepsen's Kafka workload): committed records read exactly
     once, no aborted read, one value per offset, no lost write, no hanging transaction."""
-    from harness.checkers.kafka_log import run_workload
-    from harness.cluster import ClusterError
+    from eos_harness.cluster import ClusterError
+    from eos_harness.suites.kafka_log.runner import run_workload
 
     seed = _seed(seed)
     console.print(f"seed: {seed}")

@@ -24,16 +24,15 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from eos_harness.models.kv import KVModel
+from eos_harness.process.server import ChildCrashed, StoreCallError, StoreServer
+from eos_harness.store import StoreContext
+from eos_harness.stores import reached_points, resolve
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
-
-from harness.server import ChildCrashed, StoreCallError, StoreServer
-from harness.store import StoreContext
-from harness.stores import reached_points, resolve
-from models.kv import KVModel
 
 __all__ = ["ConformanceViolation", "Violation", "machine_for", "matrix_cases", "run_case", "verify"]
 

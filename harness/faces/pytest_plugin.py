@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from harness.cluster.fixtures import kafka_cluster  # noqa: F401 - a real Kafka for -m kafka tests
+from eos_harness.cluster.fixtures import eos_kafka_cluster  # noqa: F401 - a real Kafka for -m kafka tests
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

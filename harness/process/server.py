@@ -17,13 +17,13 @@ import sys
 import traceback
 from pathlib import Path
 
-from faults import points
-from harness import zygote
+from eos_harness.faults import points
+from eos_harness.process import zygote
 
 __all__ = ["ChildCrashed", "StoreCallError", "StoreProcess", "StoreServer", "forkserver_context"]
 
-PRELOAD = ["harness.stores.catalogue", "harness.runtime", "harness.broker.embedded", "harness.driver",
-           "harness.broker.kafka", "rocksdict"]  # (a module that fails to import is skipped)
+PRELOAD = ["eos_harness.stores.catalogue", "eos_harness.runtime", "eos_harness.broker.embedded", "eos_harness.suites.lifecycle.runner",
+           "eos_harness.broker.kafka", "rocksdict"]  # (a module that fails to import is skipped)
 CALL_TIMEOUT_S = 60.0
 
 _context = None
@@ -60,8 +60,8 @@ _LISTING = {"range", "all", "rc_range", "rc_all"}
 def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str, int]], conn) -> None:
     """Child main loop: open the store, then execute calls until close or EOF."""
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
-    from harness.store import StoreContext
-    from harness.stores import resolve
+    from eos_harness.store import StoreContext
+    from eos_harness.stores import resolve
 
     points.set_notifier(lambda name: conn.send(("crash", name)))
     try:

@@ -6,9 +6,8 @@ import contextlib
 import json
 
 import click
-
-from harness.commands import chaos_command, console, demo_command, kafka_log_command, run_command
-from harness.spark.commands import SuiteGroup
+from eos_harness.faces.lifecycle import chaos_command, console, demo_command, kafka_log_command, run_command
+from eos_harness.faces.spark import SuiteGroup
 
 
 @click.group(cls=SuiteGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,22 +16,21 @@ def main() -> None:
 
 
 def _load_points() -> None:
-    import harness.runtime  # noqa: F401  (declares the lifecycle points)
-    from harness.stores import builtin_specs
+    import eos_harness.runtime  # noqa: F401  (declares the lifecycle points)
+    from eos_harness.stores import builtin_specs
 
     builtin_specs()  # imports every built-in store and mutant, declaring their points
     with contextlib.suppress(ImportError):  # without confluent-kafka there are no Kafka points
-        import harness.broker.kafka  # noqa: F401  (declares kafka.commit.in_flight)
+        import eos_harness.broker.kafka  # noqa: F401  (declares kafka.commit.in_flight)
 
 
 @main.command("stores")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def stores_command(as_json: bool) -> None:
     """List the built-in stores and mutants."""
+    from eos_harness.runtime import UNSAFE_VARIANTS
+    from eos_harness.stores import BUILTIN, builtin_specs
     from rich.table import Table
-
-    from harness.runtime import UNSAFE_VARIANTS
-    from harness.stores import BUILTIN, builtin_specs
 
     rows = []
     for spec in builtin_specs():
@@ -60,7 +58,7 @@ def stores_command(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def points_command(as_json: bool) -> None:
     """List every crash point with its meaning."""
-    from faults.points import declared
+    from eos_harness.faults.points import declared
 
     _load_points()
     rows = [{"name": p.name, "description": p.description} for p in declared()]
@@ -85,11 +83,10 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     import sys
     from pathlib import Path
 
+    from eos_harness.faces.lifecycle import console
+    from eos_harness.stores import StoreFactoryError
+    from eos_harness.suites.conformance.runner import verify
     from rich.table import Table
-
-    from harness.commands import console
-    from harness.conformance import verify
-    from harness.stores import StoreFactoryError
 
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     console.print(f"seed: {seed}")

@@ -7,20 +7,16 @@ from __future__ import annotations
 import json
 import random
 import sys
-import time
 from pathlib import Path
 
 import click
+from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
+from eos_harness.suites.spark.campaign import run_campaign
+from eos_harness.suites.spark.plan import MATRIX_SINKS
 from rich.console import Console
 from rich.table import Table
 
-from harness.spark.pipelines import PIPELINES, SINKS, unsupported
-
 console = Console(width=None if sys.stdout.isatty() else 160)  # log files keep whole lines
-
-STATE_CONFIGS = (("hdfs", False), ("rocksdb", False), ("rocksdb", True))  # provider, changelog checkpointing
-WINDOWS = ("offsets", "state", "sink", "commit")
-MUTANT_SINK = "foreach-nocheck"
 
 
 def _suite_of(args: list[str]) -> str | None:
@@ -113,7 +109,7 @@ class _Kafka:
 
     def __enter__(self) -> str | None:
         if self.needed and self.bootstrap is None:
-            from harness.cluster import LocalKafka
+            from eos_harness.cluster import LocalKafka
 
             console.print("starting a local Kafka broker (127.0.0.1) for this run …")
             self.cluster = LocalKafka(brokers=1)
@@ -170,7 +166,7 @@ def _print_result(result: dict) -> None:
 def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_format, source, crash_at, batches, strict,
                       seed, broker, json_path, out):
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model."""
-    from harness.spark.scenario import SparkScenario, run_spark_scenario
+    from eos_harness.suites.spark.runner import SparkScenario, run_spark_scenario
 
     seed = _seed(seed)
     console.print(f"seed: {seed}")
@@ -189,97 +185,6 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
         Path(json_path).write_text(json.dumps(result, indent=2))
     _print_result(result)
     sys.exit(1 if result["verdict"] == "fail" else 0)
-
-
-MATRIX_SINKS = ("file", "foreach", "kafka")
-
-
-def matrix(source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS) -> list[dict]:
-    """Every (pipeline, sink, state configuration, checkpoint format, crash window) Spark accepts."""
-    cases = []
-    for pipeline in PIPELINES:
-        for sink in sinks:
-            for provider, changelog in STATE_CONFIGS:
-                for fmt in (1, 2):
-                    if unsupported(pipeline, sink, provider, fmt):
-                        continue
-                    for window in WINDOWS:
-                        cases.append({"pipeline": pipeline, "sink": sink, "provider": provider, "changelog": changelog,
-                                      "checkpoint_format": fmt, "window": window, "source": source})
-    return cases
-
-
-def plan(seed: int, count: int | None, source: str = "file", batches: int = 5,
-         sinks: tuple[str, ...] = MATRIX_SINKS, strict: bool = False) -> list:
-    """The campaign's scenarios, in order: the mutant sink first, then the matrix in four rounds. Each
-    round has every (pipeline, sink, state configuration, format), shuffled by ``seed``, each with a
-    crash window of its own (rotated, so every window appears in every round and a combination gets a
-    new window each round); the kill hits a random batch, and every fifth case gets a second kill at a
-    random time. A campaign cut short by ``--minutes`` or ``count`` still covers every combination."""
-    from harness.spark.scenario import SparkScenario
-
-    rng = random.Random(seed)
-    combos = sorted({tuple((k, v) for k, v in case.items() if k != "window") for case in matrix(source, sinks)})
-    rng.shuffle(combos)
-    scenarios = [SparkScenario("count", MUTANT_SINK, "rocksdb", 1, False, source, ("sink@2",), seed, batches)]
-    i = 0
-    for round_number in range(len(WINDOWS)):
-        for position, combo in enumerate(combos):
-            case = dict(combo)
-            window = WINDOWS[(position + round_number) % len(WINDOWS)]
-            schedule = [f"{window}@{rng.randint(1, batches - 2)}"]
-            if i % 5 == 4:
-                schedule.append(f"random@{rng.randint(500, 8000)}")
-            i += 1
-            scenarios.append(SparkScenario(case["pipeline"], case["sink"], case["provider"], case["checkpoint_format"],
-                                           case["changelog"], source, tuple(schedule), rng.randrange(2**31), batches,
-                                           strict))
-    return scenarios[:count] if count else scenarios
-
-
-def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None, source: str = "file",
-                 strict: bool = False, on_result=None, workers: int = 1, sinks: tuple[str, ...] = MATRIX_SINKS,
-                 kafka: str | None = None) -> dict:
-    """Run :func:`plan`'s scenarios; ``kafka``: the broker of Kafka sources and sinks (needed when any is planned)."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    from harness.spark.scenario import run_spark_scenario
-
-    started = time.monotonic()
-    results: list[dict] = []
-    lock = threading.Lock()
-
-    def one(i: int, scenario) -> None:
-        if minutes is not None and time.monotonic() - started > minutes * 60:
-            return
-        result = run_spark_scenario(scenario, out / f"{i:03d}-{scenario.pipeline}-{scenario.sink}", kafka=kafka)
-        result["expected"] = "caught" if scenario.sink == MUTANT_SINK else "pass"
-        result["index"] = i
-        with lock:
-            results.append(result)
-            if on_result:
-                on_result(result)
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for future in [pool.submit(one, i, s) for i, s in enumerate(plan(seed, count, source, sinks=sinks,
-                                                                          strict=strict))]:
-            future.result()
-    def strict_duplicates_only(r: dict) -> bool:  # --strict: the Kafka sink's duplicates fail, as documented
-        return r["sink"] == "kafka" and all(v["check"] == "exactly_once_output" and "--strict" in str(v["observed"])
-                                            for v in r["violations"])
-
-    unexpected = [r["repro"] for r in results
-                  if (r["expected"] == "pass" and r["verdict"] == "fail" and not strict_duplicates_only(r))
-                  or (r["expected"] == "caught" and r["verdict"] != "fail")]
-    results.sort(key=lambda r: r["index"])
-    return {"suite": "spark", "seed": seed, "source": source, "sinks": list(sinks), "scenarios": results,
-            "summary": {"total": len(results), "failed": sum(r["verdict"] == "fail" for r in results),
-                        "not_applicable": sum(r["verdict"] == "not_applicable" for r in results),
-                        "unexpected": unexpected, "matrix_size": len(matrix(source, sinks)) + 1,
-                        "duplicates": sum(r.get("duplicates", {}).get("count", 0) for r in results
-                                          if r["sink"] == "kafka")},
-            "seconds": round(time.monotonic() - started, 1)}
 
 
 @click.command("chaos")

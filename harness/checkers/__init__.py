@@ -1,1 +1,0 @@
-"""Checkers: pure functions that judge a recorded history against a model and return violations."""

@@ -1,0 +1,93 @@
+"""The one verdict vocabulary of every suite: a :class:`Violation`, a verdict, an exit code.
+
+- ``pass``: every promise checked held.
+- ``fail``: a promise was broken; each :class:`Violation` names the check (the promise) it broke.
+- ``error``: the harness could not run the check to its end (a store that raised where the
+  protocol does not let it be judged, an undeclared crash point, a broker that stopped answering);
+  the verdict carries the reason.
+- ``not_applicable``: the configuration is one the system under test refuses (Spark), never started.
+
+Tables, summaries and exit codes are computed from these fields, never from message text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+__all__ = [
+    "ERROR",
+    "EXIT_FAIL",
+    "EXIT_INCOMPLETE",
+    "EXIT_PASS",
+    "EXIT_USAGE",
+    "FAIL",
+    "NOT_APPLICABLE",
+    "PASS",
+    "VERDICTS",
+    "Violation",
+    "exit_code",
+    "verdict_of",
+]
+
+PASS, FAIL, ERROR, NOT_APPLICABLE = "pass", "fail", "error", "not_applicable"
+VERDICTS = (PASS, FAIL, ERROR, NOT_APPLICABLE)
+
+EXIT_PASS = 0  # every promise held
+EXIT_FAIL = 1  # a promise was broken (or a campaign's result was unexpected)
+EXIT_USAGE = 2  # bad usage: nothing was run (click's own code for usage errors)
+EXIT_INCOMPLETE = 3  # the run could not be completed: an ``error`` verdict and no ``fail``
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken promise.
+
+    ``check``: the promise's public name (``atomic_commit``, ``exactly_once_output`` …);
+    ``key``, ``expected``, ``observed``: what differs; ``event``: the ``seq`` of the history event
+    where it shows (None where the finding is about a case, not a history); ``case``: the steps
+    of a conformance case (shrunk), when there is one; ``strict_only``: a documented weaker
+    guarantee (at-least-once duplicates of the Kafka sink) that fails the verdict only under
+    ``--strict``; ``detail``: what happened just before, in the system's own words.
+    """
+
+    check: str
+    key: str | None
+    expected: object
+    observed: object
+    event: int | None = None
+    case: str | None = None
+    strict_only: bool = False
+    detail: str | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Violation:
+        fields = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+    def counts(self, strict: bool) -> bool:
+        """Whether this violation fails the verdict (``strict_only`` ones only under ``--strict``)."""
+        return strict or not self.strict_only
+
+
+def verdict_of(violations: Iterable[Violation], strict: bool = False, error: str | None = None) -> str:
+    """``fail`` if any violation counts, else ``error`` if the check could not finish, else ``pass``."""
+    if any(v.counts(strict) for v in violations):
+        return FAIL
+    return ERROR if error else PASS
+
+
+def exit_code(verdicts: Iterable[str], unexpected: bool | None = None) -> int:
+    """The exit code of a run of these verdicts: 1 if a promise was broken (for a campaign, pass
+    ``unexpected``: whether any result was not the expected one), else 3 if any could not be
+    completed, else 0."""
+    verdicts = list(verdicts)
+    broken = unexpected if unexpected is not None else FAIL in verdicts
+    if broken:
+        return EXIT_FAIL
+    if ERROR in verdicts:
+        return EXIT_INCOMPLETE
+    return EXIT_PASS

@@ -1,0 +1,139 @@
+"""The lifecycle suite's plan: a pure function of the seed, the scenarios of a campaign in order."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import replace
+
+from eos_harness.faults.kafka import CLUSTER_FAULTS
+from eos_harness.models.workloads import WORKLOADS
+from eos_harness.runtime import (
+    P_AFTER_CHECKPOINT,
+    P_AFTER_EOS,
+    P_AFTER_STORE,
+    P_BEFORE_EOS,
+    P_CLOSE_MID,
+    P_MID_BATCH,
+    P_MID_REPLAY,
+    UNSAFE_VARIANTS,
+)
+from eos_harness.stores import BUILTIN, builtin_specs, reached_points
+from eos_harness.suites.lifecycle.runner import Scenario
+from eos_harness.suites.lifecycle.schedule import Fault
+
+LIFECYCLE_POINTS = (P_MID_BATCH, P_BEFORE_EOS, P_AFTER_EOS, P_AFTER_STORE, P_AFTER_CHECKPOINT, P_CLOSE_MID)
+
+
+def default_stores() -> list[str]:
+    return [s.name for s in builtin_specs()] + list(UNSAFE_VARIANTS)
+
+
+def expected_to_fail(store: str) -> bool:
+    spec = BUILTIN.get(store)
+    return store in UNSAFE_VARIANTS or (spec is not None and spec.kind == "mutant")
+
+
+def kafka_faults(broker: str) -> list[str]:
+    """The Kafka faults a campaign on ``broker`` can run: none off Kafka, ``txn-timeout`` on any
+    Kafka, and the broker-process faults too on a cluster this process started."""
+    if not broker.startswith("kafka://"):
+        return []
+    from eos_harness.cluster import cluster_for
+
+    return [*CLUSTER_FAULTS, "txn-timeout"] if cluster_for(broker) is not None else ["txn-timeout"]
+
+
+def affects_cluster(scenario: Scenario) -> bool:
+    """Whether the scenario's schedule kills or stops broker processes (every client of the cluster sees it)."""
+    return any(f.point in CLUSTER_FAULTS for f in scenario.schedule)
+
+
+def _fault_hit(rng: random.Random, fault: str, commit_interval: int) -> int:
+    if fault in ("broker-kill", "broker-pause"):
+        return rng.randint(3, 40)  # events of the instance
+    return rng.randint(1, 4)  # commits (coordinator-kill, txn-timeout)
+
+
+def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10, broker: str = "embedded",
+         broker_faults: list[str] | tuple[str, ...] = (), repro_broker: str | None = None) -> Iterator[Scenario]:
+    """The campaign's scenarios, in order, forever (the caller stops)."""
+    if broker == "embedded" and not broker_faults:
+        yield from _plan(seed, stores, workloads, commit_interval)
+        return
+    for scenario in _plan(seed, stores, workloads, commit_interval, list(broker_faults), interleave=True):
+        yield replace(scenario, broker=broker, repro_broker=repro_broker)
+
+
+def _interleave(lists: list[list[Scenario]]) -> list[Scenario]:
+    """Round-robin over the lists."""
+    rotated = [lst for lst in lists if lst]
+    out: list[Scenario] = []
+    for round_ in range(max((len(lst) for lst in rotated), default=0)):
+        out.extend(lst[round_] for lst in rotated if round_ < len(lst))
+    return out
+
+
+def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10,
+          broker_faults: list[str] | None = None, interleave: bool = False) -> Iterator[Scenario]:
+    rng = random.Random(seed)
+    broker_faults = broker_faults or []
+    per_store_points = {s: reached_points(UNSAFE_VARIANTS.get(s, (s,))[0]) for s in stores}
+    # Coverage first: every (store, point) once, with a workload rotating through all.
+    coverage: list[Scenario] = []
+    per_store: list[list[Scenario]] = []
+    for store in stores:
+        first = len(coverage)
+        for point in list(LIFECYCLE_POINTS) + per_store_points[store]:
+            wl = workloads[len(coverage) % len(workloads)]  # one step per scenario: every workload in turn
+            hit = {P_MID_BATCH: rng.randint(1, 3 * commit_interval), P_CLOSE_MID: 1}.get(point, rng.randint(1, 3))
+            coverage.append(Scenario(store, wl, rng.randrange(2**31), (Fault(point, hit),), commit_interval=commit_interval))
+        # Recovery interrupted: roll-forward needed, then a crash in the middle of the replay.
+        wl = workloads[len(coverage) % len(workloads)]
+        coverage.append(
+            Scenario(store, wl, rng.randrange(2**31), (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY)), commit_interval=commit_interval)
+        )
+        mine = coverage[first:]
+        lifecycle, own, replay = mine[:len(LIFECYCLE_POINTS)], mine[len(LIFECYCLE_POINTS):-1], mine[-1:]
+        # Interleaved: a store's own points first (where mutants show), then the lifecycle windows;
+        # for a store expected to fail, the windows with uncommitted writes first; for the others,
+        # starting at a different window each, so that every window comes early.
+        turn = 0 if expected_to_fail(store) else (2 * sum(not expected_to_fail(x) for x in stores[:stores.index(store)])) % len(lifecycle)
+        windows = lifecycle[turn:] + lifecycle[:turn]
+        per_store.append(own[:2] + windows[:2] + replay + own[2:] + windows[2:])
+    if interleave:
+        passing = [s for s in stores if not expected_to_fail(s)] or stores[:1]
+        # Every Kafka fault once, on the stores expected to pass in turn, first; then the stores'
+        # coverage lists, interleaved.
+        faulted = [
+            Scenario(passing[i % len(passing)], workloads[i % len(workloads)], rng.randrange(2**31),
+                     (Fault(fault, _fault_hit(rng, fault, commit_interval)),), commit_interval=commit_interval)
+            for i, fault in enumerate(broker_faults)
+        ]
+        # Each store's scenarios rotate through every workload (some bugs show on one workload only):
+        # a store expected to fail starts with the workloads that use the most store operations, so
+        # that a short campaign (a few scenarios per store on Kafka) still reaches its mistake.
+        richest_first = sorted(workloads, key=lambda name: -len(WORKLOADS[name].operations))
+        per_store = [[replace(sc, workload=richest_first[k % len(workloads)] if expected_to_fail(sc.store)
+                              else workloads[(j + k) % len(workloads)]) for k, sc in enumerate(lst)]
+                     for j, lst in enumerate(per_store)]
+        coverage = faulted + _interleave(per_store)
+    yield from coverage
+    while True:
+        store = rng.choice(stores)
+        choices = list(LIFECYCLE_POINTS) + per_store_points[store] + [P_MID_REPLAY, "kill"] + broker_faults
+        schedule = []
+        for _ in range(rng.randint(1, 3)):
+            point = rng.choice(choices)
+            if point == "kill":
+                hit = rng.randint(1, 25)
+            elif point == P_MID_BATCH:
+                hit = rng.randint(1, 3 * commit_interval)
+            elif point == P_CLOSE_MID:
+                hit = 1
+            elif point in broker_faults:
+                hit = _fault_hit(rng, point, commit_interval)
+            else:
+                hit = rng.randint(1, 4)
+            schedule.append(Fault(point, hit))
+        yield Scenario(store, rng.choice(workloads), rng.randrange(2**31), tuple(schedule), commit_interval=commit_interval)

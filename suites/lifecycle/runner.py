@@ -1,0 +1,201 @@
+"""The scenario driver: runs an EOS task in child processes under a fault schedule and records history.
+
+A scenario loads a seeded input, then starts task instances one after another in children forked
+from a preloaded server (multiprocessing's forkserver), each with the next fault of the schedule
+armed: a crash point (``task.commit.after_eos``, ``store.commit.after_marker``, …, optionally
+``@n`` for the n-th time it is reached) or ``kill@n`` (the driver SIGKILLs the child after its
+n-th event). On Kafka, the faults of ``faults.kafka``: ``broker-kill@n`` and ``broker-pause@n``
+(kill -9 and restart, or SIGSTOP for a while, the task's transaction coordinator after the
+instance's n-th event), ``coordinator-kill@n`` (the coordinator killed while the n-th commit is in
+flight), which need a cluster this process started (``--broker kafka-local``), and ``txn-timeout@n``
+(the instance frozen about to commit, past ``transaction.timeout.ms``). A dead, aborted or
+fenced instance is followed by a new one on the same directories until one reaches the end of the
+input and closes; then one more instance only recovers, to show the final state.
+Every event goes to ``history.jsonl`` with a sequence number, written here, never by the child.
+The checkers then judge the history against the lifecycle model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from eos_harness.broker import connect
+from eos_harness.faults.kafka import (
+    BROKER_FAULTS,
+    CLUSTER_FAULTS,
+    TXN_TIMEOUT_MS,
+)
+from eos_harness.history import History
+from eos_harness.models.lifecycle import LifecycleModel
+from eos_harness.models.workloads import workload
+from eos_harness.runtime import TaskConfig, create_topics, encode
+from eos_harness.stores import resolve
+from eos_harness.suites.lifecycle.checks import check_all, recovery_report
+from eos_harness.suites.lifecycle.instance import Instance, _run_instance
+from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
+from eos_harness.verdict import Violation
+
+__all__ = ["Scenario", "broker_spec", "run_scenario", "verdict"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    store: str
+    workload: str
+    seed: int
+    schedule: tuple[Fault, ...] = ()
+    broker: str = "embedded"
+    records: int | None = None
+    commit_interval: int = 10
+    repro_broker: str | None = None  # how the CLI names the broker (kafka-local), when not ``broker``
+
+    def repro(self) -> str:
+        parts = [f"eos-harness run --store {self.store} --workload {self.workload}"]
+        if self.schedule:
+            parts.append(f"--crash-at {','.join(map(str, self.schedule))}")
+        broker = self.repro_broker or self.broker
+        if broker != "embedded":
+            parts.append(f"--broker {broker}")
+        if self.records is not None:
+            parts.append(f"--records {self.records}")
+        if self.commit_interval != 10:
+            parts.append(f"--commit-interval {self.commit_interval}")
+        parts.append(f"--seed {self.seed}")
+        return " ".join(parts)
+
+
+def _input_records(scenario: Scenario) -> list[tuple[bytes, bytes]]:
+    wl = workload(scenario.workload)
+    return wl.generate(random.Random(scenario.seed), scenario.records or wl.default_records)
+
+
+def broker_spec(scenario: Scenario, run_dir: Path) -> str:
+    if scenario.broker == "embedded":
+        return f"embedded:{run_dir / 'broker.sqlite'}"
+    return scenario.broker
+
+
+def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
+    """Run one scenario in ``run_dir`` (created, emptied first) and return its verdict object."""
+    resolve(TaskConfig.for_store(scenario.store, broker="", state_dir="", workload=scenario.workload).store)
+    cluster = None
+    names = {f.point for f in scenario.schedule}
+    if names & set(BROKER_FAULTS) and not scenario.broker.startswith("kafka://"):
+        raise ScheduleError(
+            f"{', '.join(sorted(names & set(BROKER_FAULTS)))}: Kafka faults need a Kafka broker "
+            f"(--broker kafka-local, or kafka://HOST:PORT for txn-timeout); the broker is {scenario.broker!r}"
+        )
+    if names & set(CLUSTER_FAULTS):
+        from eos_harness.cluster import cluster_for
+
+        cluster = cluster_for(scenario.broker)
+        if cluster is None:
+            raise ScheduleError(
+                f"{', '.join(sorted(names & set(CLUSTER_FAULTS)))}: these faults kill or stop broker processes, so "
+                f"they need a Kafka cluster this process started (--broker kafka-local); {scenario.broker!r} is not one"
+            )
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    started = time.perf_counter()
+    started_at = time.time()
+    records = _input_records(scenario)
+    spec = broker_spec(scenario, run_dir)
+    if "txn-timeout" in names and "transaction.timeout.ms" not in spec:
+        spec += ("&" if "?" in spec else "?") + f"transaction.timeout.ms={TXN_TIMEOUT_MS}"
+    # Unique per run: on a shared Kafka cluster topics outlive the run directory.
+    app = f"eos-{scenario.seed}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    config = TaskConfig.for_store(
+        scenario.store,
+        broker=spec,
+        state_dir=str(run_dir / "state"),
+        workload=scenario.workload,
+        application_id=app,
+        commit_interval=scenario.commit_interval,
+    )
+    broker = connect(spec)
+    try:
+        create_topics(broker, config)
+        broker.produce(config.input_topic, config.partition, records)
+        history = History(run_dir / "history.jsonl")
+        history.add(0, {"type": "scenario", "store": scenario.store, "workload": scenario.workload,
+                        "seed": scenario.seed, "schedule": [str(f) for f in scenario.schedule],
+                        "application_id": app, "broker": spec,
+                        "records": len(records)})
+        instance = 0
+        schedule = list(scenario.schedule)
+        ended = None
+        zombies: list[Instance] = []
+        try:
+            for _ in range(len(schedule) + 3):
+                instance += 1
+                fault = schedule.pop(0) if schedule else None
+                current = Instance(config, fault, "run", instance, history, cluster)
+                ended = current.collect(stop_when_frozen=True)
+                if ended == "frozen":
+                    # The frozen instance is a zombie: the task moves to another instance (its own
+                    # state directory, as on another host) while the zombie still holds its own.
+                    zombies.append(current)
+                    config = replace(config, state_dir=config.state_dir + "-moved")
+                    history.add(0, {"type": "migrated", "state_dir": config.state_dir})
+                    continue
+                # A fenced instance (its transaction timed out) leaves like a crashed one: the task
+                # moves on to a new instance, as Kafka Streams does after a TaskMigratedException.
+                if ended in ("done", "error", "hang"):
+                    break
+            if ended == "done":
+                instance += 1
+                _run_instance(config, None, "verify", instance, history)
+            for zombie in zombies:  # wake the zombies: each must find itself fenced
+                zombie.resume()
+                zombie.collect()
+        finally:
+            for zombie in zombies:
+                if zombie.proc.is_alive():
+                    zombie.proc.kill()
+                    zombie.reap()
+        output = broker.read_committed(config.output_tp, 0)
+        committed = broker.committed_offsets(config.group_id, [config.input_tp]).get(config.input_tp) or 0
+        history.add(0, {"type": "output", "committed_position": committed,
+                        "records": [[encode(r.key), encode(r.value)] for r in output]})
+        history.close()
+    finally:
+        broker.close()
+    model = LifecycleModel(workload(scenario.workload), records)
+    violations = check_all(history.events, model)
+    result = verdict(scenario, history.events, violations, recovery_report(history.events, model))
+    result["seconds"] = round(time.perf_counter() - started, 3)
+    result["started_at"] = round(started_at, 3)  # wall clock (Unix time), to line scenarios up with each other
+    result["history"] = str(run_dir / "history.jsonl")
+    (run_dir / "verdict.json").write_text(json.dumps(result, indent=2))
+    if not keep and not violations:
+        shutil.rmtree(run_dir / "state", ignore_errors=True)
+    return result
+
+
+def verdict(scenario: Scenario, events: list[dict], violations: list[Violation], recovery: list[dict]) -> dict:
+    hit = [e["point"] if e["type"] == "crash" else f"freeze:{e['point']}" for e in events if e["type"] in ("crash", "frozen")]
+    hit += [e["fault"] for e in events if e["type"] == "broker_fault" and "error" not in e]
+    hit += ["txn-timeout" for e in events if e["type"] == "stalled"]
+    return {
+        "store": scenario.store,
+        "workload": scenario.workload,
+        "broker": scenario.broker,
+        "seed": scenario.seed,
+        "schedule": [str(f) for f in scenario.schedule],
+        "crash_points": hit,
+        # A scheduled fault that the harness failed to inject (e.g. a broker that did not restart).
+        "fault_errors": [f"{e['fault']}: {e['error']}" for e in events if e["type"] == "broker_fault" and "error" in e],
+        "verdict": "fail" if violations else "pass",
+        "violations": [v.to_json() for v in violations],
+        "recovery": recovery,
+        "repro": scenario.repro(),
+    }
+

@@ -1,0 +1,61 @@
+"""The Spark suite's plan: the matrix of (pipeline, sink, state configuration, format, crash window), seeded."""
+
+from __future__ import annotations
+
+import random
+
+from eos_harness.spark.pipelines import PIPELINES, unsupported
+
+STATE_CONFIGS = (("hdfs", False), ("rocksdb", False), ("rocksdb", True))  # provider, changelog checkpointing
+
+
+WINDOWS = ("offsets", "state", "sink", "commit")
+
+
+MUTANT_SINK = "foreach-nocheck"
+
+
+MATRIX_SINKS = ("file", "foreach", "kafka")
+
+
+def matrix(source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS) -> list[dict]:
+    """Every (pipeline, sink, state configuration, checkpoint format, crash window) Spark accepts."""
+    cases = []
+    for pipeline in PIPELINES:
+        for sink in sinks:
+            for provider, changelog in STATE_CONFIGS:
+                for fmt in (1, 2):
+                    if unsupported(pipeline, sink, provider, fmt):
+                        continue
+                    for window in WINDOWS:
+                        cases.append({"pipeline": pipeline, "sink": sink, "provider": provider, "changelog": changelog,
+                                      "checkpoint_format": fmt, "window": window, "source": source})
+    return cases
+
+
+def plan(seed: int, count: int | None, source: str = "file", batches: int = 5,
+         sinks: tuple[str, ...] = MATRIX_SINKS, strict: bool = False) -> list:
+    """The campaign's scenarios, in order: the mutant sink first, then the matrix in four rounds. Each
+    round has every (pipeline, sink, state configuration, format), shuffled by ``seed``, each with a
+    crash window of its own (rotated, so every window appears in every round and a combination gets a
+    new window each round); the kill hits a random batch, and every fifth case gets a second kill at a
+    random time. A campaign cut short by ``--minutes`` or ``count`` still covers every combination."""
+    from eos_harness.suites.spark.runner import SparkScenario
+
+    rng = random.Random(seed)
+    combos = sorted({tuple((k, v) for k, v in case.items() if k != "window") for case in matrix(source, sinks)})
+    rng.shuffle(combos)
+    scenarios = [SparkScenario("count", MUTANT_SINK, "rocksdb", 1, False, source, ("sink@2",), seed, batches)]
+    i = 0
+    for round_number in range(len(WINDOWS)):
+        for position, combo in enumerate(combos):
+            case = dict(combo)
+            window = WINDOWS[(position + round_number) % len(WINDOWS)]
+            schedule = [f"{window}@{rng.randint(1, batches - 2)}"]
+            if i % 5 == 4:
+                schedule.append(f"random@{rng.randint(500, 8000)}")
+            i += 1
+            scenarios.append(SparkScenario(case["pipeline"], case["sink"], case["provider"], case["checkpoint_format"],
+                                           case["changelog"], source, tuple(schedule), rng.randrange(2**31), batches,
+                                           strict))
+    return scenarios[:count] if count else scenarios
