@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from eos_harness.process.server import StoreServer
-from eos_harness.stores import builtin_specs, reached_points, resolve
+from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
+from eos_harness.stores import reached_points
 from eos_harness.suites.conformance.runner import matrix_cases
-
-
-def stores_under_test(config: pytest.Config) -> list[str]:
-    chosen = config.getoption("eos_store")
-    if chosen:
-        for spec in chosen:
-            resolve(spec)  # a clear error at collection for a bad factory
-        return chosen
-    return [s.name for s in builtin_specs() if s.kind == "store"]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -40,8 +30,7 @@ def store_server():
 
 @pytest.fixture(scope="session")
 def eos_seed(pytestconfig: pytest.Config) -> int:
-    seed = pytestconfig.getoption("eos_seed")
-    return seed if seed is not None else random.SystemRandom().randrange(2**31)
+    return suite_seed(pytestconfig)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

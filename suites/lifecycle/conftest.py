@@ -1,0 +1,32 @@
+"""Fixtures of the EOS task lifecycle suite: its scenarios come from the campaign's plan for each
+store under test (``--eos-store``), its coverage part: every lifecycle crash window and every crash
+point the store itself reaches, once each, then a crash in the middle of a recovery."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
+from eos_harness.models.workloads import WORKLOADS
+from eos_harness.stores import reached_points
+from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, plan
+
+
+def coverage(store: str, seed: int) -> list:
+    """The store's coverage scenarios of the campaign plan (the plan's random tail left out)."""
+    count = len(LIFECYCLE_POINTS) + len(reached_points(store)) + 1
+    return list(itertools.islice(plan(seed, [store], list(WORKLOADS)), count))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "eos_lifecycle_scenario" in metafunc.fixturenames:
+        seed = suite_seed(metafunc.config)
+        params = [pytest.param(scenario, id=f"{store}-{scenario.workload}-{'+'.join(map(str, scenario.schedule))}")
+                  for store in stores_under_test(metafunc.config) for scenario in coverage(store, seed)]
+        metafunc.parametrize("eos_lifecycle_scenario", params)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"eos-harness lifecycle seed: {suite_seed(config)}"
