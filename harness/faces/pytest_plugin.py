@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from eos_harness.cluster.fixtures import eos_kafka_cluster  # noqa: F401 - a real Kafka for -m kafka tests
 
 _SEED = pytest.StashKey[int]()

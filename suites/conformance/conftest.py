@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from eos_harness.process.server import StoreServer
 from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
+from eos_harness.process.server import StoreServer
 from eos_harness.stores import reached_points
 from eos_harness.suites.conformance.runner import matrix_cases
 

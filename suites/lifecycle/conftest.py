@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
 from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
 from eos_harness.models.workloads import WORKLOADS
 from eos_harness.stores import reached_points
