@@ -7,6 +7,7 @@ import json
 
 import click
 from eos_harness.faces.lifecycle import chaos_command, console, demo_command, kafka_log_command, run_command
+from eos_harness.faces.params import AT_LEAST_ONE
 from eos_harness.faces.spark import SuiteGroup
 
 
@@ -72,8 +73,8 @@ def points_command(as_json: bool) -> None:
 @main.command("verify")
 @click.argument("store")
 @click.option("--seed", type=int, default=None, help="Seed of the state machine (printed when not given).")
-@click.option("--examples", type=int, default=40, show_default=True, help="Hypothesis examples.")
-@click.option("--steps", type=int, default=25, show_default=True, help="Steps per example.")
+@click.option("--examples", type=AT_LEAST_ONE, default=40, show_default=True, help="Hypothesis examples.")
+@click.option("--steps", type=AT_LEAST_ONE, default=25, show_default=True, help="Steps per example.")
 @click.option("--shrink/--no-shrink", default=True, show_default=True,
               help="Shrink a failing sequence to a minimal one (slower on a failure).")
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import click
+from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, require_extra
 from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
 from eos_harness.suites.spark.campaign import run_campaign
-from eos_harness.suites.spark.plan import MATRIX_SINKS
+from eos_harness.suites.spark.plan import MATRIX_SINKS, MIN_BATCHES
 from rich.console import Console
 from rich.table import Table
 
@@ -157,7 +158,8 @@ def _print_result(result: dict) -> None:
 @click.option("--source", type=click.Choice(["file", "kafka"]), default="file", show_default=True)
 @click.option("--crash-at", "crash_at", default="", help="Comma-separated kills, one per run: offsets@N, state@N, "
               "sink@N, commit@N (right after that file of batch N appears) or random@MS.")
-@click.option("--batches", type=int, default=5, show_default=True, help="Input files (one micro-batch each).")
+@click.option("--batches", type=click.IntRange(min=MIN_BATCHES), default=5, show_default=True,
+              help="Input files (one micro-batch each); at least 3, so a kill has a batch before and after it.")
 @click.option("--strict", is_flag=True, help="At-least-once duplicates (Kafka sink) fail the verdict.")
 @click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
 @click.option("--broker", default=None, help=BROKER_HELP)
@@ -168,6 +170,9 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model."""
     from eos_harness.suites.spark.runner import SparkScenario, run_spark_scenario
 
+    require_extra("spark", "--suite spark")
+    if "kafka" in (source, sink):
+        require_extra("kafka", f"--{'source' if source == 'kafka' else 'sink'} kafka")
     seed = _seed(seed)
     console.print(f"seed: {seed}")
     scenario = SparkScenario(pipeline, sink, provider, int(checkpoint_format), changelog, source,
@@ -190,13 +195,13 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
 @click.command("chaos")
 @click.option("--suite", type=click.Choice(["eos", "spark"]), default="spark")
 @click.option("--source", type=click.Choice(["file", "kafka"]), default="file", show_default=True)
-@click.option("--minutes", type=float, default=None, help="Stop starting scenarios after this long.")
-@click.option("--scenarios", type=int, default=None, help="Run this many scenarios (default: the whole matrix).")
+@click.option("--minutes", type=POSITIVE_MINUTES, default=None, help="Stop starting scenarios after this long.")
+@click.option("--scenarios", type=AT_LEAST_ONE, default=None, help="Run this many scenarios (default: the whole matrix).")
 @click.option("--strict", is_flag=True, help="At-least-once duplicates fail the verdict.")
 @click.option("--seed", type=int, default=None, help="Campaign seed (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
 @click.option("--out", default=None, help="Results directory (default runs/spark-chaos-<seed>).")
-@click.option("--workers", type=int, default=2, show_default=True, help="Scenarios run at once.")
+@click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once.")
 @click.option("--sinks", default=",".join(MATRIX_SINKS), show_default=True,
               help="Comma-separated sinks of the matrix (file, foreach, kafka).")
 @click.option("--broker", default=None, help=BROKER_HELP)
@@ -207,8 +212,9 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
     if wrong or not chosen:
         raise click.BadParameter(f"{', '.join(wrong) or 'nothing'}: choose from {', '.join(MATRIX_SINKS)}",
                                  param_hint="--sinks")
-    if workers < 1:
-        raise click.BadParameter("must be at least 1", param_hint="--workers")
+    require_extra("spark", "--suite spark")
+    if source == "kafka" or "kafka" in chosen:
+        require_extra("kafka", "--source kafka" if source == "kafka" else "--sinks kafka")
     bootstrap = _parse_broker(broker)
     seed = _seed(seed)
     out_dir = Path(out or f"runs/spark-chaos-{seed}")

@@ -12,7 +12,8 @@ store's coverage list starting at a different point) so that a short campaign on
 still reaches every point, every store and every broker fault early.
 
 A real store must pass every scenario. A mutant or an unsafe variant must fail at least one:
-one that never fails is a hole in the harness. Either is an unexpected result (exit 1).
+one that never fails is a hole in the harness. Either is an unexpected result (exit 1). Only a
+store that ran is judged: one the campaign's budget did not reach is "not run", never unexpected.
 """
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ class StoreTally:
 
     @property
     def unexpected(self) -> bool:
-        return (self.failed > 0) != self.expected_fail
+        return self.total > 0 and (self.failed > 0) != self.expected_fail
 
     @property
     def status(self) -> str:
+        if not self.total:
+            return "not run"
         if self.expected_fail:
             return "caught" if self.failed else "ERROR" if self.errors else "NOT CAUGHT"
         return "FAILED" if self.failed else "ERROR" if self.errors else "ok"
@@ -88,6 +91,8 @@ def run_campaign(
     results: list[dict | None] = []
 
     def more() -> bool:
+        if not results:
+            return True  # a campaign runs at least one scenario, however short its time
         if scenarios is not None and len(results) >= scenarios:
             return False
         return deadline is None or time.monotonic() < deadline
@@ -171,4 +176,6 @@ def summarize(results: list[dict], stores: list[str]) -> dict:
             for s, t in tallies.items()
         },
         "unexpected": sorted(s for s, t in tallies.items() if t.unexpected),
+        # Stores the campaign did not reach (--scenarios or --minutes ended first): not judged.
+        "not_run": sorted(s for s, t in tallies.items() if not t.total),
     }

@@ -38,6 +38,10 @@ def parse_schedule(text: str | list[str] | tuple[str, ...]) -> tuple[Fault, ...]
         name, _, hit = item.partition("@")
         if hit and not hit.isdigit():
             raise ScheduleError(f"bad fault {item!r}: the part after '@' must be a count, e.g. {name}@2")
+        if hit and int(hit) < 1:
+            # @0 is never reached: a crash point would be armed for nothing, a kill never sent.
+            raise ScheduleError(f"bad fault {item!r}: the count after '@' must be at least 1 "
+                                f"(the first time reached is {name}@1)")
         if name != "kill" and name not in BROKER_FAULTS:
             try:
                 points.check_known(name)

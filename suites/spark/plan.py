@@ -18,6 +18,9 @@ MUTANT_SINK = "foreach-nocheck"
 MATRIX_SINKS = ("file", "foreach", "kafka")
 
 
+MIN_BATCHES = 3  # a kill hits a batch in 1 .. batches-2: one batch before it, one after it
+
+
 def matrix(source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS) -> list[dict]:
     """Every (pipeline, sink, state configuration, checkpoint format, crash window) Spark accepts."""
     cases = []

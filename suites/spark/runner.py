@@ -32,6 +32,7 @@ from eos_harness.suites.spark.checks import (
     read_store_sink,
     recorded_watermarks,
 )
+from eos_harness.suites.spark.plan import MIN_BATCHES
 from eos_harness.verdict import Violation
 
 __all__ = ["SparkScenario", "run_spark_scenario"]
@@ -67,8 +68,8 @@ class SparkScenario:
             raise ValueError("changelog checkpointing is a RocksDB provider option")
         if self.source not in ("file", "kafka"):
             raise ValueError(f"unknown source {self.source!r}: use file or kafka")
-        if self.batches < 1:
-            raise ValueError(f"--batches must be at least 1, got {self.batches}")
+        if self.batches < MIN_BATCHES:
+            raise ValueError(f"--batches must be at least {MIN_BATCHES}, got {self.batches}")
         for target in self.schedule:
             parse_target(target)
 
