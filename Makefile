@@ -10,7 +10,7 @@ RUN_DIR ?= runs/demo
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[kafka,spark,docker,dev]'
+	$(BIN)/pip install --quiet -e '.[all,dev]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
