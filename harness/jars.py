@@ -6,21 +6,33 @@ git-ignored cache directory; afterwards everything works offline. The cache is
 ``$EOS_HARNESS_CACHE`` if set, else ``.cache/`` in the project checkout, else
 ``~/.cache/eos-harness``.
 
-``python -m harness.jars [BUNDLE …]`` fetches bundles ahead of time (``make test`` does).
+Each jar is checked against the SHA-1 Maven Central publishes for it (its ``.sha1``, fetched with the
+jar and kept in the bundle folder's ``checksums.json``) every time the bundle is used: a jar that
+does not match (truncated, corrupted) is fetched again from Maven Central once, and if that fails
+the error names the file and the command that clears the bundle.
+
+``python -m eos_harness.jars [BUNDLE …]`` fetches and verifies bundles ahead of time (``make test`` does).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-__all__ = ["BUNDLES", "Bundle", "JarFetchError", "cache_dir", "ensure"]
+__all__ = ["BUNDLES", "Bundle", "JarFetchError", "cache_dir", "corrupt_jars", "ensure"]
+
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+CHECKSUMS = "checksums.json"  # in a bundle folder: jar name -> {"url": Maven Central URL, "sha1": published SHA-1}
+DOWNLOAD_TIMEOUT_S = 60
 
 
 class JarFetchError(RuntimeError):
@@ -77,21 +89,102 @@ def _pom(bundle: Bundle) -> str:
 
 
 def jars(name: str) -> list[Path]:
-    """The bundle's jars if already fetched, else an empty list (never fetches)."""
+    """The bundle's jars if already fetched, else an empty list (never fetches, never verifies)."""
     folder = cache_dir() / "jars" / BUNDLES[name].folder
     if not (folder / ".complete").exists():
         return []
     return sorted(folder.glob("*.jar"))
 
 
+def _sha1(path: Path) -> str:
+    digest = hashlib.sha1()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _download(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
+        return response.read()
+
+
+def _published_sha1(url: str) -> str:
+    """The SHA-1 Maven Central publishes for the file at ``url`` (its ``.sha1``: the hex digest,
+    sometimes followed by the file name)."""
+    text = _download(url + ".sha1").decode("ascii", "replace").strip()
+    digest = text.split()[0].lower() if text else ""
+    if len(digest) != 40 or any(c not in "0123456789abcdef" for c in digest):
+        raise JarFetchError(f"{url}.sha1 is not a SHA-1 ({text[:80]!r})")
+    return digest
+
+
+def _checksums(folder: Path) -> dict[str, dict[str, str]] | None:
+    try:
+        return json.loads((folder / CHECKSUMS).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def corrupt_jars(name: str) -> list[str]:
+    """The jars of a fetched bundle that are missing or do not match Maven Central's SHA-1, each as
+    ``"<file>: <what is wrong>"`` (empty when all match)."""
+    folder = cache_dir() / "jars" / BUNDLES[name].folder
+    checksums = _checksums(folder) or {}
+    problems = []
+    for jar, entry in sorted(checksums.items()):
+        path = folder / jar
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+        elif (actual := _sha1(path)) != entry["sha1"]:
+            problems.append(f"{path}: SHA-1 {actual} ({path.stat().st_size} bytes), Maven Central says {entry['sha1']}")
+    return problems
+
+
+def _clear_command(bundle: Bundle) -> str:
+    return f"rm -rf {cache_dir() / 'jars' / bundle.folder} && python -m eos_harness.jars {bundle.name}"
+
+
+def _refetch_corrupt(bundle: Bundle, folder: Path, checksums: dict[str, dict[str, str]]) -> None:
+    """Fetch each jar that does not match its SHA-1 again from Maven Central, once; a jar that still
+    does not match raises :class:`JarFetchError` naming the file and the command that clears the bundle."""
+    for jar, entry in sorted(checksums.items()):
+        path = folder / jar
+        if path.is_file() and _sha1(path) == entry["sha1"]:
+            continue
+        try:
+            data = _download(entry["url"])
+        except OSError as exc:
+            raise JarFetchError(
+                f"{path} is corrupt or missing (it does not match Maven Central's SHA-1 {entry['sha1']}) and "
+                f"fetching it again from {entry['url']} failed ({exc}); clear the bundle and fetch it again "
+                f"with: {_clear_command(bundle)}") from None
+        if hashlib.sha1(data).hexdigest() != entry["sha1"]:
+            raise JarFetchError(
+                f"{path} is corrupt and the copy fetched again from {entry['url']} does not match Maven "
+                f"Central's SHA-1 {entry['sha1']} either; clear the bundle and fetch it again with: "
+                f"{_clear_command(bundle)}")
+        temporary = path.with_name(f".{jar}.part")
+        temporary.write_bytes(data)
+        os.replace(temporary, path)  # atomic: a JVM that has the old file open keeps reading it
+        print(f"eos-harness: {path} did not match Maven Central's SHA-1; fetched it again", file=sys.stderr)
+
+
 def ensure(name: str, quiet: bool = True) -> list[Path]:
-    """The jars of bundle ``name``, fetched from Maven Central on first use."""
+    """The jars of bundle ``name``, fetched from Maven Central on first use and checked against
+    Maven Central's SHA-1 on every use (a corrupt jar is fetched again, once)."""
     if name not in BUNDLES:
         raise JarFetchError(f"unknown jar bundle {name!r}; known: {', '.join(sorted(BUNDLES)) or 'none'}")
-    found = jars(name)
-    if found:
-        return found
     bundle = BUNDLES[name]
+    found = jars(name)
+    folder = cache_dir() / "jars" / bundle.folder
+    checksums = _checksums(folder) if found else None
+    if checksums is not None:
+        if corrupt_jars(name):
+            _refetch_corrupt(bundle, folder, checksums)
+        return jars(name)
+    # Not fetched yet, or fetched by a version without checksums: fetch (Maven's local repository
+    # makes a second fetch an offline copy).
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JarFetchError(
@@ -104,10 +197,11 @@ def ensure(name: str, quiet: bool = True) -> list[Path]:
         work_path = Path(work)
         (work_path / "pom.xml").write_text(_pom(bundle))
         out = work_path / "jars"
+        layout = work_path / "layout"  # group/artifact/version/file.jar: the path on Maven Central
         command = [
             mvn, "-B", "-f", str(work_path / "pom.xml"),
             "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
-            f"-DoutputDirectory={out}", "-DincludeScope=runtime",
+            f"-DoutputDirectory={layout}", "-DincludeScope=runtime", "-Dmdep.useRepositoryLayout=true",
         ]
         if quiet:
             command.insert(2, "-q")
@@ -116,13 +210,26 @@ def ensure(name: str, quiet: bool = True) -> list[Path]:
         if bundle.exclude_artifacts:
             command.append(f"-DexcludeArtifactIds={','.join(bundle.exclude_artifacts)}")
         proc = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0 or not list(out.glob("*.jar")):
+        if proc.returncode != 0 or not list(layout.rglob("*.jar")):
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
             raise JarFetchError(
                 f"fetching the {bundle.name} jars ({', '.join(bundle.artifacts)}) from Maven Central failed "
                 f"(mvn exit {proc.returncode}); check the network to Maven Central, then run "
-                f"'python -m harness.jars {bundle.name}' again. Maven said:\n{tail}"
+                f"'python -m eos_harness.jars {bundle.name}' again. Maven said:\n{tail}"
             )
+        out.mkdir()
+        checksums = {}
+        for path in sorted(layout.rglob("*.jar")):
+            url = f"{MAVEN_CENTRAL}/{path.relative_to(layout).as_posix()}"
+            try:
+                checksums[path.name] = {"url": url, "sha1": _published_sha1(url)}
+            except OSError as exc:
+                raise JarFetchError(f"cannot fetch the SHA-1 of {path.name} from {url}.sha1 ({exc}); check the "
+                                    f"network to Maven Central, then run 'python -m eos_harness.jars {bundle.name}' "
+                                    "again") from None
+            path.rename(out / path.name)
+        (out / CHECKSUMS).write_text(json.dumps(checksums, indent=1, sort_keys=True) + "\n")
+        _refetch_corrupt(bundle, out, checksums)  # a corrupt copy in Maven's local repository
         (out / ".complete").write_text("\n".join(bundle.artifacts) + "\n")
         if target.exists():
             shutil.rmtree(target)
@@ -151,7 +258,7 @@ def main(argv: list[str]) -> int:
         except JarFetchError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        print(f"{name}: {len(found)} jars in {found[0].parent if found else '-'}")
+        print(f"{name}: {len(found)} jars in {found[0].parent if found else '-'}, each matching Maven Central's SHA-1")
     return 0
 
 
