@@ -1,6 +1,7 @@
-"""Real PySpark pipelines (local[2], Java 17) killed between micro-batch commit steps, restarted on
-the same checkpoint and checked. The CI-sized subset of the matrix; ``eos-harness chaos --suite
-spark`` runs all of it. Scenarios run two at a time (each is its own process group)."""
+"""The Spark suite's pytest entry (``-m spark``): real PySpark pipelines (local[2], Java 17) killed
+between micro-batch commit steps, restarted on the same checkpoint and checked. The CI-sized subset of
+the matrix; ``eos-harness chaos --suite spark`` runs all of it. Scenarios run two at a time (each is
+its own process group)."""
 
 from __future__ import annotations
 
