@@ -24,7 +24,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,6 +31,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
+
+from eos_harness.cluster.watchdog import start_watchdog, stop_watchdog
+from eos_harness.process.wait import WaitTimeout, wait_until
 
 __all__ = ["ClusterError", "KafkaCluster", "LocalKafka", "cluster_for", "free_port", "java_hash_code"]
 
@@ -163,21 +165,24 @@ class KafkaCluster:
 
         partition = _java_abs(java_hash_code(transactional_id)) % TRANSACTION_STATE_PARTITIONS
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 2})
-        deadline = time.monotonic() + 30
-        probed = False
-        while True:
+        seen: list = []
+
+        def led_partition():
             topic = admin.list_topics("__transaction_state", timeout=10).topics.get("__transaction_state")
             if topic is not None and topic.error is None and partition in topic.partitions \
                     and topic.partitions[partition].leader >= 0:
-                return topic.partitions[partition].leader
-            if not probed:
+                return topic.partitions[partition]
+            if not seen:
                 # The broker creates __transaction_state when a first transactional producer starts.
                 self._probe_transactions()
-                probed = True
-            elif time.monotonic() > deadline:
-                raise ClusterError(f"__transaction_state partition {partition} has no leader after 30 s: "
-                                   f"{topic and topic.error}")
-            time.sleep(0.1)
+            seen.append(topic)
+            return None
+
+        try:
+            return wait_until(led_partition, 30, 0.1, f"a leader of __transaction_state partition {partition}").leader
+        except WaitTimeout:
+            raise ClusterError(f"__transaction_state partition {partition} has no leader after 30 s: "
+                               f"{seen[-1] and seen[-1].error}") from None
 
     def _probe_transactions(self) -> None:
         from confluent_kafka import Producer
@@ -223,10 +228,7 @@ class LocalKafka(KafkaCluster):
         ]
         _LIVE.add(self)
         # If this process is SIGKILLed (no atexit), the watchdog kills the nodes it leaves behind.
-        self._watchdog = subprocess.Popen(
-            [sys.executable, "-m", "eos_harness.cluster.watchdog", str(os.getpid()), str(self.directory)],
-            stdin=subprocess.DEVNULL, start_new_session=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        self._watchdog = start_watchdog(str(self.directory))
         try:
             for node in self.nodes:
                 node.directory.mkdir(parents=True, exist_ok=True)
@@ -259,9 +261,7 @@ class LocalKafka(KafkaCluster):
             self._reap(node, max(0.1, deadline - time.monotonic()))
         _LIVE.discard(self)
         watchdog, self._watchdog = self._watchdog, None
-        if watchdog is not None:
-            watchdog.kill()
-            watchdog.wait()
+        stop_watchdog(watchdog)
         if self._own_dir and not self.keep:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -328,10 +328,10 @@ class LocalKafka(KafkaCluster):
         from confluent_kafka.admin import AdminClient
 
         timeout = timeout or self.start_timeout
-        deadline = time.monotonic() + timeout
         expected = {n.node_id for n in self.nodes if n.process is not None and n.process.poll() is None}
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": 2000, "log_level": 0})
-        while True:
+
+        def registered() -> bool:
             for node in self.nodes:
                 if node.process is not None and node.node_id in expected and node.process.poll() is not None:
                     raise ClusterError(
@@ -341,16 +341,17 @@ class LocalKafka(KafkaCluster):
             try:
                 # Listening (a restarted node is still in the metadata until its session expires)
                 # and registered with the cluster.
-                if all(_listening(self.node(n).port) for n in expected):
-                    metadata = admin.list_topics(timeout=2)
-                    if expected <= set(metadata.brokers):
-                        return
+                return all(_listening(self.node(n).port) for n in expected) \
+                    and expected <= set(admin.list_topics(timeout=2).brokers)
             except Exception:  # noqa: BLE001 - not up yet
-                pass
-            if time.monotonic() > deadline:
-                tails = "\n".join(f"--- node {n.node_id} ({n.log}):\n{self.log_tail(n.node_id)}" for n in self.nodes)
-                raise ClusterError(f"Kafka did not come up within {timeout:.0f} s on {self.bootstrap_servers}:\n{tails}")
-            time.sleep(0.25)
+                return False
+
+        try:
+            wait_until(registered, timeout, 0.25, f"Kafka nodes {sorted(expected)} to register")
+        except WaitTimeout:
+            tails = "\n".join(f"--- node {n.node_id} ({n.log}):\n{self.log_tail(n.node_id)}" for n in self.nodes)
+            raise ClusterError(f"Kafka did not come up within {timeout:.0f} s on {self.bootstrap_servers}:\n{tails}") \
+                from None
 
     def log_tail(self, node_id: int, lines: int = 25) -> str:
         path = self.node(node_id).log

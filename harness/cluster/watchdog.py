@@ -1,9 +1,9 @@
 """Kills a cluster's processes when the process that started it dies without stopping it.
 
-``python -m harness.cluster.watchdog OWNER_PID MARK`` waits (on a pidfd, no polling) for OWNER_PID
-to exit, then SIGKILLs every process whose environment carries ``EOS_HARNESS_KAFKA=MARK`` (the
-nodes as they are then, restarted ones included). A clean stop terminates the watchdog first.
-An ``atexit`` hook cannot do this when the runner itself is SIGKILLed; this can.
+``start_watchdog(mark)`` runs ``python -m eos_harness.cluster.watchdog OWNER_PID MARK`` for this
+process (``stop_watchdog`` ends it after a clean stop). The watchdog waits (on a pidfd, no
+polling) for OWNER_PID to exit, then SIGKILLs every process whose environment carries
+``EOS_HARNESS_KAFKA=MARK`` (the nodes as they are then, restarted ones included). An ``atexit`` hook cannot do this when the runner itself is SIGKILLed; this can.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import contextlib
 import os
 import select
 import signal
+import subprocess
 import sys
 
 import psutil
@@ -29,9 +30,23 @@ def marked(mark: str) -> list[psutil.Process]:
     return found
 
 
+def start_watchdog(mark: str) -> subprocess.Popen:
+    """A watchdog that kills the processes marked ``mark`` when this process dies."""
+    return subprocess.Popen([sys.executable, "-m", "eos_harness.cluster.watchdog", str(os.getpid()), mark],
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+
+
+def stop_watchdog(watchdog: subprocess.Popen | None) -> None:
+    """End a watchdog after its cluster stopped cleanly (None: there is none)."""
+    if watchdog is not None:
+        watchdog.kill()
+        watchdog.wait()
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or not argv[0].isdigit():
-        print("usage: python -m harness.cluster.watchdog OWNER_PID MARK", file=sys.stderr)
+        print("usage: python -m eos_harness.cluster.watchdog OWNER_PID MARK", file=sys.stderr)
         return 2
     owner, mark = int(argv[0]), argv[1]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the owner's ^C is for the owner, which cleans up
