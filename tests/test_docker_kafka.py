@@ -2,7 +2,7 @@
 host networking, everything on 127.0.0.1, on the image built offline here (``docker/``).
 
 The module starts Debian's ``dockerd`` when no Docker engine runs (and stops it at the end, also
-when a test fails), builds ``eos-harness/kafka:<KAFKA_VERSION>`` (``python -m harness.cluster.docker
+when a test fails), builds ``eos-harness/kafka:<KAFKA_VERSION>`` (``python -m eos_harness.cluster.docker
 build``: a debootstrapped Debian rootfs with Java 17, cached in ``.cache/docker``, and the pinned
 jars), then runs the broker contract and EOS lifecycle scenarios with faults against one container.
 When Docker cannot work here the tests fail with the reason and what to do; they never skip.

@@ -1,7 +1,7 @@
 """Real Apache Kafka clusters for the harness: local JVM brokers in KRaft mode (``LocalKafka``).
 
 This module registers the ``kafka`` jar bundle (the broker at :data:`KAFKA_VERSION`), fetched once
-from Maven Central by ``python -m harness.jars``. ``KAFKA_HOME`` (an installed distribution) is
+from Maven Central by ``python -m eos_harness.jars``. ``KAFKA_HOME`` (an installed distribution) is
 used instead when set.
 """
 
@@ -28,7 +28,7 @@ from eos_harness.cluster.local import ClusterError, LocalKafka, cluster_for  # n
 __all__ = ["KAFKA_BUNDLE", "KAFKA_VERSION", "ClusterError", "LocalKafka", "cluster_for"]
 
 
-def __getattr__(name: str):  # DockerKafka (harness.cluster.docker), imported on first use
+def __getattr__(name: str):  # DockerKafka (eos_harness.cluster.docker), imported on first use
     if name == "DockerKafka":
         from eos_harness.cluster.docker import DockerKafka
 

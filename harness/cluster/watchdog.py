@@ -3,7 +3,8 @@
 ``start_watchdog(mark)`` runs ``python -m eos_harness.cluster.watchdog OWNER_PID MARK`` for this
 process (``stop_watchdog`` ends it after a clean stop). The watchdog waits (on a pidfd, no
 polling) for OWNER_PID to exit, then SIGKILLs every process whose environment carries
-``EOS_HARNESS_KAFKA=MARK`` (the nodes as they are then, restarted ones included). An ``atexit`` hook cannot do this when the runner itself is SIGKILLed; this can.
+``EOS_HARNESS_KAFKA=MARK`` (the nodes as they are then, restarted ones included). An
+``atexit`` hook cannot do this when the runner itself is SIGKILLed; this can.
 """
 
 from __future__ import annotations
