@@ -13,9 +13,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from eos_harness.runtime import P_AFTER_EOS, P_BEFORE_EOS, P_CLOSE_MID, P_MID_REPLAY
+from eos_harness.runtime import P_AFTER_EOS, P_BEFORE_EOS, P_CLOSE_MID, P_MID_REPLAY, TaskConfig
 from eos_harness.stores import BUILTIN
-from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, plan
+from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, default_stores, expected_to_fail, plan
 from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError, parse_schedule
 
@@ -61,6 +61,18 @@ def test_legacy_store_without_the_wipe_keeps_uncommitted_writes(tmp_path):
     result = run_scenario(Scenario("rocksdb-legacy-nowipe", "many-keys", 2, (Fault("task.process.mid_batch", 15),)), tmp_path)
     assert result["verdict"] == "fail"
     assert "no_uncommitted_survives" in checks(result)
+
+
+def test_the_unsafe_variant_is_listed_with_the_stores_and_runs_on_its_base(tmp_path):
+    listed = json.loads(subprocess.run([EOS_BIN, "stores", "--json"], capture_output=True, text=True,
+                                       check=True).stdout)
+    assert [r["kind"] for r in listed if r["name"] == "rocksdb-legacy-nowipe"] == ["unsafe-runtime"]
+    assert "rocksdb-legacy-nowipe" in default_stores() and expected_to_fail("rocksdb-legacy-nowipe")
+    config = TaskConfig.for_store("rocksdb-legacy-nowipe", broker="", state_dir="", workload="counter")
+    assert (config.store, config.legacy_wipe) == ("rocksdb-legacy", False)
+    # Not a store of its own: checking it as one is a usage error that names the store to check.
+    verify = subprocess.run([EOS_BIN, "verify", "rocksdb-legacy-nowipe"], capture_output=True, text=True)
+    assert verify.returncode == 2 and "check the store itself with 'rocksdb-legacy'" in verify.stderr
 
 
 @pytest.mark.parametrize("store", ["memory", "rocksdb-indexed"])

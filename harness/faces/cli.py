@@ -28,9 +28,8 @@ def _load_points() -> None:
 @main.command("stores")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def stores_command(as_json: bool) -> None:
-    """List the built-in stores and mutants."""
-    from eos_harness.runtime import UNSAFE_VARIANTS
-    from eos_harness.stores import BUILTIN, builtin_specs
+    """List the built-in stores, mutants and unsafe runtime variants."""
+    from eos_harness.stores import builtin_specs
     from rich.table import Table
 
     rows = []
@@ -38,12 +37,6 @@ def stores_command(as_json: bool) -> None:
         store = spec.factory()
         rows.append({"name": spec.name, "kind": spec.kind, "transactional": store.transactional(),
                      "manages_offsets": store.manages_offsets(), "description": spec.description})
-    for name, (base, description) in UNSAFE_VARIANTS.items():
-        if base not in BUILTIN:
-            continue
-        store = BUILTIN[base].factory()
-        rows.append({"name": name, "kind": "unsafe-runtime", "transactional": store.transactional(),
-                     "manages_offsets": store.manages_offsets(), "description": description})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

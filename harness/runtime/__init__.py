@@ -30,9 +30,9 @@ from eos_harness.faults.points import crash_point, declare
 from eos_harness.models.workloads import Workload, workload
 from eos_harness.runtime.checkpoint import read_checkpoint, write_checkpoint
 from eos_harness.store import StateStore, StoreContext, TopicPartition
-from eos_harness.stores import resolve
+from eos_harness.stores import builtin_spec, resolve
 
-__all__ = ["Task", "TaskConfig", "UNSAFE_VARIANTS", "encode", "decode"]
+__all__ = ["Task", "TaskConfig", "encode", "decode"]
 
 P_MID_BATCH = declare("task.process.mid_batch", "after a record is processed, its writes uncommitted (step 2)")
 P_BEFORE_EOS = declare("task.commit.before_eos", "before the EOS transaction commits (between steps 2 and 3)")
@@ -41,15 +41,6 @@ P_AFTER_STORE = declare("task.commit.after_store", "store committed, checkpoint 
 P_AFTER_CHECKPOINT = declare("task.commit.after_checkpoint", "checkpoint written (after 4b)")
 P_MID_REPLAY = declare("task.restore.mid_replay", "half of the changelog tail replayed into the store")
 P_CLOSE_MID = declare("task.close.mid", "during close: final commit done, checkpoint and store close not")
-
-# Runtime variants that are deliberately unsafe; the store they use and what they change.
-UNSAFE_VARIANTS: dict[str, tuple[str, str]] = {
-    "rocksdb-legacy-nowipe": (
-        "rocksdb-legacy",
-        "legacy store under EOS that trusts its contents after a crash instead of wiping them (unsafe)",
-    ),
-}
-
 
 def encode(data: bytes | None) -> str | None:
     """Bytes to a JSON-safe string, exactly reversible (latin-1)."""
@@ -125,9 +116,11 @@ class TaskConfig:
 
     @classmethod
     def for_store(cls, store: str, **kwargs) -> TaskConfig:
-        """A config for ``store``, resolving the unsafe runtime variants to their store."""
-        if store in UNSAFE_VARIANTS:
-            return cls(store=UNSAFE_VARIANTS[store][0], legacy_wipe=False, **kwargs)
+        """A config for ``store``; an unsafe runtime variant (``harness.stores``) becomes its base store
+        with the runtime settings it changes."""
+        spec = builtin_spec(store)
+        if spec is not None and spec.kind == "unsafe-runtime":
+            return cls(store=spec.base, **{**spec.runtime, **kwargs})
         return cls(store=store, **kwargs)
 
 

@@ -1,7 +1,10 @@
-"""Built-in stores and mutants, and resolution of a user's store factory (``module:function``).
+"""Built-in stores, mutants and unsafe runtime variants, and resolution of a user's store factory
+(``module:function``).
 
 A store factory is a callable taking no arguments that returns a new, unopened
-:class:`harness.store.StateStore`. The harness calls it once per (re)start.
+:class:`eos_harness.store.StateStore`. The harness calls it once per (re)start. An unsafe runtime
+variant (``rocksdb-legacy-nowipe``) is not a store of its own: it is a base store run by the task
+runtime with a deliberately unsafe setting; ``base_store`` names the store it runs on.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from pathlib import Path
 from eos_harness.faults import points
 from eos_harness.store import StateStore, StoreContext, TopicPartition
 
-__all__ = ["BUILTIN", "StoreFactoryError", "StoreSpec", "builtin_specs", "check_store", "reached_points", "resolve"]
+__all__ = ["BUILTIN", "StoreFactoryError", "StoreSpec", "base_store", "builtin_spec", "builtin_specs", "check_store", "reached_points",
+           "resolve"]
+
+KINDS = ("store", "mutant", "unsafe-runtime")  # in the order they are listed
 
 
 class StoreFactoryError(ValueError):
@@ -26,24 +32,50 @@ class StoreFactoryError(ValueError):
 @dataclass(frozen=True)
 class StoreSpec:
     name: str
-    kind: str  # "store" | "mutant"
+    kind: str  # one of KINDS
     description: str
     factory: Callable[[], StateStore]
     # For mutants: the checks expected to catch it (any one suffices).
     caught_by: tuple[str, ...] = field(default=())
+    # For unsafe runtime variants: the store it runs on, and the TaskConfig settings it changes.
+    base: str | None = None
+    runtime: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def expected_to_fail(self) -> bool:
+        """A mutant or an unsafe variant: a campaign must catch it in at least one scenario."""
+        return self.kind != "store"
 
 
 BUILTIN: dict[str, StoreSpec] = {}
 
 
 def register(spec: StoreSpec) -> StoreSpec:
+    if spec.kind not in KINDS:
+        raise ValueError(f"store {spec.name!r}: kind must be one of {', '.join(KINDS)}, got {spec.kind!r}")
+    if spec.kind == "unsafe-runtime" and spec.base not in BUILTIN:
+        raise ValueError(f"unsafe variant {spec.name!r}: register its base store {spec.base!r} first")
     BUILTIN[spec.name] = spec
     return spec
 
 
 def builtin_specs() -> list[StoreSpec]:
+    """Every built-in store, mutant and unsafe runtime variant: stores first, then mutants, then
+    unsafe variants, each by name."""
     _load_builtins()
-    return sorted(BUILTIN.values(), key=lambda s: (s.kind != "store", s.name))
+    return sorted(BUILTIN.values(), key=lambda s: (KINDS.index(s.kind), s.name))
+
+
+def builtin_spec(name: str) -> StoreSpec | None:
+    """The built-in store, mutant or unsafe variant called ``name``; None for any other name."""
+    _load_builtins()
+    return BUILTIN.get(name)
+
+
+def base_store(name: str) -> str:
+    """The store ``name`` runs on: the base of an unsafe runtime variant, else ``name`` itself."""
+    spec = builtin_spec(name)
+    return spec.base if spec is not None and spec.base is not None else name
 
 
 _REQUIRED = (
@@ -67,10 +99,16 @@ def check_store(obj: object, where: str) -> StateStore:
 def resolve(spec: str) -> Callable[[], StateStore]:
     """A factory for a built-in store or mutant name, or for ``module:function``."""
     _load_builtins()
-    if spec in BUILTIN:
-        return BUILTIN[spec].factory
+    builtin = BUILTIN.get(spec)
+    if builtin is not None and builtin.kind == "unsafe-runtime":
+        raise StoreFactoryError(
+            f"{spec!r} is not a store but the task runtime run unsafely over {builtin.base!r}: check the store "
+            f"itself with {builtin.base!r}, or run {spec!r} as a scenario (eos-harness run/chaos --store {spec})"
+        )
+    if builtin is not None:
+        return builtin.factory
     if ":" not in spec:
-        names = ", ".join(sorted(BUILTIN))
+        names = ", ".join(sorted(name for name, s in BUILTIN.items() if s.kind != "unsafe-runtime"))
         raise StoreFactoryError(
             f"unknown store {spec!r}: use a built-in name ({names}) or a factory 'module:function'"
         )
@@ -133,4 +171,4 @@ def _load_builtins() -> None:
     if _loaded:
         return
     _loaded = True
-    from eos_harness.stores import catalogue  # noqa: F401  (registers every built-in store and mutant)
+    from eos_harness.stores import catalogue  # noqa: F401  (registers every built-in store, mutant, variant)

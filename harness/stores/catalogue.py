@@ -1,4 +1,4 @@
-"""Registers every built-in store and mutant under its public name."""
+"""Registers every built-in store, mutant and unsafe runtime variant under its public name."""
 
 from __future__ import annotations
 
@@ -20,5 +20,8 @@ register(StoreSpec("rocksdb-secondary", "store",
 register(StoreSpec("rocksdb-legacy", "store",
                    "non-transactional RocksDB (before KIP-844); offsets in the task's .checkpoint",
                    LegacyRocksStore))
+register(StoreSpec("rocksdb-legacy-nowipe", "unsafe-runtime",
+                   "legacy store under EOS that trusts its contents after a crash instead of wiping them (unsafe)",
+                   LegacyRocksStore, base="rocksdb-legacy", runtime={"legacy_wipe": False}))
 
 from eos_harness.stores import mutants  # noqa: E402,F401  (registers the mutants)

@@ -25,10 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eos_harness.models.workloads import WORKLOADS
-from eos_harness.runtime import (
-    UNSAFE_VARIANTS,
-)
-from eos_harness.stores import StoreFactoryError, resolve
+from eos_harness.stores import StoreFactoryError, base_store, resolve
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
     default_stores,
@@ -76,8 +73,7 @@ def run_campaign(
     """Run a campaign; returns the chaos JSON object (``seed``, ``minutes``, ``scenarios``, ``summary``)."""
     stores = stores or default_stores()
     for store in stores:
-        if store not in UNSAFE_VARIANTS:
-            resolve(store)
+        resolve(base_store(store))
     workloads = workloads or list(WORKLOADS)
     for wl in workloads:
         if wl not in WORKLOADS:

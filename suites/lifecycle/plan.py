@@ -16,9 +16,8 @@ from eos_harness.runtime import (
     P_CLOSE_MID,
     P_MID_BATCH,
     P_MID_REPLAY,
-    UNSAFE_VARIANTS,
 )
-from eos_harness.stores import BUILTIN, builtin_specs, reached_points
+from eos_harness.stores import base_store, builtin_spec, builtin_specs, reached_points
 from eos_harness.suites.lifecycle.runner import Scenario
 from eos_harness.suites.lifecycle.schedule import Fault
 
@@ -26,12 +25,12 @@ LIFECYCLE_POINTS = (P_MID_BATCH, P_BEFORE_EOS, P_AFTER_EOS, P_AFTER_STORE, P_AFT
 
 
 def default_stores() -> list[str]:
-    return [s.name for s in builtin_specs()] + list(UNSAFE_VARIANTS)
+    return [s.name for s in builtin_specs()]
 
 
 def expected_to_fail(store: str) -> bool:
-    spec = BUILTIN.get(store)
-    return store in UNSAFE_VARIANTS or (spec is not None and spec.kind == "mutant")
+    spec = builtin_spec(store)
+    return spec is not None and spec.expected_to_fail
 
 
 def kafka_faults(broker: str) -> list[str]:
@@ -78,7 +77,7 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
           broker_faults: list[str] | None = None, interleave: bool = False) -> Iterator[Scenario]:
     rng = random.Random(seed)
     broker_faults = broker_faults or []
-    per_store_points = {s: reached_points(UNSAFE_VARIANTS.get(s, (s,))[0]) for s in stores}
+    per_store_points = {s: reached_points(base_store(s)) for s in stores}
     # Coverage first: every (store, point) once, with a workload rotating through all.
     coverage: list[Scenario] = []
     per_store: list[list[Scenario]] = []
