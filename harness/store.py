@@ -55,7 +55,7 @@ class TopicPartition:
 
 @dataclass(frozen=True)
 class StoreContext:
-    """Where and for whom a store lives (seed 004's names).
+    """Where and for whom a store lives (Kafka Streams' state store naming rule, seed 004).
 
     ``directory`` is ``[state.dir]/[application.id]/[task.id]/rocksdb/[store.name]``: the store
     owns it and nothing outside it. ``changelog`` is the store's changelog partition

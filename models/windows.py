@@ -1,4 +1,4 @@
-"""The window store of KIP-428 (seed 001) as a pure model, and Spark's watermark mapped onto it.
+"""The in-memory window store of KIP-428 (seed 001) as a pure model, and Spark's watermark mapped onto it.
 
 A window store keeps, per window start, the aggregate of each key. Three durations govern it:
 ``window_size``, ``grace_period`` (how late a record may arrive and still update its window) and

@@ -1,6 +1,7 @@
 """CLI of the Spark suite: ``eos-harness run --suite spark …`` (one scenario) and
 ``eos-harness chaos --suite spark …`` (a campaign over the matrix). :class:`SuiteGroup` sends
-``run``/``chaos`` with ``--suite spark`` here, the Core B commands keep every other invocation."""
+``run``/``chaos`` with ``--suite spark`` here; the EOS task lifecycle's commands keep every other
+invocation."""
 
 from __future__ import annotations
 

@@ -10,8 +10,9 @@ changelog inside the open EOS transaction, every output record to the output top
   (4a) ``store.commit(changelog offsets)``,                            ``task.commit.after_store``
   (4b) the ``.checkpoint`` file,                                         ``task.commit.after_checkpoint``
 
-Names follow seed 004: the store lives in ``[state.dir]/[application.id]/[task.id]/rocksdb/
-[store.name]`` and logs to ``[application.id]-[store.name]-changelog``.
+Names follow Kafka Streams' state store naming rule (seed 004): the store lives in
+``[state.dir]/[application.id]/[task.id]/rocksdb/[store.name]`` and logs to
+``[application.id]-[store.name]-changelog``.
 
 The runtime reports what it does as events through an ``emit`` callback; it never writes the
 history itself (the driver does).

@@ -3,8 +3,8 @@ a schedule of driver kills, restarted on the same checkpoint until it finishes, 
 
 The driver (this module) keeps the history: every final file the watcher saw, each kill with the
 files really on disk after it and the crash window they show, each run's exit and Spark's error,
-the state each run read back. The verdict has the shape of Core B's, with the pipeline, sink and
-configuration instead of the store.
+the state each run read back. The verdict has the shape of the EOS task lifecycle suite's, with
+the pipeline, sink and configuration instead of the store.
 """
 
 from __future__ import annotations
