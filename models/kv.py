@@ -65,14 +65,8 @@ class KVModel:
         return [(k, v) for k, v in self.all() if lo <= k <= hi]
 
     # -- read-committed view ------------------------------------------------------
-    def read_committed_get(self, key: Key) -> Value | None:
-        return self.committed.get(key)
-
     def read_committed_all(self) -> list[tuple[Key, Value]]:
         return sorted(self.committed.items())
-
-    def read_committed_range(self, lo: Key, hi: Key) -> list[tuple[Key, Value]]:
-        return [(k, v) for k, v in self.read_committed_all() if lo <= k <= hi]
 
     # -- lifecycle ------------------------------------------------------------------
     def committed_after(self, changelog_offsets: Mapping[Hashable, int]) -> tuple[dict, dict]:

@@ -16,7 +16,7 @@ dropped as late. :class:`SparkWatermarkedCounts` replays that batch by batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = ["SparkWatermarkedCounts", "WindowSpec", "WindowStore", "windows_of"]
@@ -141,7 +141,3 @@ class SparkWatermarkedCounts:
     def state(self) -> dict[tuple[str, int, int], int]:
         return self.store.contents()
 
-
-def run_batches(spec: WindowSpec, batches: Sequence[Sequence[tuple[str, int]]]) -> list[list[tuple[str, int, int, int]]]:
-    model = SparkWatermarkedCounts(spec)
-    return [model.batch(b) for b in batches]

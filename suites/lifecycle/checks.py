@@ -33,20 +33,6 @@ from collections.abc import Iterable
 from eos_harness.models.lifecycle import LifecycleModel
 from eos_harness.verdict import Violation
 
-CHECKS = (
-    "atomic_commit",
-    "no_uncommitted_survives",
-    "committed_rolls_forward",
-    "recovery_idempotent",
-    "state_matches_model",
-    "exactly_once_output",
-    "read_your_own_writes",
-    "read_committed_isolation",
-    "no_wipe",
-    "task_finishes",
-    "zombie_fenced",
-)
-
 
 def _b(text: str | None) -> bytes | None:
     return None if text is None else text.encode("latin-1")

@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from eos_harness.faults.spark import CrashTarget, FileWatcher, classify, final_files, parse_target, step_of
@@ -393,6 +393,3 @@ def _latencies(files: dict[str, list[str]], roots: dict[str, Path]) -> dict:
                 out.append((step[1], commit.stat().st_mtime - offsets.stat().st_mtime))
     return {"batch_latencies": sorted(out)}
 
-
-def scenario_json(scenario: SparkScenario) -> dict:
-    return asdict(scenario)
