@@ -19,10 +19,11 @@ import contextlib
 import json
 import os
 import threading
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
+
+from eos_harness.process.wait import WaitTimeout, wait_until
 
 __all__ = ["SinkFollower", "create_topics", "produce_input", "read_topic", "topic_names"]
 
@@ -98,23 +99,26 @@ def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") ->
         probe.close()
     consumer = _consumer(bootstrap, topic, isolation)
     rows: list[dict] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        position = 0
-        while position < high:
-            if time.monotonic() > deadline:
-                raise KafkaSetupError(f"reading {topic} at {bootstrap}: offset {position} of {high} after "
-                                      f"{TIMEOUT_S:.0f} s")
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    position = max(position, msg.offset())
-                    continue
+    position = 0
+
+    def read_to_high() -> bool:
+        nonlocal position
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error():
+            if msg.error().code() != KafkaError._PARTITION_EOF:
                 raise KafkaSetupError(f"reading {topic} at {bootstrap}: {msg.error()}")
+            position = max(position, msg.offset())
+        elif msg is not None:
             rows.append(json.loads(msg.value()))
             position = msg.offset() + 1
+        return position >= high
+
+    try:
+        if high > 0:
+            wait_until(read_to_high, TIMEOUT_S, 0, f"{topic} at {bootstrap} to be read up to offset {high}")
+    except WaitTimeout:
+        raise KafkaSetupError(f"reading {topic} at {bootstrap}: offset {position} of {high} after "
+                              f"{TIMEOUT_S:.0f} s") from None
     finally:
         consumer.close()
     return rows
