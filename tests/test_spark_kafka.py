@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 from eos_harness.models.spark import generate_batches, model_for
+from eos_harness.spark.process import processes_of
 from eos_harness.suites.spark.checks import check_at_least_once
 from eos_harness.suites.spark.runner import SparkScenario, run_spark_scenario
-
-from tests.processes import processes_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

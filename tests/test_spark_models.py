@@ -163,9 +163,7 @@ def test_restart_liveness_reports_sparks_error_and_skips_runs_the_schedule_kille
 
 
 def test_processes_of_finds_what_a_run_left_behind(tmp_path):
-    from eos_harness.spark.process import RUN_ENV
-
-    from tests.processes import processes_of
+    from eos_harness.spark.process import RUN_ENV, processes_of
 
     env = {**os.environ, RUN_ENV: str(tmp_path / "run-0")}
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env, start_new_session=True)

@@ -12,9 +12,26 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["RUN_ENV", "PipelineProcess"]
+__all__ = ["RUN_ENV", "PipelineProcess", "processes_of"]
 
 RUN_ENV = "EOS_HARNESS_SPARK_RUN"
+
+
+def processes_of(root: Path) -> list[int]:
+    """Live processes started for runs under ``root`` (the driver, its JVM, Python workers)."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            run = p.environ().get(RUN_ENV)
+        except (psutil.Error, OSError):
+            continue
+        if run and Path(run).is_relative_to(root):
+            found.append(p.pid)
+    return found
 
 
 class PipelineProcess:

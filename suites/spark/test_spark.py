@@ -9,9 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from eos_harness.spark.process import processes_of
 from eos_harness.suites.spark.runner import SparkScenario, run_spark_scenario
-
-from tests.processes import processes_of
 
 pytestmark = pytest.mark.spark
 
