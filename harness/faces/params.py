@@ -44,11 +44,9 @@ class NameList(click.ParamType):
 
 
 def _store_names() -> list[str]:
-    from eos_harness.runtime import UNSAFE_VARIANTS
-    from eos_harness.stores import BUILTIN, builtin_specs
+    from eos_harness.stores import builtin_specs
 
-    builtin_specs()  # loads every built-in store and mutant
-    return sorted(BUILTIN) + [v for v in UNSAFE_VARIANTS if v not in BUILTIN]
+    return sorted(spec.name for spec in builtin_specs())  # stores, mutants and unsafe variants
 
 
 def _store_factory_problem(name: str) -> str | None:
