@@ -11,7 +11,23 @@ from eos_harness.faces.params import AT_LEAST_ONE
 from eos_harness.faces.spark import SuiteGroup
 
 
-@click.group(cls=SuiteGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class HarnessGroup(SuiteGroup):
+    """Every command runs in a :func:`eos_harness.session.session` (one temp root, removed at the end;
+    SIGTERM unwinds like Ctrl-C); an interrupted command exits 130 (SIGINT) or 143 (SIGTERM)."""
+
+    def invoke(self, ctx: click.Context):
+        from eos_harness.session import exit_code_of, session, signal_name
+
+        try:
+            with session():
+                return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            click.echo(f"interrupted ({signal_name(exc)}): stopped; whatever the command started was stopped",
+                       err=True)
+            ctx.exit(exit_code_of(exc))
+
+
+@click.group(cls=HarnessGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Fault-injection harness and verifier for exactly-once (EOS) state semantics."""
 
@@ -78,18 +94,28 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     from pathlib import Path
 
     from eos_harness.faces.lifecycle import console
+    from eos_harness.rundir import RunDirError, check_output_file, write_text
     from eos_harness.stores import StoreFactoryError
     from eos_harness.suites.conformance.runner import verify
     from rich.table import Table
 
+    if json_path:
+        try:
+            check_output_file(json_path)
+        except RunDirError as exc:
+            raise click.UsageError(str(exc)) from None
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     console.print(f"seed: {seed}")
     try:
         result = verify(store, seed, examples=examples, steps=steps, shrink=shrink)
     except StoreFactoryError as exc:
         raise click.UsageError(str(exc)) from None
+    json_error = None
     if json_path:
-        Path(json_path).write_text(json.dumps(result, indent=2))
+        try:
+            write_text(Path(json_path), json.dumps(result, indent=2))
+        except OSError as exc:
+            json_error = f"could not write {json_path}: {exc.strerror or exc}"
     table = Table(title=f"conformance of {store}: {len(result['cases'])} cases")
     table.add_column("#", no_wrap=True)
     table.add_column("check", no_wrap=True)
@@ -104,6 +130,9 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
         console.print(f"[red]verdict: fail[/]  replay: {result['repro']}", soft_wrap=True)
     else:
         console.print(f"[green]verdict: pass[/] ({len(result['cases'])} cases)")
+    if json_error:
+        console.print(f"[red]{json_error}[/] (the verdict is above)")
+        sys.exit(3)
     sys.exit(1 if result["violations"] else 0)
 
 

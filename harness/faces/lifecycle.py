@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -14,6 +15,7 @@ import click
 from eos_harness.extras import needs_kafka
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, STORE_LIST, WORKLOAD_LIST, require_extra
 from eos_harness.models.workloads import WORKLOADS
+from eos_harness.verdict import EXIT_INCOMPLETE
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -29,10 +31,35 @@ def _seed(seed: int | None) -> int:
     return seed if seed is not None else random.SystemRandom().randrange(2**31)
 
 
-def _write_json(path: str | None, obj: dict) -> None:
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(obj, indent=2))
+def _write_json(path: str | Path | None, obj: dict) -> str | None:
+    """Write the results JSON (its directory was checked up front); returns why it could not be written."""
+    from eos_harness.rundir import write_text
+
+    if not path:
+        return None
+    try:
+        write_text(Path(path), json.dumps(obj, indent=2))
+    except OSError as exc:
+        return f"could not write {path}: {exc.strerror or exc}"
+    return None
+
+
+def _run_dir(out: str | None, default: str, overwrite: bool) -> Path:
+    """The command's run directory, checked before anything runs (see :mod:`eos_harness.rundir`)."""
+    from eos_harness.rundir import prepare
+
+    return prepare(out or default, overwrite=overwrite, given=out is not None)
+
+
+def _check_json_path(json_path: str | None) -> None:
+    from eos_harness.rundir import check_output_file
+
+    if json_path:
+        check_output_file(json_path)
+
+
+OVERWRITE_HELP = ("Reuse --out if it holds an earlier run's results (only what the harness wrote there is "
+                  "removed; a directory it did not make is never emptied).")
 
 
 def _violations_table(result: dict) -> Table:
@@ -63,7 +90,8 @@ def _violations_table(result: dict) -> Table:
 @click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
 @click.option("--out", default=None, help="Run directory (default runs/run-<seed>).")
-def run_command(suite, store, workload, crash_at, broker, records, commit_interval, seed, json_path, out):
+@click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
+def run_command(suite, store, workload, crash_at, broker, records, commit_interval, seed, json_path, out, overwrite):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
     from eos_harness.cluster import ClusterError
     from eos_harness.runtime import TaskConfig
@@ -80,14 +108,15 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
         schedule = parse_schedule(list(crash_at))
         scenario = Scenario(store, workload, seed, schedule, broker=broker, records=records,
                             commit_interval=commit_interval)
-        out_dir = Path(out or f"runs/run-{seed}")
+        _check_json_path(json_path)
+        out_dir = _run_dir(out, f"runs/run-{seed}", overwrite)
         with local_broker(broker) as spec:
             result = run_scenario(replace(scenario, broker=spec, repro_broker=broker), out_dir)
     except (ScheduleError, StoreFactoryError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
-    _write_json(json_path, result)
+    json_error = _write_json(json_path, result)
     colour = "green" if result["verdict"] == "pass" else "red"
     console.print(f"[{colour}]verdict: {result['verdict']}[/] ({result['seconds']} s); crash points hit: "
                   f"{', '.join(result['crash_points']) or 'none'}")
@@ -99,6 +128,9 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
         console.print(_violations_table(result))
         console.print(f"replay: {result['repro']}", soft_wrap=True)
     console.print(f"history: {result['history']}")
+    if json_error:
+        console.print(f"[red]{json_error}[/] (the verdict is above and in {out_dir / 'verdict.json'})")
+        sys.exit(EXIT_INCOMPLETE)
     sys.exit(0 if result["verdict"] == "pass" else 1)
 
 
@@ -168,7 +200,8 @@ def chaos_table(campaign: dict) -> Table:
     return table
 
 
-def run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, broker="embedded") -> dict:
+def run_chaos(seed, stores, workloads, minutes, scenarios, out: Path, json_path, workers, broker="embedded") -> dict:
+    """Run a campaign in the (prepared) run directory ``out``; print its table; write its JSON."""
     with local_broker(broker) as spec:
         return _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker)
 
@@ -176,25 +209,26 @@ def run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, worke
 def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker) -> dict:
     from eos_harness.suites.lifecycle.campaign import run_campaign
 
-    out_dir = Path(out or f"runs/chaos-{seed}")
+    out_dir = out
     console.print(f"seed: {seed}   broker: {broker}   results: {out_dir}")
     started = time.monotonic()
     total = scenarios
     with Progress(TextColumn("[bold]chaos"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
                   TimeElapsedColumn(), console=console, transient=False) as progress:
         task = progress.add_task("chaos", total=total, status="")
-        failed = [0]
+        counts = {"fail": 0, "error": 0}
 
         def on_result(result: dict) -> None:
-            failed[0] += result["verdict"] == "fail"
-            progress.update(task, advance=1, status=f"{failed[0]} failing (mutants included)")
+            counts[result["verdict"]] = counts.get(result["verdict"], 0) + 1
+            errors = f", {counts['error']} could not run" if counts["error"] else ""
+            progress.update(task, advance=1, status=f"{counts['fail']} failing (mutants included){errors}")
 
         campaign = run_campaign(seed, out_dir, stores=stores, workloads=workloads, minutes=minutes,
                                 scenarios=scenarios, workers=workers, on_result=on_result, broker=spec,
                                 repro_broker=broker)
     campaign["seconds"] = round(time.monotonic() - started, 1)
     json_file = Path(json_path) if json_path else out_dir / "chaos.json"
-    _write_json(str(json_file), campaign)
+    json_error = _write_json(json_file, campaign)
     console.print(chaos_table(campaign))
     summary = campaign["summary"]
     console.print(f"{summary['total']} scenarios in {campaign['seconds']} s "
@@ -220,11 +254,26 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
                       "(verdict \"error\" in the JSON):[/]")
         for line in summary["errors"][:5]:
             console.print(f"  {line}", soft_wrap=True)
-    console.print(f"results: {json_file} (histories under {out_dir})")
+    stopped = campaign.get("stopped")
+    if stopped:
+        console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
+    if json_error:
+        campaign["json_error"] = json_error
+        console.print(f"[red]{json_error}[/]; the scenarios that finished are in {out_dir / 'results.jsonl'} "
+                      "as far as it could be written", soft_wrap=True)
+    else:
+        console.print(f"results: {json_file} (histories under {out_dir})")
     return campaign
 
 
 def _campaign_exit(campaign: dict) -> int:
+    """130/143 when interrupted (SIGINT/SIGTERM), 3 when it could not be completed (a broken
+    environment, results that could not be written), else 1 for an unexpected result, else 0."""
+    stopped = campaign.get("stopped") or {}
+    if stopped.get("why") in ("SIGINT", "SIGTERM"):
+        return 128 + int(getattr(signal, stopped["why"]))
+    if stopped or campaign.get("json_error"):
+        return EXIT_INCOMPLETE
     summary = campaign["summary"]
     return 1 if summary["unexpected"] or summary.get("fault_errors") or summary.get("errors") else 0
 
@@ -244,7 +293,8 @@ def _campaign_exit(campaign: dict) -> int:
 @click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once.")
 @click.option("--broker", default="embedded", show_default=True, help=BROKER_HELP + "; on kafka-local the "
               "campaign adds broker faults (broker-kill, broker-pause, coordinator-kill, txn-timeout)")
-def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker):
+@click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
+def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker, overwrite):
     """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
     from eos_harness.cluster import ClusterError
     from eos_harness.stores import StoreFactoryError
@@ -253,7 +303,9 @@ def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path,
     seed = _seed(seed)
     try:
         parse_broker(broker)
-        campaign = run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, broker)
+        _check_json_path(json_path)
+        out_dir = _run_dir(out, f"runs/chaos-{seed}", overwrite)
+        campaign = run_chaos(seed, stores, workloads, minutes, scenarios, out_dir, json_path, workers, broker)
     except (StoreFactoryError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
@@ -266,8 +318,15 @@ def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path,
 @click.option("--minutes", type=POSITIVE_MINUTES, default=1.0, show_default=True)
 @click.option("--seed", type=int, default=7, show_default=True)
 def demo_command(out, minutes, seed):
-    """The main job: a short chaos campaign on the embedded broker, with a verdict table."""
-    campaign = run_chaos(seed, None, None, minutes, None, out, None, 2)
+    """The main job: a short chaos campaign on the embedded broker, with a verdict table.
+    Run again, it replaces its own earlier results in OUT (never a directory it did not make)."""
+    from eos_harness.rundir import RunDirError, prepare
+
+    try:
+        out_dir = prepare(out, overwrite=True, given=Path(out) != Path("runs/demo"))
+    except RunDirError as exc:
+        raise click.UsageError(str(exc)) from None
+    campaign = run_chaos(seed, None, None, minutes, None, out_dir, None, 2)
     sys.exit(_campaign_exit(campaign))
 
 
@@ -293,6 +352,7 @@ def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isola
     try:
         if not (parse_broker(broker) or broker.startswith("kafka://")):
             raise ValueError(f"--broker {broker!r}: the log checker needs Kafka: kafka-local, kafka-local:3 or kafka://HOST:PORT")
+        _check_json_path(json_path)
         with local_broker(broker) as spec:
             result = run_workload(spec.removeprefix("kafka://").partition("?")[0], seed, transactions=transactions,
                                   partitions=partitions, abort_ratio=abort_ratio, isolation=isolation)
@@ -301,7 +361,7 @@ def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isola
     except ClusterError as exc:
         raise click.ClickException(str(exc)) from None
     report = {"seed": seed, "broker": broker, **result.to_json()}
-    _write_json(json_path, report)
+    json_error = _write_json(json_path, report)
     colour = "green" if report["verdict"] == "pass" else "red"
     console.print(f"{report['transactions']} transactions, {report['records_sent']} records sent, "
                   f"{report['records_read']} read ({isolation}) in {report['seconds']} s")
@@ -315,4 +375,7 @@ def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isola
         console.print(table)
         console.print(f"replay: eos-harness kafka-log --broker {broker} --seed {seed} --transactions {transactions} "
                       f"--partitions {partitions} --abort-ratio {abort_ratio} --isolation {isolation}", soft_wrap=True)
+    if json_error:
+        console.print(f"[red]{json_error}[/]")
+        sys.exit(EXIT_INCOMPLETE)
     sys.exit(0 if report["verdict"] == "pass" else 1)

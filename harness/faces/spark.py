@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import sys
 from pathlib import Path
 
 import click
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, require_extra
+from eos_harness.rundir import RunDirError, check_output_file, prepare, write_text
 from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
 from eos_harness.suites.spark.campaign import run_campaign
 from eos_harness.suites.spark.plan import MATRIX_SINKS, MIN_BATCHES
+from eos_harness.verdict import EXIT_INCOMPLETE, exit_code
 from rich.console import Console
 from rich.table import Table
 
@@ -166,8 +169,10 @@ def _print_result(result: dict) -> None:
 @click.option("--broker", default=None, help=BROKER_HELP)
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
 @click.option("--out", default=None, help="Run directory (default runs/spark-<seed>).")
+@click.option("--overwrite", is_flag=True, help="Reuse --out if it holds an earlier run's results (only what the "
+              "harness wrote there is removed; a directory it did not make is never emptied).")
 def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_format, source, crash_at, batches, strict,
-                      seed, broker, json_path, out):
+                      seed, broker, json_path, out, overwrite):
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model."""
     from eos_harness.suites.spark.runner import SparkScenario, run_spark_scenario
 
@@ -180,17 +185,32 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
                              tuple(t for t in crash_at.split(",") if t.strip()), seed, batches, strict)
     try:
         scenario.validate()
+        if json_path:
+            check_output_file(json_path)
+        run_dir = prepare(out or f"runs/spark-{seed}", overwrite=overwrite, given=out is not None)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     bootstrap = _parse_broker(broker)
     needed = scenario.uses_kafka and not unsupported(pipeline, sink, provider, int(checkpoint_format))
     with _Kafka(bootstrap, needed) as kafka:
-        result = run_spark_scenario(scenario, Path(out or f"runs/spark-{seed}"), keep=True, kafka=kafka)
-    if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(result, indent=2))
+        result = run_spark_scenario(scenario, run_dir, keep=True, kafka=kafka)
+    json_error = _write_json(json_path, result)
     _print_result(result)
+    if json_error:
+        console.print(f"[red]{json_error}[/]")
+        sys.exit(EXIT_INCOMPLETE)
     sys.exit(1 if result["verdict"] == "fail" else 0)
+
+
+def _write_json(path: str | Path | None, obj: dict) -> str | None:
+    """Write the results JSON (its directory was checked up front); returns why it could not be written."""
+    if not path:
+        return None
+    try:
+        write_text(Path(path), json.dumps(obj, indent=2))
+    except OSError as exc:
+        return f"could not write {path}: {exc.strerror or exc}"
+    return None
 
 
 @click.command("chaos")
@@ -206,7 +226,10 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
 @click.option("--sinks", default=",".join(MATRIX_SINKS), show_default=True,
               help="Comma-separated sinks of the matrix (file, foreach, kafka).")
 @click.option("--broker", default=None, help=BROKER_HELP)
-def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_path, out, workers, sinks, broker):
+@click.option("--overwrite", is_flag=True, help="Reuse --out if it holds an earlier run's results (only what the "
+              "harness wrote there is removed; a directory it did not make is never emptied).")
+def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_path, out, workers, sinks, broker,
+                        overwrite):
     """Run a Spark chaos campaign over pipeline × sink × state provider × checkpoint format × crash window."""
     chosen = tuple(s.strip() for s in sinks.split(",") if s.strip())
     wrong = [s for s in chosen if s not in MATRIX_SINKS]
@@ -218,7 +241,12 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
         require_extra("kafka", "--source kafka" if source == "kafka" else "--sinks kafka")
     bootstrap = _parse_broker(broker)
     seed = _seed(seed)
-    out_dir = Path(out or f"runs/spark-chaos-{seed}")
+    try:
+        if json_path:
+            check_output_file(json_path)
+        out_dir = prepare(out or f"runs/spark-chaos-{seed}", overwrite=overwrite, given=out is not None)
+    except RunDirError as exc:
+        raise click.UsageError(str(exc)) from None
     console.print(f"seed: {seed}   results: {out_dir}")
 
     def on_result(result: dict) -> None:
@@ -227,8 +255,7 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
     with _Kafka(bootstrap, source == "kafka" or "kafka" in chosen) as kafka:
         campaign = run_campaign(seed, out_dir, minutes, scenarios, source, strict, on_result, workers, chosen, kafka)
     json_file = Path(json_path) if json_path else out_dir / "chaos.json"
-    json_file.parent.mkdir(parents=True, exist_ok=True)
-    json_file.write_text(json.dumps(campaign, indent=2))
+    json_error = _write_json(json_file, campaign)
     console.print(_matrix_table(campaign["scenarios"], f"spark chaos, seed {seed}: {campaign['summary']['total']} "
                                                        "scenarios by configuration"))
     failing = [r for r in campaign["scenarios"] if r["verdict"] != "pass"]
@@ -243,5 +270,15 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
         console.print("[red]unexpected results:[/]")
         for repro in campaign["summary"]["unexpected"]:
             console.print(f"  replay: {repro}", markup=False, highlight=False)
-    console.print(f"results: {json_file}")
-    sys.exit(1 if campaign["summary"]["unexpected"] else 0)
+    stopped = campaign.get("stopped") or {}
+    if stopped:
+        console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
+    if json_error:
+        console.print(f"[red]{json_error}[/]; the scenarios that finished are in {out_dir / 'results.jsonl'}")
+    else:
+        console.print(f"results: {json_file}")
+    if stopped.get("why") in ("SIGINT", "SIGTERM"):
+        sys.exit(128 + int(getattr(signal, stopped["why"])))
+    if stopped or json_error:
+        sys.exit(EXIT_INCOMPLETE)
+    sys.exit(exit_code([r["verdict"] for r in campaign["scenarios"]], unexpected=bool(campaign["summary"]["unexpected"])))

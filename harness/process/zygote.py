@@ -226,6 +226,9 @@ class Process:
         self._ended = False
 
     def start(self) -> None:
+        from eos_harness.session import stop_starting
+
+        stop_starting()  # an interrupted command starts no new child
         zygote = self._get()
         self.pid, self._pidfd = zygote.start(self.target, self.args)
         zygote.live.add(self)

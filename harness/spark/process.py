@@ -50,6 +50,9 @@ class PipelineProcess:
         self.started = 0.0
 
     def __enter__(self) -> PipelineProcess:
+        from eos_harness.session import stop_starting
+
+        stop_starting()  # an interrupted command starts no new Spark run
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1",
                # inherited by the JVM and the Python workers: finds whatever a run left behind

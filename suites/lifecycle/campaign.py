@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eos_harness.campaign import run_plan
 from eos_harness.models.workloads import WORKLOADS
+from eos_harness.rundir import claim
 from eos_harness.stores import StoreFactoryError, base_store, resolve
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
@@ -81,63 +82,41 @@ def run_campaign(
     if minutes is None and scenarios is None:
         minutes = 1.0
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
-    out_dir.mkdir(parents=True, exist_ok=True)
+    claim(out_dir)
     faults = kafka_faults(broker)
     source = plan(seed, stores, workloads, broker=broker, broker_faults=faults, repro_broker=repro_broker)
-    results: list[dict | None] = []
 
-    def more() -> bool:
-        if not results:
+    def more(started: int) -> bool:
+        if not started:
             return True  # a campaign runs at least one scenario, however short its time
-        if scenarios is not None and len(results) >= scenarios:
+        if scenarios is not None and started >= scenarios:
             return False
         return deadline is None or time.monotonic() < deadline
 
-    pending: Scenario | None = None  # drawn, waiting for the cluster to itself
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        running: dict = {}  # future -> (index, scenario)
-        while more() or running:
-            while more() and len(running) < workers and not any(affects_cluster(sc) for _, sc in running.values()):
-                scenario = pending or next(source)
-                # A fault that kills or stops a broker hits every scenario on the cluster, not only
-                # its own: such a scenario runs alone, after the running ones finish.
-                if affects_cluster(scenario) and running:
-                    pending = scenario
-                    break
-                pending = None
-                index = len(results)
-                results.append(None)
-                run_dir = out_dir / f"scenario-{index:05d}"
-                running[pool.submit(run_scenario, scenario, run_dir, False)] = (index, scenario)
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for future in done:
-                index, scenario = running.pop(future)
-                result = _result_or_error(future, scenario)
-                result["index"] = index
-                results[index] = result
-                on_result(result)
-    finished = [r for r in results if r is not None]
-    return {
+    # A fault that kills or stops a broker hits every scenario on the cluster, not only its own:
+    # such a scenario runs alone, after the running ones finish.
+    run = run_plan(source, lambda index, scenario: run_scenario(scenario, out_dir / f"scenario-{index:05d}", False),
+                   workers=workers, more=more, run_alone=affects_cluster, on_result=on_result,
+                   error_result=_error_result, results_file=out_dir / "results.jsonl",
+                   fatal=(ScheduleError, StoreFactoryError))
+    campaign = {
         "seed": seed,
         "broker": repro_broker or broker,
         "kafka_faults": faults,
         "minutes": minutes,
-        "scenarios": finished,
-        "summary": summarize(finished, stores),
+        "scenarios": run.results,
+        "summary": summarize(run.results, stores),
     }
+    if run.stopped is not None:
+        campaign["stopped"] = run.stop_json
+    return campaign
 
 
-def _result_or_error(future, scenario: Scenario) -> dict:
-    """The scenario's verdict object; when the scenario could not be run to its end (a broker that
-    stopped answering, a harness error), an ``error`` verdict carrying the message and the replay
-    command, so that the campaign goes on and keeps every other result."""
-    try:
-        return future.result()
-    except (ScheduleError, StoreFactoryError):
-        raise  # the campaign's own input is wrong: every scenario would fail the same way
-    except Exception as exc:  # noqa: BLE001 - reported in the verdict, and the campaign exits 1
-        return {**verdict(scenario, [], [], []), "verdict": "error", "error": f"{type(exc).__name__}: {exc}"}
+def _error_result(scenario: Scenario, exc: BaseException) -> dict:
+    """An ``error`` verdict for a scenario that could not be run to its end (a broker that stopped
+    answering, a harness error), with the message and the replay command, so that the campaign
+    goes on and keeps every other result."""
+    return {**verdict(scenario, [], [], []), "verdict": "error", "error": f"{type(exc).__name__}: {exc}"}
 
 
 def summarize(results: list[dict], stores: list[str]) -> dict:

@@ -35,6 +35,7 @@ from eos_harness.faults.kafka import (
 from eos_harness.history import History
 from eos_harness.models.lifecycle import LifecycleModel
 from eos_harness.models.workloads import workload
+from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
 from eos_harness.stores import resolve
 from eos_harness.suites.lifecycle.checks import check_all, recovery_report
@@ -83,7 +84,8 @@ def broker_spec(scenario: Scenario, run_dir: Path) -> str:
 
 
 def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
-    """Run one scenario in ``run_dir`` (created, emptied first) and return its verdict object."""
+    """Run one scenario in ``run_dir`` and return its verdict object. ``run_dir`` is created, or, if
+    the harness made it, emptied of earlier results (see :func:`eos_harness.rundir.claim`)."""
     resolve(TaskConfig.for_store(scenario.store, broker="", state_dir="", workload=scenario.workload).store)
     cluster = None
     names = {f.point for f in scenario.schedule}
@@ -101,9 +103,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
                 f"{', '.join(sorted(names & set(CLUSTER_FAULTS)))}: these faults kill or stop broker processes, so "
                 f"they need a Kafka cluster this process started (--broker kafka-local); {scenario.broker!r} is not one"
             )
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
+    claim(run_dir)
     started = time.perf_counter()
     started_at = time.time()
     records = _input_records(scenario)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from eos_harness.faults.spark import CrashTarget, FileWatcher, classify, final_files, parse_target, step_of
 from eos_harness.models.spark import generate_batches, model_for
+from eos_harness.rundir import claim
 from eos_harness.spark.pipelines import OUTPUT_COLUMNS, PIPELINES, SINKS, unsupported
 from eos_harness.spark.process import PipelineProcess
 from eos_harness.suites.spark.checks import (
@@ -147,7 +148,8 @@ def kafka_jars() -> list[str]:
 
 def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = False,
                        measure: dict | None = None, watch: bool = True, kafka: str | None = None) -> dict:
-    """Run ``scenario`` in ``run_dir`` (emptied first); returns the verdict object. ``watch=False``
+    """Run ``scenario`` in ``run_dir`` (created, or emptied of the harness's earlier results: see
+    :func:`eos_harness.rundir.claim`); returns the verdict object. ``watch=False``
     (only without kills) runs without the inotify watcher; ``measure`` receives batch latencies.
     ``kafka``: bootstrap servers of the broker a Kafka source or sink uses; when None and the
     scenario needs one, a one-node :class:`harness.cluster.LocalKafka` is started for it and stopped."""
@@ -156,13 +158,11 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
                                                                  scenario.checkpoint_format):
         from eos_harness.cluster import LocalKafka
 
-        run_dir = Path(run_dir)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir = claim(Path(run_dir))
         with LocalKafka(brokers=1) as cluster:
             return run_spark_scenario(scenario, run_dir, keep, measure, watch, kafka=cluster.bootstrap_servers)
     started = time.monotonic()
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True)
+    claim(run_dir)
     base = {"pipeline": scenario.pipeline, "sink": scenario.sink, "configuration": scenario.configuration,
             "seed": scenario.seed, "schedule": list(scenario.schedule), "repro": scenario.repro()}
     reason = unsupported(scenario.pipeline, scenario.sink, scenario.provider, scenario.checkpoint_format)

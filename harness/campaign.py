@@ -1,0 +1,220 @@
+"""The campaign engine every suite's campaign runs on: a plan's scenarios, N at a time.
+
+A suite keeps its planning and judging (``suites/<suite>/plan.py``, ``campaign.py``); this runs
+them. Scenarios start while ``more`` allows; one that must ``run_alone`` (a fault that kills a
+broker shared by every scenario) waits for the running ones and runs by itself. Each finished
+scenario is handed to ``on_result`` and appended to ``results.jsonl`` as it arrives, so nothing
+finished is lost whatever happens after.
+
+It stops early, keeping what finished, when:
+
+- the command is interrupted (Ctrl-C or SIGTERM): no scenario starts, every process the run
+  started is killed, the scenarios cut short are dropped (they have no verdict);
+- the environment is broken: :data:`GIVE_UP_AFTER` scenarios in a row end in ``error`` for the
+  same kind of environmental cause (no space left, too many open files, a broker that stopped
+  answering), or ``results.jsonl`` cannot be written. Running thousands of error scenarios on a
+  full disk tells nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eos_harness.session import STOPPING, kill_started_processes, signal_name
+
+__all__ = ["GIVE_UP_AFTER", "CampaignRun", "environment_cause", "run_plan"]
+
+GIVE_UP_AFTER = 3  # environmental errors in a row before the campaign gives up
+STOP_WAIT_S = 5.0  # how long an interrupted campaign waits for its cut-short scenarios to unwind
+
+_ERRNOS = {
+    errno.ENOSPC: "no space left on device (ENOSPC)",
+    errno.EDQUOT: "disk quota exceeded (EDQUOT)",
+    errno.EMFILE: "too many open files (EMFILE)",
+    errno.ENFILE: "too many open files in the system (ENFILE)",
+    errno.EROFS: "read-only file system (EROFS)",
+}
+_MESSAGES = {  # the same causes as they read in messages from other layers (SQLite, RocksDB, a child)
+    "no space left on device": errno.ENOSPC,
+    "database or disk is full": errno.ENOSPC,
+    "disk quota exceeded": errno.EDQUOT,
+    "too many open files": errno.EMFILE,
+    "read-only file system": errno.EROFS,
+}
+
+
+def _chain(exc: BaseException) -> Iterable[BaseException]:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def environment_cause(error: BaseException | str | None) -> str | None:
+    """The environmental cause of a scenario's error (``no space left on device (ENOSPC)``, …), or
+    None when the error is not about the environment."""
+    if error is None:
+        return None
+    if isinstance(error, str):
+        text = error.lower()
+        return next((_ERRNOS[code] for phrase, code in _MESSAGES.items() if phrase in text), None)
+    for exc in _chain(error):
+        if isinstance(exc, OSError) and exc.errno in _ERRNOS:
+            return _ERRNOS[exc.errno]
+        if isinstance(exc, sqlite3.OperationalError | OSError):
+            cause = environment_cause(str(exc))
+            if cause:
+                return cause
+        if _broker_gone(exc):
+            return f"the broker stopped answering ({type(exc).__name__}: {str(exc)[:200]})"
+    return environment_cause(str(error))
+
+
+def _broker_gone(exc: BaseException) -> bool:
+    try:
+        from eos_harness.broker import BrokerError, ProducerFenced, TransactionAborted
+        from eos_harness.cluster import ClusterError
+    except ImportError:  # pragma: no cover - the broker port is part of the package
+        return False
+    if isinstance(exc, ProducerFenced | TransactionAborted):
+        return False  # what a scenario's faults provoke, not a broken broker
+    return isinstance(exc, BrokerError | ClusterError)
+
+
+@dataclass
+class CampaignRun:
+    """What a campaign ran: the finished results in plan order and, when it stopped early, why."""
+
+    results: list[dict] = field(default_factory=list)
+    stopped: str | None = None  # None: ran to its end; else the message saying why it stopped
+    interrupted: BaseException | None = None  # the KeyboardInterrupt (or SIGTERM's) that stopped it
+    environment: str | None = None  # the environmental cause it gave up on
+
+    @property
+    def stop_json(self) -> dict | None:
+        """The campaign JSON's ``stopped`` field."""
+        if self.stopped is None:
+            return None
+        why = signal_name(self.interrupted) if self.interrupted is not None else "environment"
+        return {"why": why, "message": self.stopped}
+
+
+def run_plan(
+    scenarios: Iterable[Any],
+    run_one: Callable[[int, Any], dict],
+    *,
+    workers: int,
+    more: Callable[[int], bool],
+    error_result: Callable[[Any, BaseException], dict],
+    on_result: Callable[[dict], None] = lambda result: None,
+    run_alone: Callable[[Any], bool] = lambda scenario: False,
+    results_file: Path | None = None,
+    fatal: tuple[type[BaseException], ...] = (),
+) -> CampaignRun:
+    """Run ``scenarios`` (``run_one(index, scenario)`` → a verdict object) while ``more(started)``.
+
+    A scenario that raises becomes ``error_result(scenario, exc)`` (with ``"error"``), except for
+    ``fatal`` exceptions (the campaign's own input is wrong), which stop the campaign and propagate.
+    """
+    source = iter(scenarios)
+    done: queue.Queue = queue.Queue()
+    running: dict[int, Any] = {}
+    results: dict[int, dict] = {}
+    run = CampaignRun()
+    pending: Any = None
+    started = 0
+    in_a_row: list[str] = []
+    exhausted = False
+    jsonl = None
+
+    def work(index: int, scenario: Any) -> None:
+        try:
+            done.put((index, scenario, run_one(index, scenario), None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which decides
+            done.put((index, scenario, None, exc))
+
+    try:
+        if results_file is not None:
+            jsonl = open(results_file, "a")  # noqa: SIM115 - closed in the finally below
+        while True:
+            while (run.stopped is None and not exhausted and len(running) < workers and more(started)
+                   and not any(run_alone(s) for s in running.values())):
+                scenario = pending if pending is not None else next(source, None)
+                if scenario is None:
+                    exhausted = True
+                    break
+                if run_alone(scenario) and running:
+                    pending = scenario
+                    break
+                pending = None
+                running[started] = scenario
+                threading.Thread(target=work, args=(started, scenario), daemon=True,
+                                 name=f"scenario-{started}").start()
+                started += 1
+            if not running:
+                break
+            try:
+                index, scenario, result, exc = done.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            del running[index]
+            cause = None
+            if exc is not None:
+                if isinstance(exc, fatal):
+                    raise exc
+                result = error_result(scenario, exc)
+                cause = environment_cause(exc)
+            elif result.get("verdict") == "error":
+                cause = environment_cause(result.get("error"))
+            result["index"] = index
+            results[index] = result
+            if jsonl is not None:
+                try:
+                    jsonl.write(json.dumps(result) + "\n")
+                    jsonl.flush()
+                except OSError as write_error:
+                    run.environment = environment_cause(write_error) or str(write_error)
+                    run.stopped = (f"stopped: cannot write the results to {results_file}: {write_error}; "
+                                   "the results so far are shown below")
+            on_result(result)
+            in_a_row = in_a_row + [cause] if cause else []
+            if run.stopped is None and len(in_a_row) >= GIVE_UP_AFTER and len(set(in_a_row[-GIVE_UP_AFTER:])) == 1:
+                run.environment = cause
+                run.stopped = (f"stopped: the last {GIVE_UP_AFTER} scenarios could not run: {cause}; fix the "
+                               f"environment and run again (last error: {str(result.get('error'))[:300]})")
+    except KeyboardInterrupt as interrupt:
+        STOPPING.set()
+        kill_started_processes()
+        run.interrupted = interrupt
+        run.stopped = (f"interrupted ({signal_name(interrupt)}): {len(results)} finished scenario(s) kept, "
+                       f"{len(running)} cut short and dropped")
+        _drain(done, running)
+        kill_started_processes()  # anything a cut-short scenario started while it unwound
+    finally:
+        if jsonl is not None:
+            with contextlib.suppress(OSError):
+                jsonl.close()
+    run.results = [results[i] for i in sorted(results)]
+    return run
+
+
+def _drain(done: queue.Queue, running: dict[int, Any]) -> None:
+    """Let the cut-short scenarios unwind (their processes are dead), for at most STOP_WAIT_S."""
+    deadline = time.monotonic() + STOP_WAIT_S
+    while running and time.monotonic() < deadline:
+        try:
+            index, *_ = done.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        running.pop(index, None)

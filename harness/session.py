@@ -1,0 +1,169 @@
+"""One command's session: its temp root, its signals, and the processes it started.
+
+Everything the harness puts in the temp directory (``eos-kafka-*``, ``eos-points-*``,
+``eos-conformance-*``, multiprocessing's ``pymp-*``, Hypothesis' storage) lives under one root,
+``$TMPDIR/eos-harness-<pid>-XXXX``, which the command removes at its end whatever ended it: a
+normal exit, an exception, Ctrl-C (SIGINT) or SIGTERM. ``tempfile.tempdir`` and ``TMPDIR`` point
+into it, so children (the forkserver, the zygote, Kafka's watchdog, Spark) put theirs there too. A
+SIGKILLed command cannot clean up: the next command removes every root whose marker names a pid
+that is no longer running.
+
+SIGTERM is turned into :class:`Terminated` (a ``KeyboardInterrupt``) in the main thread, so that
+SIGTERM unwinds exactly as Ctrl-C does: context managers stop what they started (a LocalKafka,
+Spark process groups, store children) and a campaign prints and writes what finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+
+__all__ = ["STOPPING", "Terminated", "exit_code_of", "kill_started_processes", "remove_dead_roots", "session",
+           "signal_name", "stop_starting"]
+
+ROOT_PREFIX = "eos-harness-"
+MARKER = ".eos-harness-tmp"
+# Set when the command is being interrupted: nothing may start a new child process after it.
+STOPPING = threading.Event()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
+
+    signum = signal.SIGTERM
+
+
+class Stopped(RuntimeError):
+    """Raised where a child process would start after the command began to stop."""
+
+
+def stop_starting() -> None:
+    """Raise :class:`Stopped` if the command is stopping (called before a child process is started)."""
+    if STOPPING.is_set():
+        raise Stopped("the command is stopping (interrupted): no new process is started")
+
+
+def signal_name(exc: BaseException) -> str:
+    return "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The shell's code for a command ended by this signal: 130 for SIGINT, 143 for SIGTERM."""
+    return 128 + int(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+def _process_alive(pid: int, created: float | None) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        if created is not None and abs(proc.create_time() - created) > 1.0:
+            return False  # the pid was reused by another process
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def remove_dead_roots(base: str | Path | None = None) -> list[Path]:
+    """Remove the temp roots of commands that died without cleaning up (their marker's pid is gone)."""
+    base = Path(base or tempfile.gettempdir())
+    removed = []
+    with contextlib.suppress(OSError):
+        for root in base.glob(f"{ROOT_PREFIX}*"):
+            try:
+                pid_text, _, created_text = (root / MARKER).read_text().partition(" ")
+                pid, created = int(pid_text), float(created_text) if created_text else None
+            except (OSError, ValueError):
+                # A root without a readable marker: only one older than a minute is a leftover
+                # (a new one may be between mkdtemp and writing its marker).
+                with contextlib.suppress(OSError):
+                    if time.time() - root.stat().st_mtime < 60:
+                        continue
+                pid, created = -1, None
+            if pid > 0 and _process_alive(pid, created):
+                continue
+            shutil.rmtree(root, ignore_errors=True)
+            removed.append(root)
+    return removed
+
+
+def kill_started_processes() -> int:
+    """SIGKILL every process this command started (all descendants, listed before any is killed,
+    so that grandchildren reparented by a killed parent are not missed). Returns how many."""
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return 0
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(children, timeout=3)
+    return len(children)
+
+
+@contextlib.contextmanager
+def session() -> Iterator[Path]:
+    """The command's temp root (created, exported as ``TMPDIR``, removed at the end) and its signal
+    handling (SIGTERM → :class:`Terminated`). Yields the root."""
+    base = tempfile.gettempdir()
+    remove_dead_roots(base)
+    root = Path(tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-", dir=base))
+    (root / MARKER).write_text(f"{os.getpid()} {psutil.Process().create_time()}")
+    saved = {name: os.environ.get(name) for name in ("TMPDIR", "HYPOTHESIS_STORAGE_DIRECTORY")}
+    saved_tempdir = tempfile.tempdir
+    os.environ["TMPDIR"] = str(root)
+    # Hypothesis keeps its cache (unicode data, examples) in ./.hypothesis unless told otherwise.
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(root / "hypothesis")
+    tempfile.tempdir = str(root)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
+    interrupted = False
+    try:
+        yield root
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        if interrupted:
+            STOPPING.set()
+            kill_started_processes()
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+        _shutdown_children()
+        tempfile.tempdir = saved_tempdir
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _shutdown_children() -> None:
+    """Stop what the harness's process-wide helpers keep running (the zygote, multiprocessing's
+    forkserver) before the temp root they live in is removed."""
+    import sys
+
+    server = sys.modules.get("eos_harness.process.server")
+    if server is not None and getattr(server, "_context", None) is not None:
+        with contextlib.suppress(Exception):
+            server._context.shutdown()
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    if forkserver is not None:
+        with contextlib.suppress(Exception):
+            forkserver._forkserver._stop()
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:  # what multiprocessing does at exit, among it removing its pymp-* directory
+        with contextlib.suppress(Exception):
+            util._run_finalizers()
