@@ -185,14 +185,14 @@ def run_plan(
                     jsonl.flush()
                 except OSError as write_error:
                     run.environment = environment_cause(write_error) or str(write_error)
-                    run.stopped = (f"stopped: cannot write the results to {results_file}: {write_error}; "
-                                   "the results so far are shown below")
+                    run.stopped = (f"stopped: {run.environment}: cannot write the results to {results_file} "
+                                   f"({write_error}); fix it and run again")
             on_result(result)
             in_a_row = in_a_row + [cause] if cause else []
             if run.stopped is None and len(in_a_row) >= GIVE_UP_AFTER and len(set(in_a_row[-GIVE_UP_AFTER:])) == 1:
                 run.environment = cause
-                run.stopped = (f"stopped: the last {GIVE_UP_AFTER} scenarios could not run: {cause}; fix the "
-                               f"environment and run again (last error: {str(result.get('error'))[:300]})")
+                run.stopped = (f"stopped: {cause}: the last {GIVE_UP_AFTER} scenarios could not run; fix it and "
+                               f"run again (last error: {str(result.get('error'))[:300]})")
     except KeyboardInterrupt as interrupt:
         STOPPING.set()
         kill_started_processes()

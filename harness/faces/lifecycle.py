@@ -254,15 +254,15 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
                       "(verdict \"error\" in the JSON):[/]")
         for line in summary["errors"][:5]:
             console.print(f"  {line}", soft_wrap=True)
-    stopped = campaign.get("stopped")
-    if stopped:
-        console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
     if json_error:
         campaign["json_error"] = json_error
         console.print(f"[red]{json_error}[/]; the scenarios that finished are in {out_dir / 'results.jsonl'} "
                       "as far as it could be written", soft_wrap=True)
     else:
         console.print(f"results: {json_file} (histories under {out_dir})")
+    stopped = campaign.get("stopped")
+    if stopped:  # last, where it is seen: why the campaign did not run to its end
+        console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
     return campaign
 
 

@@ -270,13 +270,13 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
         console.print("[red]unexpected results:[/]")
         for repro in campaign["summary"]["unexpected"]:
             console.print(f"  replay: {repro}", markup=False, highlight=False)
-    stopped = campaign.get("stopped") or {}
-    if stopped:
-        console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
     if json_error:
         console.print(f"[red]{json_error}[/]; the scenarios that finished are in {out_dir / 'results.jsonl'}")
     else:
         console.print(f"results: {json_file}")
+    stopped = campaign.get("stopped") or {}
+    if stopped:  # last, where it is seen: why the campaign did not run to its end
+        console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
     if stopped.get("why") in ("SIGINT", "SIGTERM"):
         sys.exit(128 + int(getattr(signal, stopped["why"])))
     if stopped or json_error:

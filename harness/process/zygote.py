@@ -125,6 +125,8 @@ def _zygote_main(conn: Connection) -> None:
                 selector.register(pidfd, selectors.EVENT_READ, pid)
                 conn.send(("started", pid))
                 sendfds(sock, [pidfd])
+    except ConnectionError:
+        return  # the driver went away mid-message (it is stopping): as at EOF, kill the children and end
     finally:
         for pidfd, pid in children.items():
             try:
