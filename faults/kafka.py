@@ -1,8 +1,9 @@
 """Broker faults for a real Kafka cluster: kill -9 and restart a broker, SIGSTOP/SIGCONT one for a
-while, kill the transaction coordinator of a transactional id mid-commit, freeze a client process
-past ``transaction.timeout.ms``.
+while, kill the transaction coordinator of a transactional id mid-commit, and the constants of the
+transaction-timeout fault.
 
-Schedule faults (``eos-harness run --crash-at broker-kill@5``; the driver runs them):
+Schedule faults (``eos-harness run --crash-at broker-kill@5``; their entries in
+:mod:`eos_harness.faults.kinds` say how the driver applies them):
 
 - ``broker-kill@n``, ``broker-pause@n``: after the task instance's n-th event, kill -9 and restart
   (or SIGSTOP for :data:`PAUSE_SECONDS`) the broker that is the transaction coordinator of the
@@ -18,42 +19,27 @@ Schedule faults (``eos-harness run --crash-at broker-kill@5``; the driver runs t
 
 Faults know nothing of stores or tasks: they take a cluster handle (anything with ``node_ids()``,
 ``kill_node(id)``, ``start_node(id)``, ``pause_node(id)``, ``resume_node(id)`` and
-``transaction_coordinator(transactional_id)``, as ``harness.cluster.LocalKafka`` has) or a pid.
+``transaction_coordinator(transactional_id)``, as ``harness.cluster.LocalKafka`` has).
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 import weakref
 from typing import Protocol
 
 __all__ = [
-    "BROKER_FAULTS",
-    "CLUSTER_FAULTS",
     "COMMIT_IN_FLIGHT",
     "STALL_SECONDS",
     "TXN_TIMEOUT_MS",
     "ClusterHandle",
     "fault_lock",
-    "freeze_process",
     "kill_and_restart_broker",
-    "kill_transaction_coordinator",
     "pause_broker",
     "run_broker_fault",
 ]
 
-# Schedule names and what they do (``eos-harness points`` lists them too).
-BROKER_FAULTS = {
-    "broker-kill": "after the instance's n-th event: SIGKILL the task's transaction coordinator broker, restart it",
-    "broker-pause": "after the instance's n-th event: SIGSTOP the task's transaction coordinator broker for a while",
-    "coordinator-kill": "at the instance's n-th commit, in flight: SIGKILL the transaction coordinator, restart it",
-    "txn-timeout": "freeze the instance at its n-th commit, records delivered, past transaction.timeout.ms",
-}
-# Faults that act on the cluster's processes: only on a cluster this process started.
-CLUSTER_FAULTS = ("broker-kill", "broker-pause", "coordinator-kill")
 # Reached by the Kafka adapter inside commit_transaction, after the transaction's records are
 # delivered and before the commit (EndTxn) is sent.
 COMMIT_IN_FLIGHT = "kafka.commit.in_flight"
@@ -91,23 +77,6 @@ def pause_broker(cluster: ClusterHandle, node_id: int, seconds: float = PAUSE_SE
         cluster.resume_node(node_id)
 
 
-def kill_transaction_coordinator(cluster: ClusterHandle, transactional_id: str) -> int:
-    """SIGKILL the broker leading ``transactional_id``'s ``__transaction_state`` partition; returns
-    its node id (the caller restarts it with ``cluster.start_node``)."""
-    node = cluster.transaction_coordinator(transactional_id)
-    cluster.kill_node(node)
-    return node
-
-
-def freeze_process(pid: int, seconds: float) -> None:
-    """SIGSTOP a process for ``seconds`` (e.g. past ``transaction.timeout.ms``), then SIGCONT it."""
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        time.sleep(seconds)
-    finally:
-        os.kill(pid, signal.SIGCONT)
-
-
 _LOCKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCKS_GUARD = threading.Lock()
 
@@ -141,11 +110,15 @@ def coordinator_of(cluster: ClusterHandle, transactional_id: str) -> int:
 def run_broker_fault(cluster: ClusterHandle, name: str, transactional_id: str | None = None,
                      node: int | None = None, locked: bool = False) -> dict:
     """Execute the schedule fault ``name`` on ``cluster`` (on ``node``, default the coordinator of
-    ``transactional_id``); returns what was done (for the history). Takes the cluster's
-    :func:`fault_lock` for the whole fault; ``locked``: the caller holds it already (and this
-    releases it when done)."""
-    if name not in CLUSTER_FAULTS:
-        raise ValueError(f"unknown broker fault {name!r}; known: {', '.join(CLUSTER_FAULTS)}")
+    ``transactional_id``): the broker action its registry entry names. Returns what was done (for
+    the history). Takes the cluster's :func:`fault_lock` for the whole fault; ``locked``: the caller
+    holds it already (and this releases it when done)."""
+    from eos_harness.faults import kinds  # the registry holds each broker fault's action
+
+    kind = kinds.named(name)
+    if kind is None or kind.broker_action is None:
+        known = [k.name for k in kinds.kinds() if k.broker_action is not None]
+        raise ValueError(f"unknown broker fault {name!r}; known: {', '.join(known)}")
     lock = fault_lock(cluster)
     started = time.monotonic()
     if not locked:
@@ -153,10 +126,7 @@ def run_broker_fault(cluster: ClusterHandle, name: str, transactional_id: str | 
     waited = time.monotonic() - started
     try:
         node = _target(cluster, transactional_id) if node is None else node
-        if name in ("broker-kill", "coordinator-kill"):
-            kill_and_restart_broker(cluster, node)
-        else:
-            pause_broker(cluster, node)
+        kind.broker_action(cluster, node)
     finally:
         lock.release()
     return {"fault": name, "node": node, "seconds": round(time.monotonic() - started, 3),

@@ -6,15 +6,18 @@ the notifier (if any) is told the point's name and the process SIGKILLs (or SIGS
 armed with ``action="notify"`` it only tells the notifier and goes on, so that a fault outside the
 process (a broker killed, ``faults.kafka``) lands at that exact step.
 
-Every point has a stable dotted name and a one-line meaning, declared with ``declare`` at import
-time of the module that reaches it; ``eos-harness points`` lists them. User stores may declare
-their own points the same way.
+Every point has a stable dotted name and a one-line meaning, declared with ``declare`` by the
+module that reaches it. :func:`load_declarations` loads the harness's declaring modules (the
+command line, the schedule parser and a task's process call it before naming a point);
+``eos-harness points`` lists them. A user's store module declares its own points with ``declare``
+and is loaded with the store.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import importlib
 import os
 import signal
 from collections.abc import Callable
@@ -29,6 +32,7 @@ __all__ = [
     "declare",
     "declared",
     "disarm_all",
+    "load_declarations",
     "reached",
     "set_notifier",
     "start_tracing",
@@ -65,6 +69,26 @@ def declare(name: str, description: str) -> str:
         raise ValueError(f"crash point {name!r} declared twice with different meanings")
     _declared[name] = CrashPoint(name, description)
     return name
+
+
+# The harness's modules that declare crash points (the task runtime, the built-in stores and mutants,
+# the Kafka adapter), in the order load_declarations() loads them.
+DECLARING_MODULES = ("eos_harness.runtime", "eos_harness.stores.catalogue", "eos_harness.broker.kafka")
+# Declaring modules that need an optional dependency: without it, their points do not exist.
+OPTIONAL_MODULES = {"eos_harness.broker.kafka": "confluent_kafka"}
+
+
+def load_declarations(*modules: str) -> list[CrashPoint]:
+    """Load every module of :data:`DECLARING_MODULES`, then ``modules`` (a user's), so that their
+    points are declared; returns all declared points. A module whose optional dependency is missing
+    (the Kafka adapter without confluent-kafka) is skipped."""
+    for name in (*DECLARING_MODULES, *modules):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != OPTIONAL_MODULES.get(name):
+                raise
+    return declared()
 
 
 def declared() -> list[CrashPoint]:

@@ -22,9 +22,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eos_harness.faults import kinds
+
 __all__ = ["CrashTarget", "FileWatcher", "classify", "final_files", "parse_target", "step_of"]
 
-KINDS = ("offsets", "state", "sink", "commit", "random")
 _STATE_FILE = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")
 
 
@@ -45,10 +46,12 @@ class CrashTarget:
 
 
 def parse_target(text: str) -> CrashTarget:
+    """``commit@2`` → the target, for a kind the registry holds for the Spark suite."""
     kind, _, number = text.strip().partition("@")
-    if kind not in KINDS or not number.isdigit():
-        raise TargetError(f"bad crash point {text!r}: use one of {', '.join(k + '@N' for k in KINDS)} "
-                          "(N: the batch id; for random, milliseconds after the first offsets file)")
+    if kinds.named(kind, kinds.SPARK) is None or not number.isdigit():
+        spellings = ", ".join(k.spelling for k in kinds.kinds(kinds.SPARK))
+        raise TargetError(f"bad crash point {text!r}: use one of {spellings} "
+                          "(N: the batch id; MS: milliseconds after the run's first offsets file)")
     return CrashTarget(kind, int(number))
 
 

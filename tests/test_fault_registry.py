@@ -6,9 +6,21 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
 
-from eos_harness.suites.lifecycle.plan import plan
+import pytest
+from eos_harness.faults import kinds
+from eos_harness.faults.spark import CrashTarget, parse_target
+from eos_harness.suites.lifecycle.plan import affects_cluster, kafka_faults, plan
+from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
+from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError, parse_schedule
 from eos_harness.suites.spark.plan import plan as spark_plan
+
+EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 
 STORES = ["memory", "rocksdb-indexed", "rocksdb-secondary", "mutant-marker-deleted-early", "rocksdb-legacy-nowipe"]
 WORKLOADS = ["counter", "tombstones", "range-aggregate", "put-all", "large-values", "many-keys"]
@@ -29,3 +41,94 @@ def test_the_same_seed_gives_the_same_plan_as_before_the_registry():
     on_a_remote_kafka = plan(7, STORES, WORKLOADS, broker="kafka://127.0.0.1:1", broker_faults=["txn-timeout"])
     assert fingerprint(itertools.islice(on_a_remote_kafka, 300)) == "e65cc805f9e3e06d"
     assert fingerprint(spark_plan(7, None)) == "2fcc2e13d1ea9880"
+
+
+# A kind that exists only in this test: the driver, after the instance's n-th event, records what it
+# saw and SIGKILLs the instance.
+def _record_and_kill(instance, fault) -> None:
+    instance.history.add(instance.number, {"type": "test_fault", "fault": fault.point, "after_events": instance.seen})
+    instance.kill()
+
+
+TEST_KIND = kinds.FaultKind(
+    "test-recorded-kill", "test-recorded-kill@n",
+    "test only: the driver records the instance's event count, then SIGKILLs it, after its n-th event",
+    kinds.BY_DRIVER, draw_hit=lambda rng, name, commit_interval: rng.randint(2, 6), after_events=_record_and_kill)
+
+
+def test_a_kind_registered_by_a_test_runs_through_the_schedule_the_plan_and_the_driver(tmp_path):
+    with pytest.raises(ScheduleError, match="unknown crash point 'test-recorded-kill'"):
+        parse_schedule("test-recorded-kill@3")
+    with kinds.registered(TEST_KIND):
+        assert parse_schedule("test-recorded-kill@3,kill@2") == (Fault("test-recorded-kill", 3), Fault("kill", 2))
+        assert str(Fault("test-recorded-kill", 3)) == "test-recorded-kill@3"
+        drawn = [sc for sc in itertools.islice(plan(3, ["memory"], ["counter"]), 300)
+                 if any(f.point == TEST_KIND.name for f in sc.schedule)]
+        assert drawn, "the lifecycle plan never drew the registered kind"
+        assert all(2 <= f.hit <= 6 for sc in drawn for f in sc.schedule if f.point == TEST_KIND.name)
+        # Run it alone, so that the verdict shows it and nothing else.
+        scenario = replace(drawn[0], schedule=tuple(f for f in drawn[0].schedule if f.point == TEST_KIND.name)[:1])
+        result = run_scenario(scenario, tmp_path / "run")
+    hit = scenario.schedule[0].hit
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["crash_points"] == ["test-recorded-kill"]
+    events = [json.loads(line) for line in Path(result["history"]).read_text().splitlines()]
+    recorded = [e for e in events if e["type"] == "test_fault"]
+    assert [(e["instance"], e["after_events"]) for e in recorded] == [(1, hit)]
+    crash = next(e for e in events if e["type"] == "crash")
+    assert crash["instance"] == 1 and crash["point"] == "test-recorded-kill"
+    assert f"--crash-at test-recorded-kill@{hit}" in result["repro"]
+    with pytest.raises(ScheduleError):  # gone with its registration
+        parse_schedule("test-recorded-kill@3")
+
+
+def test_what_a_kind_needs_and_whether_it_stops_a_broker_come_from_its_entry(tmp_path):
+    rig = kinds.Need("a test rig", "--test-rig", lambda broker: broker.startswith("kafka://"))
+    needy = replace(TEST_KIND, name="test-needs-a-rig", spelling="test-needs-a-rig@n", needs=(rig,), stops_broker=True)
+    with kinds.registered(needy):
+        scenario = Scenario("memory", "counter", 1, parse_schedule("test-needs-a-rig@2"))
+        with pytest.raises(ScheduleError, match=r"test-needs-a-rig: needs a test rig \(--test-rig\); the broker is 'embedded'"):
+            run_scenario(scenario, tmp_path / "run")
+        assert not (tmp_path / "run").exists()
+        assert affects_cluster(scenario)  # a campaign runs it alone
+        assert kafka_faults("embedded") == []
+        assert kafka_faults("kafka://127.0.0.1:1") == ["txn-timeout", "test-needs-a-rig"]
+    assert kafka_faults("kafka://127.0.0.1:1") == ["txn-timeout"]  # no cluster this process started
+
+
+def test_kinds_are_spelled_one_way_and_refused_where_they_cannot_apply():
+    assert [str(f) for f in parse_schedule("freeze:task.commit.before_eos@2,kill@4,txn-timeout")] == [
+        "freeze:task.commit.before_eos@2", "kill@4", "txn-timeout"]
+    with pytest.raises(ScheduleError, match="freeze: takes a crash point, not kill"):
+        parse_schedule("freeze:kill@2")
+    with pytest.raises(ScheduleError, match="did you mean the fault kind broker-kill"):
+        parse_schedule("broker-kil@2")
+    assert parse_target("random@700") == CrashTarget("random", 700)
+    with pytest.raises(ValueError, match="offsets@N, state@N, sink@N, commit@N, random@MS"):
+        parse_target("kill@2")
+
+
+def test_points_lists_every_fault_kind_with_its_meaning():
+    text = subprocess.run([EOS_BIN, "points"], capture_output=True, text=True, timeout=60, check=True).stdout
+    for kind in kinds.kinds():
+        assert kind.spelling in text and kind.meaning in text, kind.name
+    assert "task.commit.after_eos" in text and "kafka.commit.in_flight" in text
+    rows = json.loads(subprocess.run([EOS_BIN, "points", "--json"], capture_output=True, text=True, timeout=60,
+                                     check=True).stdout)
+    faults = {r["name"]: r for r in rows if r["type"] == "fault kind"}
+    assert faults["broker-kill@n"]["stops_broker"] and faults["broker-kill@n"]["suite"] == "lifecycle"
+    assert faults["txn-timeout@n"]["needs"] == ["a Kafka broker"] and faults["commit@N"]["suite"] == "spark"
+
+
+def test_crash_points_are_declared_by_an_explicit_load_not_by_whatever_was_imported():
+    # A fresh interpreter that imports only the schedule parser: the parser loads the declarations.
+    code = ("from eos_harness.faults import points\n"
+            "assert points.declared() == [], points.declared()\n"
+            "from eos_harness.suites.lifecycle.schedule import parse_schedule\n"
+            "print(parse_schedule('store.commit.after_marker@2,task.commit.after_eos'))\n"
+            "names = {p.name for p in points.load_declarations('user_store')}\n"
+            "assert {'task.close.mid', 'store.commit.mid_copy', 'kafka.commit.in_flight', 'user.commit.before_rename'} <= names\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parent / "fixtures")
+    assert proc.returncode == 0, proc.stderr
+    assert "store.commit.after_marker" in proc.stdout

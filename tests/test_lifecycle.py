@@ -202,7 +202,9 @@ def test_a_broker_fault_scenario_runs_alone_while_the_others_run_side_by_side(tm
     import time as clock
 
     import eos_harness.suites.lifecycle.campaign as chaos
-    from eos_harness.faults.kafka import CLUSTER_FAULTS
+    from eos_harness.faults.kinds import kinds
+
+    cluster_faults = {k.name for k in kinds() if k.stops_broker}
 
     spans, lock = [], threading.Lock()
 
@@ -214,15 +216,15 @@ def test_a_broker_fault_scenario_runs_alone_while_the_others_run_side_by_side(tm
         return {"store": scenario.store, "verdict": "pass", "violations": [], "crash_points": []}
 
     monkeypatch.setattr(chaos, "run_scenario", scenario_that_records)
-    monkeypatch.setattr(chaos, "kafka_faults", lambda broker: [*CLUSTER_FAULTS, "txn-timeout"])
+    monkeypatch.setattr(chaos, "kafka_faults", lambda broker: ["broker-kill", "broker-pause", "coordinator-kill", "txn-timeout"])
     campaign = chaos.run_campaign(7, tmp_path, stores=["memory", "rocksdb-indexed"], scenarios=24, workers=2,
                                   broker="kafka://127.0.0.1:9")
     assert campaign["summary"]["total"] == 24
-    cluster = [s for s in spans if s[2] & set(CLUSTER_FAULTS)]
+    cluster = [s for s in spans if s[2] & cluster_faults]
     assert len(cluster) >= 3
     for start, end, _ in cluster:
         assert not [o for o in spans if o[0] < end and o[1] > start and o[0] != start]
-    others = [s for s in spans if not s[2] & set(CLUSTER_FAULTS)]
+    others = [s for s in spans if not s[2] & cluster_faults]
     assert any(a[0] < b[1] and a[1] > b[0] for a in others for b in others if a is not b)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import click
@@ -32,15 +31,6 @@ def main() -> None:
     """Fault-injection harness and verifier for exactly-once (EOS) state semantics."""
 
 
-def _load_points() -> None:
-    import eos_harness.runtime  # noqa: F401  (declares the lifecycle points)
-    from eos_harness.stores import builtin_specs
-
-    builtin_specs()  # imports every built-in store and mutant, declaring their points
-    with contextlib.suppress(ImportError):  # without confluent-kafka there are no Kafka points
-        import eos_harness.broker.kafka  # noqa: F401  (declares kafka.commit.in_flight)
-
-
 @main.command("stores")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def stores_command(as_json: bool) -> None:
@@ -67,16 +57,24 @@ def stores_command(as_json: bool) -> None:
 @main.command("points")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def points_command(as_json: bool) -> None:
-    """List every crash point with its meaning."""
-    from eos_harness.faults.points import declared
+    """List every crash point and every fault kind a schedule can name, with its meaning."""
+    from eos_harness.faults.kinds import kinds
+    from eos_harness.faults.points import load_declarations
 
-    _load_points()
-    rows = [{"name": p.name, "description": p.description} for p in declared()]
+    rows = [{"name": p.name, "description": p.description, "type": "crash point"} for p in load_declarations()]
+    faults = [{"name": k.spelling, "description": k.meaning, "type": "fault kind", "suite": k.suite,
+               "armed": k.armed, "needs": [n.what for n in k.needs], "stops_broker": k.stops_broker}
+              for k in kinds()]
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps(rows + faults, indent=2))
         return
+    click.echo("crash points (a schedule arms POINT[@n] or freeze:POINT[@n]):")
     for r in rows:
-        click.echo(f"{r['name']:<45} {r['description']}")
+        click.echo(f"  {r['name']:<43} {r['description']}")
+    click.echo("\nfault kinds (how a schedule spells them):")
+    for r in faults:
+        needs = f"; needs {r['needs'][-1]}" if r["needs"] else ""
+        click.echo(f"  {r['name']:<43} {r['description']}\n  {'':<43} ({r['suite']} suite; armed {r['armed']}{needs})")
 
 
 @main.command("verify")

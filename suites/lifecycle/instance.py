@@ -1,4 +1,9 @@
-"""One task instance in a child process, with its fault armed; the driver collects its events."""
+"""One task instance in a child process, with its fault armed; the driver collects its events.
+
+The fault's kind (:mod:`eos_harness.faults.kinds`) says what happens: the point the child arms, and
+the hooks the driver calls before the child starts, after its n-th event and when its armed point
+fires. The hooks act through this instance's methods (kill, freeze, broker faults beside it).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,10 @@ import signal
 import threading
 import time
 import traceback
-from pathlib import Path
 
-from eos_harness.faults import points
+import psutil
+from eos_harness.faults import kinds, points
 from eos_harness.faults.kafka import (
-    COMMIT_IN_FLIGHT,
     STALL_SECONDS,
     TXN_TIMEOUT_MS,
     coordinator_of,
@@ -27,24 +31,14 @@ from eos_harness.suites.lifecycle.schedule import Fault
 EVENT_TIMEOUT_S = 30.0
 
 
-# Kafka faults the driver runs beside the instance after its n-th event.
-DRIVER_SIDE = ("broker-kill", "broker-pause")
-
-
-# Kafka faults that start at a point the instance reaches: the point and how it is armed there.
-CHILD_ARMED = {"coordinator-kill": (COMMIT_IN_FLIGHT, points.NOTIFY), "txn-timeout": (COMMIT_IN_FLIGHT, points.FREEZE)}
-
-
-def _child_main(config: TaskConfig, fault: Fault | None, mode: str, conn) -> None:
-    """Entry point of a task instance (runs in the forked child)."""
+def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: str, conn) -> None:
+    """Entry point of a task instance (runs in the forked child); ``armed``: (point, hit, action)."""
     try:
         points.set_notifier(lambda name: conn.send({"type": "fault_fired", "point": name}))
         task = Task(config, emit=conn.send)
-        if fault is not None and fault.point != "kill" and fault.point not in DRIVER_SIDE:
-            point, action = CHILD_ARMED.get(fault.point, (fault.point, fault.action))
-            if point == COMMIT_IN_FLIGHT:
-                import eos_harness.broker.kafka  # noqa: F401 - declares the point
-            points.arm(point, fault.hit, action)
+        if armed is not None:
+            points.load_declarations()
+            points.arm(*armed)
         if mode == "verify":
             task.start()
             task._abandon()
@@ -69,21 +63,23 @@ class Instance:
         self._broker_fault: threading.Thread | None = None
         self.parent, child = ctx.Pipe(duplex=False)
         self.fault, self.number, self.history = fault, number, history
-        # What a fault must act on at once is resolved before the instance runs.
+        self.kind = kinds.kind_of(fault) if fault is not None else None
         self.coordinator: int | None = None
-        if fault is not None and fault.point == "coordinator-kill":
-            self.coordinator = coordinator_of(cluster, config.transactional_id)
-        self.proc = ctx.Process(target=_child_main, args=(config, fault, mode, child), daemon=True)
+        self.fired: str | None = None
+        if self.kind is not None and self.kind.before_start is not None:
+            self.kind.before_start(self, fault)
+        armed = self.kind.armed_in_child(fault) if self.kind is not None else None
+        self.proc = ctx.Process(target=_child_main, args=(config, armed, mode, child), daemon=True)
         self.proc.start()
         child.close()
         history.add(number, {"type": "start", "mode": mode, "fault": str(fault) if fault else None, "pid": self.proc.pid})
         self.seen = 0
-        self.fired: str | None = None
 
-    def collect(self, stop_when_frozen: bool = False) -> str:
-        """Record events until the child ends: done, verified, fenced, crash, error, hang (or frozen)."""
+    def collect(self) -> str:
+        """Record events until the child ends: done, verified, fenced, crash, error, hang (or what the
+        fault's kind returns when its point fires: frozen)."""
         outcome = "crash"
-        fault, history = self.fault, self.history
+        fault, kind, history = self.fault, self.kind, self.history
         while True:
             if not self.parent.poll(EVENT_TIMEOUT_S):
                 self.proc.kill()
@@ -96,15 +92,10 @@ class Instance:
                 break
             if event["type"] == "fault_fired":
                 self.fired = event["point"]
-                if fault is not None and fault.point == "coordinator-kill":
-                    self._kill_coordinator(fault)
-                    continue
-                if fault is not None and fault.point == "txn-timeout":
-                    self._stall(fault)
-                    continue
-                if stop_when_frozen and fault is not None and fault.action == "freeze":
-                    history.add(self.number, {"type": "frozen", "point": self.fired})
-                    return "frozen"
+                if kind is not None and kind.when_fired is not None:
+                    ended = kind.when_fired(self, fault)
+                    if isinstance(ended, str):
+                        return ended
                 continue
             history.add(self.number, event)
             self.seen += 1
@@ -112,11 +103,9 @@ class Instance:
                 outcome = event["type"]
             elif event["type"] == "error":
                 outcome = "error"
-            if fault is not None and fault.point == "kill" and self.seen == fault.hit:
-                self.proc.kill()
-                self.fired = "kill"
-            if fault is not None and fault.point in DRIVER_SIDE and self.seen == fault.hit:
-                self._start_broker_fault(fault)
+            if kind is not None and kind.after_events is not None and self.seen == fault.hit:
+                self.fired = fault.point
+                kind.after_events(self, fault)
             if event["type"] == "aborted":
                 self.fired = "transaction.aborted"
         if self._broker_fault is not None:
@@ -126,8 +115,21 @@ class Instance:
             history.add(self.number, {"type": "crash", "point": self.fired or "unexpected-exit", "exitcode": self.proc.exitcode})
         return outcome
 
-    def _start_broker_fault(self, fault: Fault, node: int | None = None, extra: dict | None = None,
-                            locked: bool = False) -> None:
+    def kill(self) -> None:
+        """SIGKILL the instance's process."""
+        self.proc.kill()
+
+    def frozen(self) -> str:
+        """The instance stopped itself at its point: it is a zombie now (the task moves on)."""
+        self.history.add(self.number, {"type": "frozen", "point": self.fired})
+        return "frozen"
+
+    def resolve_coordinator(self) -> None:
+        """Note the transaction coordinator now: a fault must act on it at once, later."""
+        self.coordinator = coordinator_of(self.cluster, self.config.transactional_id)
+
+    def start_broker_fault(self, fault: Fault, node: int | None = None, extra: dict | None = None,
+                           locked: bool = False) -> None:
         """Run a broker fault beside the instance (it blocks on the broker meanwhile)."""
 
         def inject() -> None:
@@ -141,7 +143,7 @@ class Instance:
         self._broker_fault = threading.Thread(target=inject, name=f"broker-fault-{fault.point}", daemon=True)
         self._broker_fault.start()
 
-    def _kill_coordinator(self, fault: Fault) -> None:
+    def kill_coordinator(self, fault: Fault) -> None:
         """The instance is inside commit_transaction: SIGKILL the coordinator now (restart it in the
         background). ``in_flight``: the commit had not returned when the broker died."""
         node = self.coordinator
@@ -155,17 +157,17 @@ class Instance:
             lock.release()
             raise
         in_flight = not self.parent.poll(0)
-        self._start_broker_fault(fault, node, {"in_flight": in_flight, "brokers": len(self.cluster.node_ids()),
+        self.start_broker_fault(fault, node, {"in_flight": in_flight, "brokers": len(self.cluster.node_ids()),
                                                "waited_for_other_fault": round(waited, 3)}, locked=True)
 
-    def _stall(self, fault: Fault) -> None:
+    def stall(self, fault: Fault) -> None:
         """The instance stopped itself about to commit its transaction: keep it stopped past
         ``transaction.timeout.ms``, then wake it."""
         deadline = time.monotonic() + 5
-        while _state(self.proc.pid) not in ("T", "t", None) and time.monotonic() < deadline:
+        while not _stopped_or_gone(self.proc.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
-        self.history.add(self.number, {"type": "stalled", "point": self.fired, "seconds": STALL_SECONDS,
-                                       "transaction_timeout_ms": TXN_TIMEOUT_MS})
+        self.history.add(self.number, {"type": "stalled", "point": self.fired, "fault": fault.point,
+                                       "seconds": STALL_SECONDS, "transaction_timeout_ms": TXN_TIMEOUT_MS})
         time.sleep(STALL_SECONDS)
         self.fired = fault.point
         self.resume()
@@ -182,12 +184,13 @@ class Instance:
         self.parent.close()
 
 
-def _state(pid: int) -> str | None:
-    """The process state letter from /proc (``T``: stopped), None once it is gone."""
+def _stopped_or_gone(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP), or will never run again (a zombie, or reaped)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return None
+        return psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP,
+                                                psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
+        return True
 
 
 def _run_instance(config: TaskConfig, fault: Fault | None, mode: str, number: int, history: History) -> str:

@@ -6,7 +6,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import replace
 
-from eos_harness.faults.kafka import CLUSTER_FAULTS
+from eos_harness.faults import kinds
 from eos_harness.models.workloads import WORKLOADS
 from eos_harness.runtime import (
     P_AFTER_CHECKPOINT,
@@ -22,6 +22,11 @@ from eos_harness.suites.lifecycle.runner import Scenario
 from eos_harness.suites.lifecycle.schedule import Fault
 
 LIFECYCLE_POINTS = (P_MID_BATCH, P_BEFORE_EOS, P_AFTER_EOS, P_AFTER_STORE, P_AFTER_CHECKPOINT, P_CLOSE_MID)
+# Points whose hit count the plan draws by a rule of its own (rng, commit interval), not by the crash
+# point kind's: one reached per record is hit within three commits' worth; one reached once per
+# instance, the first time.
+POINT_HITS = {P_MID_BATCH: lambda rng, commit_interval: rng.randint(1, 3 * commit_interval),
+              P_CLOSE_MID: lambda rng, commit_interval: 1}
 
 
 def default_stores() -> list[str]:
@@ -34,24 +39,28 @@ def expected_to_fail(store: str) -> bool:
 
 
 def kafka_faults(broker: str) -> list[str]:
-    """The Kafka faults a campaign on ``broker`` can run: none off Kafka, ``txn-timeout`` on any
-    Kafka, and the broker-process faults too on a cluster this process started."""
-    if not broker.startswith("kafka://"):
-        return []
-    from eos_harness.cluster import cluster_for
-
-    return [*CLUSTER_FAULTS, "txn-timeout"] if cluster_for(broker) is not None else ["txn-timeout"]
+    """The fault kinds with needs that a campaign on ``broker`` meets (today Kafka's: none off Kafka,
+    ``txn-timeout`` on any Kafka, the broker-process faults too on a cluster this process started).
+    The plan gives each one scenario early; the kinds that need nothing (``kill``) it draws anyway."""
+    return [k.name for k in _drawn_kinds() if k.needs and not k.needs_unmet(broker)]
 
 
 def affects_cluster(scenario: Scenario) -> bool:
     """Whether the scenario's schedule kills or stops broker processes (every client of the cluster sees it)."""
-    return any(f.point in CLUSTER_FAULTS for f in scenario.schedule)
+    return any(kinds.kind_of(f).stops_broker for f in scenario.schedule)
 
 
-def _fault_hit(rng: random.Random, fault: str, commit_interval: int) -> int:
-    if fault in ("broker-kill", "broker-pause"):
-        return rng.randint(3, 40)  # events of the instance
-    return rng.randint(1, 4)  # commits (coordinator-kill, txn-timeout)
+def _drawn_kinds() -> list[kinds.FaultKind]:
+    """The lifecycle kinds a planner draws by name (crash points it draws from the stores' points)."""
+    return [k for k in kinds.kinds(kinds.LIFECYCLE) if k.draw_hit is not None and not k.at_point]
+
+
+def _hit(rng: random.Random, name: str, commit_interval: int) -> int:
+    """A hit count for a crash point or a fault kind's name, by the rule of its kind (or of the point)."""
+    if name in POINT_HITS:
+        return POINT_HITS[name](rng, commit_interval)
+    kind = kinds.named(name) or kinds.CRASH_POINT
+    return kind.draw_hit(rng, name, commit_interval)
 
 
 def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10, broker: str = "embedded",
@@ -77,6 +86,7 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
           broker_faults: list[str] | None = None, interleave: bool = False) -> Iterator[Scenario]:
     rng = random.Random(seed)
     broker_faults = broker_faults or []
+    anywhere = [k.name for k in _drawn_kinds() if not k.needs]  # kinds the random tail draws on any broker
     per_store_points = {s: reached_points(base_store(s)) for s in stores}
     # Coverage first: every (store, point) once, with a workload rotating through all.
     coverage: list[Scenario] = []
@@ -106,7 +116,7 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
         # coverage lists, interleaved.
         faulted = [
             Scenario(passing[i % len(passing)], workloads[i % len(workloads)], rng.randrange(2**31),
-                     (Fault(fault, _fault_hit(rng, fault, commit_interval)),), commit_interval=commit_interval)
+                     (Fault(fault, _hit(rng, fault, commit_interval)),), commit_interval=commit_interval)
             for i, fault in enumerate(broker_faults)
         ]
         # Each store's scenarios rotate through every workload (some bugs show on one workload only):
@@ -120,19 +130,9 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
     yield from coverage
     while True:
         store = rng.choice(stores)
-        choices = list(LIFECYCLE_POINTS) + per_store_points[store] + [P_MID_REPLAY, "kill"] + broker_faults
+        choices = list(LIFECYCLE_POINTS) + per_store_points[store] + [P_MID_REPLAY] + anywhere + broker_faults
         schedule = []
         for _ in range(rng.randint(1, 3)):
             point = rng.choice(choices)
-            if point == "kill":
-                hit = rng.randint(1, 25)
-            elif point == P_MID_BATCH:
-                hit = rng.randint(1, 3 * commit_interval)
-            elif point == P_CLOSE_MID:
-                hit = 1
-            elif point in broker_faults:
-                hit = _fault_hit(rng, point, commit_interval)
-            else:
-                hit = rng.randint(1, 4)
-            schedule.append(Fault(point, hit))
+            schedule.append(Fault(point, _hit(rng, point, commit_interval)))
         yield Scenario(store, rng.choice(workloads), rng.randrange(2**31), tuple(schedule), commit_interval=commit_interval)

@@ -8,7 +8,8 @@ n-th event). On Kafka, the faults of ``faults.kafka``: ``broker-kill@n`` and ``b
 (kill -9 and restart, or SIGSTOP for a while, the task's transaction coordinator after the
 instance's n-th event), ``coordinator-kill@n`` (the coordinator killed while the n-th commit is in
 flight), which need a cluster this process started (``--broker kafka-local``), and ``txn-timeout@n``
-(the instance frozen about to commit, past ``transaction.timeout.ms``). A dead, aborted or
+(the instance frozen about to commit, past ``transaction.timeout.ms``). Each is a kind of
+``faults.kinds``, whose entry says what it needs and how it is applied. A dead, aborted or
 fenced instance is followed by a new one on the same directories until one reaches the end of the
 input and closes; then one more instance only recovers, to show the final state.
 Every event goes to ``history.jsonl`` with a sequence number, written here, never by the child.
@@ -27,11 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from eos_harness.broker import connect
-from eos_harness.faults.kafka import (
-    BROKER_FAULTS,
-    CLUSTER_FAULTS,
-    TXN_TIMEOUT_MS,
-)
+from eos_harness.faults import kinds
 from eos_harness.history import History
 from eos_harness.models.lifecycle import LifecycleModel
 from eos_harness.models.workloads import workload
@@ -87,29 +84,21 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
     """Run one scenario in ``run_dir`` and return its verdict object. ``run_dir`` is created, or, if
     the harness made it, emptied of earlier results (see :func:`eos_harness.rundir.claim`)."""
     resolve(TaskConfig.for_store(scenario.store, broker="", state_dir="", workload=scenario.workload).store)
+    scheduled = [kinds.kind_of(f) for f in scenario.schedule]
+    _check_needs(scheduled, scenario.broker)
     cluster = None
-    names = {f.point for f in scenario.schedule}
-    if names & set(BROKER_FAULTS) and not scenario.broker.startswith("kafka://"):
-        raise ScheduleError(
-            f"{', '.join(sorted(names & set(BROKER_FAULTS)))}: Kafka faults need a Kafka broker "
-            f"(--broker kafka-local, or kafka://HOST:PORT for txn-timeout); the broker is {scenario.broker!r}"
-        )
-    if names & set(CLUSTER_FAULTS):
+    if any(kind.needs for kind in scheduled):
         from eos_harness.cluster import cluster_for
 
         cluster = cluster_for(scenario.broker)
-        if cluster is None:
-            raise ScheduleError(
-                f"{', '.join(sorted(names & set(CLUSTER_FAULTS)))}: these faults kill or stop broker processes, so "
-                f"they need a Kafka cluster this process started (--broker kafka-local); {scenario.broker!r} is not one"
-            )
     claim(run_dir)
     started = time.perf_counter()
     started_at = time.time()
     records = _input_records(scenario)
     spec = broker_spec(scenario, run_dir)
-    if "txn-timeout" in names and "transaction.timeout.ms" not in spec:
-        spec += ("&" if "?" in spec else "?") + f"transaction.timeout.ms={TXN_TIMEOUT_MS}"
+    for option, value in dict(o for kind in scheduled for o in kind.broker_options).items():
+        if option not in spec:
+            spec += ("&" if "?" in spec else "?") + f"{option}={value}"
     # Unique per run: on a shared Kafka cluster topics outlive the run directory.
     app = f"eos-{scenario.seed}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     config = TaskConfig.for_store(
@@ -138,7 +127,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
                 instance += 1
                 fault = schedule.pop(0) if schedule else None
                 current = Instance(config, fault, "run", instance, history, cluster)
-                ended = current.collect(stop_when_frozen=True)
+                ended = current.collect()
                 if ended == "frozen":
                     # The frozen instance is a zombie: the task moves to another instance (its own
                     # state directory, as on another host) while the zombie still holds its own.
@@ -180,10 +169,24 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
     return result
 
 
+def _check_needs(scheduled: list[kinds.FaultKind], broker: str) -> None:
+    """Refuse a schedule whose fault kinds need what a run on ``broker`` does not have (for each kind,
+    its first need unmet: a kind lists its needs from the broadest)."""
+    lacking: dict[kinds.Need, list[str]] = {}
+    for kind in scheduled:
+        for need in kind.needs_unmet(broker)[:1]:
+            if kind.name not in lacking.setdefault(need, []):
+                lacking[need].append(kind.name)
+    if lacking:
+        raise ScheduleError("; ".join(f"{', '.join(names)}: needs {need.what} ({need.how})"
+                                      for need, names in lacking.items()) + f"; the broker is {broker!r}")
+
+
 def verdict(scenario: Scenario, events: list[dict], violations: list[Violation], recovery: list[dict]) -> dict:
-    hit = [e["point"] if e["type"] == "crash" else f"freeze:{e['point']}" for e in events if e["type"] in ("crash", "frozen")]
+    hit = [e["point"] if e["type"] == "crash" else kinds.FREEZE.prefix + e["point"]
+           for e in events if e["type"] in ("crash", "frozen")]
     hit += [e["fault"] for e in events if e["type"] == "broker_fault" and "error" not in e]
-    hit += ["txn-timeout" for e in events if e["type"] == "stalled"]
+    hit += [e["fault"] for e in events if e["type"] == "stalled"]
     return {
         "store": scenario.store,
         "workload": scenario.workload,

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import random
 
+from eos_harness.faults import kinds
 from eos_harness.spark.pipelines import PIPELINES, unsupported
 
 STATE_CONFIGS = (("hdfs", False), ("rocksdb", False), ("rocksdb", True))  # provider, changelog checkpointing
 
 
 WINDOWS = ("offsets", "state", "sink", "commit")
+
+
+RANDOM = "random"  # the kill at a random time, added to every fifth case
+
+
+def _hit(rng: random.Random, kind: str, batches: int) -> int:
+    """The batch id (or milliseconds) of a kill, drawn by the rule of its kind's registry entry."""
+    return kinds.named(kind, kinds.SPARK).draw_hit(rng, kind, batches)
 
 
 MUTANT_SINK = "foreach-nocheck"
@@ -54,9 +63,9 @@ def plan(seed: int, count: int | None, source: str = "file", batches: int = 5,
         for position, combo in enumerate(combos):
             case = dict(combo)
             window = WINDOWS[(position + round_number) % len(WINDOWS)]
-            schedule = [f"{window}@{rng.randint(1, batches - 2)}"]
+            schedule = [f"{window}@{_hit(rng, window, batches)}"]
             if i % 5 == 4:
-                schedule.append(f"random@{rng.randint(500, 8000)}")
+                schedule.append(f"{RANDOM}@{_hit(rng, RANDOM, batches)}")
             i += 1
             scenarios.append(SparkScenario(case["pipeline"], case["sink"], case["provider"], case["checkpoint_format"],
                                            case["changelog"], source, tuple(schedule), rng.randrange(2**31), batches,

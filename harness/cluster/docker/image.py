@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 from eos_harness.cluster import KAFKA_VERSION
 from eos_harness.cluster.docker.containers import LABEL
 from eos_harness.cluster.docker.engine import CLI, DockerError, docker_cache, docker_client
@@ -155,7 +156,7 @@ def _remove_tree(target: Path) -> None:
     if not target.exists():
         return
     prefix = str(target.resolve()) + "/"
-    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    mounts = [partition.mountpoint for partition in psutil.disk_partitions(all=True)]
     for mount in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
         subprocess.run(["umount", "-l", mount], check=False)
     shutil.rmtree(target, ignore_errors=True)
