@@ -26,6 +26,7 @@ __all__ = [
     "PASS",
     "VERDICTS",
     "Violation",
+    "error_reason",
     "exit_code",
     "verdict_of",
 ]
@@ -80,14 +81,20 @@ def verdict_of(violations: Iterable[Violation], strict: bool = False, error: str
     return ERROR if error else PASS
 
 
-def exit_code(verdicts: Iterable[str], unexpected: bool | None = None) -> int:
+def exit_code(verdicts: Iterable[str], unexpected: bool | None = None, incomplete: bool = False) -> int:
     """The exit code of a run of these verdicts: 1 if a promise was broken (for a campaign, pass
     ``unexpected``: whether any result was not the expected one), else 3 if any could not be
-    completed, else 0."""
+    completed (an ``error`` verdict, or ``incomplete``: the run did not test what it planned, e.g. a
+    scheduled fault that could not be injected), else 0."""
     verdicts = list(verdicts)
     broken = unexpected if unexpected is not None else FAIL in verdicts
     if broken:
         return EXIT_FAIL
-    if ERROR in verdicts:
+    if ERROR in verdicts or incomplete:
         return EXIT_INCOMPLETE
     return EXIT_PASS
+
+
+def error_reason(exc: BaseException) -> str:
+    """The ``error`` field of a verdict whose run an exception cut short: its type and message."""
+    return f"{type(exc).__name__}: {exc}"

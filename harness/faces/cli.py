@@ -95,6 +95,7 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     from eos_harness.rundir import RunDirError, check_output_file, write_text
     from eos_harness.stores import StoreFactoryError
     from eos_harness.suites.conformance.runner import verify
+    from eos_harness.verdict import exit_code
     from rich.table import Table
 
     if json_path:
@@ -130,8 +131,7 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
         console.print(f"[green]verdict: pass[/] ({len(result['cases'])} cases)")
     if json_error:
         console.print(f"[red]{json_error}[/] (the verdict is above)")
-        sys.exit(3)
-    sys.exit(1 if result["violations"] else 0)
+    sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
 
 
 main.add_command(run_command)

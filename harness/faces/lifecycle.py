@@ -15,7 +15,7 @@ import click
 from eos_harness.extras import needs_kafka
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, STORE_LIST, WORKLOAD_LIST, require_extra
 from eos_harness.models.workloads import WORKLOADS
-from eos_harness.verdict import EXIT_INCOMPLETE
+from eos_harness.verdict import ERROR, EXIT_INCOMPLETE, error_reason, exit_code
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -96,7 +96,8 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
     from eos_harness.cluster import ClusterError
     from eos_harness.runtime import TaskConfig
     from eos_harness.stores import StoreFactoryError, resolve
-    from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
+    from eos_harness.suites.lifecycle.checks import CHECKS
+    from eos_harness.suites.lifecycle.runner import Scenario, error_verdict, run_scenario
     from eos_harness.suites.lifecycle.schedule import ScheduleError, parse_schedule
 
     _require_kafka_extra(broker)
@@ -111,27 +112,47 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
         _check_json_path(json_path)
         out_dir = _run_dir(out, f"runs/run-{seed}", overwrite)
         with local_broker(broker) as spec:
-            result = run_scenario(replace(scenario, broker=spec, repro_broker=broker), out_dir)
+            try:
+                result = run_scenario(replace(scenario, broker=spec, repro_broker=broker), out_dir)
+            except (ScheduleError, StoreFactoryError, ValueError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
+                result = error_verdict(replace(scenario, repro_broker=broker), exc, out_dir)
     except (ScheduleError, StoreFactoryError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise _incomplete(exc) from None
     json_error = _write_json(json_path, result)
     colour = "green" if result["verdict"] == "pass" else "red"
-    console.print(f"[{colour}]verdict: {result['verdict']}[/] ({result['seconds']} s); crash points hit: "
+    took = f" ({result['seconds']} s)" if "seconds" in result else ""
+    console.print(f"[{colour}]verdict: {result['verdict']}[/]{took}; crash points hit: "
                   f"{', '.join(result['crash_points']) or 'none'}")
+    if result["verdict"] == ERROR:
+        console.print(f"the scenario could not be run to its end: {result['error']}", markup=False, highlight=False)
+    for line in result["fault_errors"]:
+        console.print(f"[red]a scheduled fault could not be injected:[/] {line}", soft_wrap=True)
     for rec in result["recovery"]:
         console.print(f"  recovery of instance {rec['instance']}: replayed {rec['replayed_records']} changelog records "
                       f"(uncommitted tail {rec['uncommitted_tail']}, changelog length {rec['changelog_length']}, "
                       f"wiped: {rec['wiped']}, {rec['seconds'] * 1000:.1f} ms)")
     if result["violations"]:
         console.print(_violations_table(result))
+        for check in sorted({v["check"] for v in result["violations"]}):
+            console.print(f"  {check}: {CHECKS.get(check, '')}", markup=False, highlight=False)
+    if result["verdict"] != "pass" or result["fault_errors"]:
         console.print(f"replay: {result['repro']}", soft_wrap=True)
-    console.print(f"history: {result['history']}")
+    if "history" in result:
+        console.print(f"history: {result['history']}")
     if json_error:
         console.print(f"[red]{json_error}[/] (the verdict is above and in {out_dir / 'verdict.json'})")
-        sys.exit(EXIT_INCOMPLETE)
-    sys.exit(0 if result["verdict"] == "pass" else 1)
+    sys.exit(exit_code([result["verdict"]], incomplete=bool(result["fault_errors"] or json_error)))
+
+
+def _incomplete(exc: Exception) -> click.ClickException:
+    """A click error for a run that could not be completed (no broker to run on): exit code 3."""
+    error = click.ClickException(str(exc))
+    error.exit_code = EXIT_INCOMPLETE
+    return error
 
 
 def _require_kafka_extra(broker) -> None:
@@ -267,15 +288,14 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
 
 
 def _campaign_exit(campaign: dict) -> int:
-    """130/143 when interrupted (SIGINT/SIGTERM), 3 when it could not be completed (a broken
-    environment, results that could not be written), else 1 for an unexpected result, else 0."""
+    """130/143 when interrupted (SIGINT/SIGTERM), else the campaign's exit code from its verdicts
+    (:func:`eos_harness.suites.lifecycle.campaign.campaign_exit_code`)."""
+    from eos_harness.suites.lifecycle.campaign import campaign_exit_code
+
     stopped = campaign.get("stopped") or {}
     if stopped.get("why") in ("SIGINT", "SIGTERM"):
         return 128 + int(getattr(signal, stopped["why"]))
-    if stopped or campaign.get("json_error"):
-        return EXIT_INCOMPLETE
-    summary = campaign["summary"]
-    return 1 if summary["unexpected"] or summary.get("fault_errors") or summary.get("errors") else 0
+    return campaign_exit_code(campaign)
 
 
 @click.command("chaos")
@@ -309,7 +329,7 @@ def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path,
     except (StoreFactoryError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise _incomplete(exc) from None
     sys.exit(_campaign_exit(campaign))
 
 
@@ -354,12 +374,23 @@ def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isola
             raise ValueError(f"--broker {broker!r}: the log checker needs Kafka: kafka-local, kafka-local:3 or kafka://HOST:PORT")
         _check_json_path(json_path)
         with local_broker(broker) as spec:
-            result = run_workload(spec.removeprefix("kafka://").partition("?")[0], seed, transactions=transactions,
-                                  partitions=partitions, abort_ratio=abort_ratio, isolation=isolation)
+            try:
+                result = run_workload(spec.removeprefix("kafka://").partition("?")[0], seed,
+                                      transactions=transactions, partitions=partitions, abort_ratio=abort_ratio,
+                                      isolation=isolation)
+            except ValueError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the workload could not be run to its end: exit 3
+                result, reason = None, error_reason(exc)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise _incomplete(exc) from None
+    if result is None:
+        _write_json(json_path, {"seed": seed, "broker": broker, "verdict": ERROR, "error": reason, "violations": []})
+        console.print("[red]verdict: error[/]: the workload could not be run to its end:")
+        console.print(reason, markup=False, highlight=False)
+        sys.exit(exit_code([ERROR]))
     report = {"seed": seed, "broker": broker, **result.to_json()}
     json_error = _write_json(json_path, report)
     colour = "green" if report["verdict"] == "pass" else "red"
@@ -377,5 +408,4 @@ def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isola
                       f"--partitions {partitions} --abort-ratio {abort_ratio} --isolation {isolation}", soft_wrap=True)
     if json_error:
         console.print(f"[red]{json_error}[/]")
-        sys.exit(EXIT_INCOMPLETE)
-    sys.exit(0 if report["verdict"] == "pass" else 1)
+    sys.exit(exit_code([report["verdict"]], incomplete=bool(json_error)))

@@ -15,9 +15,9 @@ import click
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, require_extra
 from eos_harness.rundir import RunDirError, check_output_file, prepare, write_text
 from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
-from eos_harness.suites.spark.campaign import run_campaign
+from eos_harness.suites.spark.campaign import campaign_exit_code, counted_violations, run_campaign
 from eos_harness.suites.spark.plan import MATRIX_SINKS, MIN_BATCHES
-from eos_harness.verdict import EXIT_INCOMPLETE, exit_code
+from eos_harness.verdict import exit_code
 from rich.console import Console
 from rich.table import Table
 
@@ -55,7 +55,7 @@ def _table(results: list[dict], title: str) -> Table:
         conf = r["configuration"]
         state = conf["state_provider"] + ("+changelog" if conf["changelog_checkpointing"] else "")
         windows = ", ".join(f"{c['window']}({c['batch']})" for c in r.get("crash_windows", [])) or "-"
-        fired = sorted({v["check"] for v in r["violations"]})
+        fired = sorted({v["check"] for v in counted_violations(r, r.get("strict", False))})
         colour = {"pass": "green", "fail": "red"}.get(r["verdict"], "yellow")
         dups = r.get("duplicates", {}).get("count", 0)
         verdict = f"[{colour}]{r['verdict']}[/]" + (f" ({dups} duplicates)" if dups else "")
@@ -81,7 +81,7 @@ def _matrix_table(results: list[dict], title: str) -> Table:
     for key, rows in sorted(groups.items()):
         counts = {v: sum(r["verdict"] == v for r in rows) for v in ("pass", "fail", "not_applicable")}
         failing = sorted({c["window"] for r in rows if r["verdict"] == "fail" for c in r.get("crash_windows", [])})
-        fired = sorted({v["check"] for r in rows for v in r["violations"]})
+        fired = sorted({v["check"] for r in rows for v in counted_violations(r, r.get("strict", False))})
         dups = sum(r.get("duplicates", {}).get("count", 0) for r in rows)
         table.add_row(*key, str(len(rows)), str(counts["pass"]),
                       f"[red]{counts['fail']}[/]" if counts["fail"] else "0", str(counts["not_applicable"]),
@@ -131,7 +131,10 @@ def _print_result(result: dict) -> None:
     console.print(_table([result], f"spark scenario, seed {result['seed']}"))
     if result["verdict"] == "not_applicable":
         console.print(f"not applicable: {result['reason']}")
-    for v in result["violations"][:20]:
+    if result["verdict"] == "error":
+        console.print(f"error: the scenario could not be run to its end: {result['error']}", markup=False,
+                      highlight=False)
+    for v in counted_violations(result, result.get("strict", False))[:20]:
         console.print(f"  {v['check']}: key={v['key']} expected={str(v['expected'])[:200]} "
                       f"observed={str(v['observed'])[:400]} (event {v['event']})", markup=False, highlight=False)
     lagging = result.get("watermarks", {}).get("lagging_batches")
@@ -174,7 +177,7 @@ def _print_result(result: dict) -> None:
 def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_format, source, crash_at, batches, strict,
                       seed, broker, json_path, out, overwrite):
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model."""
-    from eos_harness.suites.spark.runner import SparkScenario, run_spark_scenario
+    from eos_harness.suites.spark.runner import SparkScenario, error_result, run_spark_scenario
 
     require_extra("spark", "--suite spark")
     if "kafka" in (source, sink):
@@ -192,14 +195,16 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
         raise click.UsageError(str(exc)) from None
     bootstrap = _parse_broker(broker)
     needed = scenario.uses_kafka and not unsupported(pipeline, sink, provider, int(checkpoint_format))
-    with _Kafka(bootstrap, needed) as kafka:
-        result = run_spark_scenario(scenario, run_dir, keep=True, kafka=kafka)
+    try:
+        with _Kafka(bootstrap, needed) as kafka:
+            result = run_spark_scenario(scenario, run_dir, keep=True, kafka=kafka)
+    except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
+        result = error_result(scenario, exc)
     json_error = _write_json(json_path, result)
     _print_result(result)
     if json_error:
         console.print(f"[red]{json_error}[/]")
-        sys.exit(EXIT_INCOMPLETE)
-    sys.exit(1 if result["verdict"] == "fail" else 0)
+    sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
 
 
 def _write_json(path: str | Path | None, obj: dict) -> str | None:
@@ -263,14 +268,18 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
         console.print(_table(failing, f"the {len(failing)} scenarios that did not pass"))
     for r in campaign["scenarios"]:
         if r["verdict"] == "fail":
-            for v in r["violations"][:3]:
+            for v in counted_violations(r, strict)[:3]:
                 console.print(f"  {r['pipeline']}/{r['sink']}: {v['check']} key={v['key']} "
                               f"observed={str(v['observed'])[:300]}", markup=False, highlight=False)
     if campaign["summary"]["unexpected"]:
         console.print("[red]unexpected results:[/]")
         for repro in campaign["summary"]["unexpected"]:
             console.print(f"  replay: {repro}", markup=False, highlight=False)
+    if campaign["summary"]["errors"]:
+        console.print(f"[red]{campaign['summary']['errors']} scenario(s) could not be run to their end[/] "
+                      "(verdict \"error\" in the JSON, with the reason)")
     if json_error:
+        campaign["json_error"] = json_error
         console.print(f"[red]{json_error}[/]; the scenarios that finished are in {out_dir / 'results.jsonl'}")
     else:
         console.print(f"results: {json_file}")
@@ -279,6 +288,4 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
         console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
     if stopped.get("why") in ("SIGINT", "SIGTERM"):
         sys.exit(128 + int(getattr(signal, stopped["why"])))
-    if stopped or json_error:
-        sys.exit(EXIT_INCOMPLETE)
-    sys.exit(exit_code([r["verdict"] for r in campaign["scenarios"]], unexpected=bool(campaign["summary"]["unexpected"])))
+    sys.exit(campaign_exit_code(campaign, strict))

@@ -21,20 +21,21 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 from pathlib import Path
 
 from eos_harness.models.kv import KVModel
 from eos_harness.process.server import ChildCrashed, StoreCallError, StoreServer
 from eos_harness.store import StoreContext
 from eos_harness.stores import reached_points, resolve
+from eos_harness.verdict import Violation, verdict_of
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
-__all__ = ["ConformanceViolation", "Violation", "machine_for", "matrix_cases", "run_case", "verify"]
+__all__ = ["ConformanceViolation", "machine_for", "matrix_cases", "run_case", "verify"]
 
 # The changelog partition the store's context names (the store server opens every store with the
 # default context): the suite commits offsets for it, as a task commits for its store's changelog.
@@ -43,19 +44,9 @@ KEYS = [b"a", b"b", b"c", b"d", b"e"]
 VALUES = [b"v1", b"v2", b"v3", b"xx"]
 
 
-@dataclass(frozen=True)
-class Violation:
-    check: str
-    key: str | None
-    expected: object
-    observed: object
-    case: str
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
 class ConformanceViolation(AssertionError):
+    """Raised at the first broken promise of a case; Hypothesis shrinks the steps that raise it."""
+
     def __init__(self, violation: Violation) -> None:
         super().__init__(
             f"{violation.check}: key {violation.key!r}: expected {violation.expected!r}, observed {violation.observed!r}"
@@ -98,7 +89,7 @@ class StoreUnderTest:
 
     # -- plumbing -------------------------------------------------------------------------------
     def fail(self, check: str, key, expected, observed) -> None:
-        raise ConformanceViolation(Violation(check, _show(key), _show(expected), _show(observed), self.case))
+        raise ConformanceViolation(Violation(check, _show(key), _show(expected), _show(observed), case=self.case))
 
     def call(self, method: str, *args):
         try:
@@ -409,10 +400,10 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
             lines = [*report, *getattr(exc, "__notes__", [])]
             steps_text = "\n".join(line for line in lines if line.strip())
             label = "hypothesis (shrunk)" if shrink else "hypothesis (not shrunk)"
-            violations.append(Violation(**{**exc.violation.to_json(), "case": f"{label}:\n{steps_text}"}))
+            violations.append(replace(exc.violation, case=f"{label}:\n{steps_text}"))
     return {
         "store": spec,
-        "verdict": "fail" if violations else "pass",
+        "verdict": verdict_of(violations),
         "seed": seed,
         "cases": cases,
         "violations": [v.to_json() for v in violations],

@@ -27,10 +27,20 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from eos_harness.verdict import Violation
+
 __all__ = ["ANOMALIES", "Anomaly", "LogEnd", "Read", "Sent", "Transaction", "check", "summarize"]
 
-ANOMALIES = ("duplicate", "aborted_read", "inconsistent_offsets", "lost_write", "committed_not_read",
-             "partial_transaction", "hanging_transaction")
+# Each kind of anomaly, in report order, with the promise it breaks (the ``expected`` of its Violation).
+ANOMALIES = {
+    "duplicate": "each record of a committed transaction read once",
+    "aborted_read": "no record of an aborted transaction read",
+    "inconsistent_offsets": "one value per offset",
+    "lost_write": "every record of a committed transaction read",
+    "committed_not_read": "every record of a committed transaction read",
+    "partial_transaction": "all or none of a transaction's records read",
+    "hanging_transaction": "the last stable offset and the consumer's position reach the log end",
+}
 OUTCOMES = ("committed", "aborted", "unknown")
 
 
@@ -72,6 +82,9 @@ class LogEnd:
 
 @dataclass(frozen=True)
 class Anomaly:
+    """One finding of the log checker, where the log shows it (the ``anomalies`` of the report);
+    :meth:`violation` says it in the verdict vocabulary every suite shares."""
+
     kind: str
     partition: int | None
     offset: int | None
@@ -81,6 +94,17 @@ class Anomaly:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    def violation(self) -> Violation:
+        """check: the kind; key: where (partition and offset, or the transaction); expected: the
+        promise; observed: what was read; detail: the record's value and transaction."""
+        if self.partition is not None:
+            key = f"partition {self.partition}" + (f" offset {self.offset}" if self.offset is not None else "")
+        else:
+            key = f"transaction {self.transaction}"
+        record = ", ".join(f"{name} {value}" for name, value in (("value", self.value), ("transaction", self.transaction))
+                           if value is not None)
+        return Violation(self.kind, key, ANOMALIES[self.kind], self.detail, detail=record or None)
 
 
 def check(transactions: Iterable[Transaction], reads: Iterable[Read], ends: Iterable[LogEnd] = ()) -> list[Anomaly]:

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from eos_harness.suites.kafka_log.checks import Anomaly, LogEnd, Read, Sent, Transaction, check, summarize
+from eos_harness.verdict import verdict_of
 
 __all__ = ["WorkloadResult", "run_workload"]
 
@@ -32,6 +33,7 @@ class WorkloadResult:
 
     def to_json(self) -> dict:
         anomalies = self.anomalies()
+        violations = [a.violation() for a in anomalies]
         outcomes = Counter(t.outcome for t in self.transactions)
         return {
             "topic": self.topic,
@@ -40,9 +42,10 @@ class WorkloadResult:
             "records_sent": sum(len(t.records) for t in self.transactions),
             "records_read": len(self.reads),
             "ends": [asdict(e) for e in self.ends],
-            "verdict": "fail" if anomalies else "pass",
+            "verdict": verdict_of(violations),
             "summary": summarize(anomalies),
             "anomalies": [a.to_json() for a in anomalies[:200]],
+            "violations": [v.to_json() for v in violations[:200]],
             "seconds": round(self.seconds, 3),
         }
 

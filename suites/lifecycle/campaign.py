@@ -14,6 +14,8 @@ still reaches every point, every store and every broker fault early.
 A real store must pass every scenario. A mutant or an unsafe variant must fail at least one:
 one that never fails is a hole in the harness. Either is an unexpected result (exit 1). Only a
 store that ran is judged: one the campaign's budget did not reach is "not run", never unexpected.
+Else a scenario that could not be run to its end, or a scheduled fault that could not be injected,
+means the campaign did not test what it planned (exit 3).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from eos_harness.suites.lifecycle.plan import (
     kafka_faults,
     plan,
 )
-from eos_harness.suites.lifecycle.runner import Scenario, ScheduleError, run_scenario, verdict
+from eos_harness.suites.lifecycle.runner import ScheduleError, error_verdict, run_scenario
+from eos_harness.verdict import ERROR, FAIL, exit_code
 
 
 @dataclass
@@ -48,7 +51,9 @@ class StoreTally:
 
     @property
     def unexpected(self) -> bool:
-        return self.total > 0 and (self.failed > 0) != self.expected_fail
+        """Judged only over the scenarios that ran to their end: a store whose every scenario ended in
+        ``error`` was not tested (the campaign exits 3, not 1)."""
+        return self.total > self.errors and (self.failed > 0) != self.expected_fail
 
     @property
     def status(self) -> str:
@@ -97,7 +102,7 @@ def run_campaign(
     # such a scenario runs alone, after the running ones finish.
     run = run_plan(source, lambda index, scenario: run_scenario(scenario, out_dir / f"scenario-{index:05d}", False),
                    workers=workers, more=more, run_alone=affects_cluster, on_result=on_result,
-                   error_result=_error_result, results_file=out_dir / "results.jsonl",
+                   error_result=error_verdict, results_file=out_dir / "results.jsonl",
                    fatal=(ScheduleError, StoreFactoryError))
     campaign = {
         "seed": seed,
@@ -112,11 +117,6 @@ def run_campaign(
     return campaign
 
 
-def _error_result(scenario: Scenario, exc: BaseException) -> dict:
-    """An ``error`` verdict for a scenario that could not be run to its end (a broker that stopped
-    answering, a harness error), with the message and the replay command, so that the campaign
-    goes on and keeps every other result."""
-    return {**verdict(scenario, [], [], []), "verdict": "error", "error": f"{type(exc).__name__}: {exc}"}
 
 
 def summarize(results: list[dict], stores: list[str]) -> dict:
@@ -127,10 +127,10 @@ def summarize(results: list[dict], stores: list[str]) -> dict:
     for r in results:
         tally = tallies[r["store"]]
         tally.total += 1
-        if r["verdict"] == "error":
+        if r["verdict"] == ERROR:
             tally.errors += 1
             errors.append(f"scenario {r.get('index', '?')} ({r['store']}): {r['error']}; replay: {r['repro']}")
-        if r["verdict"] == "fail":
+        if r["verdict"] == FAIL:
             tally.failed += 1
             for v in r["violations"]:
                 tally.checks[v["check"]] = tally.checks.get(v["check"], 0) + 1
@@ -140,7 +140,7 @@ def summarize(results: list[dict], stores: list[str]) -> dict:
                 points_hit.append(p)
     return {
         "total": len(results),
-        "failed": sum(1 for r in results if r["verdict"] == "fail"),
+        "failed": sum(1 for r in results if r["verdict"] == FAIL),
         "points_hit": sorted(points_hit),
         "fault_errors": fault_errors,
         # Scenarios that could not be run to their end: the campaign did not test them.
@@ -154,3 +154,15 @@ def summarize(results: list[dict], stores: list[str]) -> dict:
         # Stores the campaign did not reach (--scenarios or --minutes ended first): not judged.
         "not_run": sorted(s for s, t in tallies.items() if not t.total),
     }
+
+
+def campaign_exit_code(campaign: dict) -> int:
+    """The exit code of a campaign (:func:`eos_harness.verdict.exit_code`): 1 for an unexpected result,
+    else 3 if it did not test what it planned (a scenario that could not be run to its end, a scheduled
+    fault that could not be injected, a campaign stopped early or whose JSON could not be written), else 0.
+    A campaign stopped early is judged on its real stores only: a mutant not yet caught says nothing."""
+    summary = campaign["summary"]
+    cut_short = campaign.get("stopped") is not None or bool(campaign.get("json_error"))
+    unexpected = [s for s in summary["unexpected"] if not cut_short or summary["stores"][s]["expected"] == "pass"]
+    return exit_code([r["verdict"] for r in campaign["scenarios"]], unexpected=bool(unexpected),
+                     incomplete=cut_short or bool(summary.get("fault_errors")))

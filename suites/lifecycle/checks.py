@@ -3,35 +3,35 @@
 The history is the driver's list of events (dicts with ``seq``, ``instance``, ``type`` …; see
 ``harness.driver``). Each check returns :class:`Violation` s; ``check_all`` runs every check.
 
-Checks (names are public: verdicts, chaos summaries and mutants' ``caught_by`` use them):
-
-- ``no_uncommitted_survives``: after recovery the store holds no write of an uncommitted record.
-- ``committed_rolls_forward``: after recovery every committed write is there (rolled forward
-  from the changelog when the crash fell between the EOS commit and the store commit).
-- ``recovery_idempotent``: a crash during recovery leaves the same state once a later recovery ends.
-- ``state_matches_model``: a recovered value that no committed or uncommitted prefix explains.
-- ``exactly_once_output``: the read-committed output equals the model's: no duplicate, no loss.
-- ``read_your_own_writes``: the writer reads its own uncommitted writes.
-- ``read_committed_isolation``: a read-committed query during processing never sees an
-  uncommitted write (transactional stores).
-- ``atomic_commit``: what a transactional store holds right after ``recover`` (before any replay)
-  is exactly the state named by its committed offset: data and offsets were committed together.
-  Replaying the changelog would hide a store that committed data without its offsets, so this is
-  checked on the store itself.
-- ``no_wipe``: a transactional store is never wiped, and replays exactly the changelog tail
-  written after its last store commit.
-- ``task_finishes``: the task reaches the end of its input (no error, no hang).
-- ``zombie_fenced``: an instance frozen while a newer one took over is fenced when it wakes; an
-  instance stalled past ``transaction.timeout.ms`` never commits once it wakes.
+The checks and what each promises are listed in :data:`CHECKS` (names are public: verdicts, chaos
+summaries and mutants' ``caught_by`` use them).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 
 from eos_harness.models.lifecycle import LifecycleModel
 from eos_harness.verdict import Violation
+
+CHECKS = {
+    "atomic_commit": "what a transactional store holds right after recover (before any replay) is exactly the "
+                     "state its committed offset names: data and offsets were committed together",
+    "no_uncommitted_survives": "after recovery the store holds no write of an uncommitted record",
+    "committed_rolls_forward": "after recovery every committed write is there (rolled forward from the changelog "
+                               "when the crash fell between the EOS commit and the store commit)",
+    "recovery_idempotent": "a crash during recovery leaves the same state once a later recovery ends",
+    "state_matches_model": "every recovered value is explained by a committed or uncommitted prefix of the input",
+    "exactly_once_output": "the read-committed output equals the model's: no duplicate, no loss",
+    "read_your_own_writes": "the writer reads its own uncommitted writes",
+    "read_committed_isolation": "a read-committed query during processing never sees an uncommitted write "
+                                "(transactional stores)",
+    "no_wipe": "a transactional store is never wiped, and replays exactly the changelog tail written after its "
+               "last store commit",
+    "task_finishes": "the task reaches the end of its input (no error, no hang)",
+    "zombie_fenced": "an instance frozen while a newer one took over is fenced when it wakes; an instance stalled "
+                     "past transaction.timeout.ms never commits once it wakes",
+}
 
 
 def _b(text: str | None) -> bytes | None:
@@ -291,7 +291,3 @@ def recovery_report(history: list[dict], model: LifecycleModel) -> list[dict]:
             }
         )
     return report
-
-
-def summarize(violations: Iterable[Violation]) -> dict[str, int]:
-    return dict(Counter(v.check for v in violations))

@@ -38,9 +38,9 @@ from eos_harness.stores import resolve
 from eos_harness.suites.lifecycle.checks import check_all, recovery_report
 from eos_harness.suites.lifecycle.instance import Instance, _run_instance
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
-from eos_harness.verdict import Violation
+from eos_harness.verdict import PASS, Violation, error_reason, verdict_of
 
-__all__ = ["Scenario", "broker_spec", "run_scenario", "verdict"]
+__all__ = ["Scenario", "broker_spec", "error_verdict", "run_scenario", "verdict"]
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
     result["started_at"] = round(started_at, 3)  # wall clock (Unix time), to line scenarios up with each other
     result["history"] = str(run_dir / "history.jsonl")
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2))
-    if not keep and not violations:
+    if not keep and result["verdict"] == PASS:
         shutil.rmtree(run_dir / "state", ignore_errors=True)
     return result
 
@@ -182,12 +182,15 @@ def _check_needs(scheduled: list[kinds.FaultKind], broker: str) -> None:
                                       for need, names in lacking.items()) + f"; the broker is {broker!r}")
 
 
-def verdict(scenario: Scenario, events: list[dict], violations: list[Violation], recovery: list[dict]) -> dict:
+def verdict(scenario: Scenario, events: list[dict], violations: list[Violation], recovery: list[dict],
+            error: str | None = None) -> dict:
+    """The scenario's verdict object. ``error``: why the scenario could not be run to its end (the
+    verdict is then ``error``, with this reason, unless a violation was found before)."""
     hit = [e["point"] if e["type"] == "crash" else kinds.FREEZE.prefix + e["point"]
            for e in events if e["type"] in ("crash", "frozen")]
     hit += [e["fault"] for e in events if e["type"] == "broker_fault" and "error" not in e]
     hit += [e["fault"] for e in events if e["type"] == "stalled"]
-    return {
+    result = {
         "store": scenario.store,
         "workload": scenario.workload,
         "broker": scenario.broker,
@@ -196,9 +199,22 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
         "crash_points": hit,
         # A scheduled fault that the harness failed to inject (e.g. a broker that did not restart).
         "fault_errors": [f"{e['fault']}: {e['error']}" for e in events if e["type"] == "broker_fault" and "error" in e],
-        "verdict": "fail" if violations else "pass",
+        "verdict": verdict_of(violations, error=error),
         "violations": [v.to_json() for v in violations],
         "recovery": recovery,
         "repro": scenario.repro(),
     }
+    if error is not None:
+        result["error"] = error
+    return result
+
+
+def error_verdict(scenario: Scenario, exc: BaseException, run_dir: Path | None = None) -> dict:
+    """The verdict object of a scenario that could not be run to its end (a broker that stopped
+    answering, a harness error): verdict ``error``, the reason, the replay command, and the history
+    recorded so far when there is one in ``run_dir``."""
+    result = verdict(scenario, [], [], [], error=error_reason(exc))
+    if run_dir is not None and (run_dir / "history.jsonl").exists():
+        result["history"] = str(run_dir / "history.jsonl")
+    return result
 

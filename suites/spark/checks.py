@@ -11,7 +11,7 @@ from pathlib import Path
 from eos_harness.models.spark import PipelineModel, model_for
 from eos_harness.verdict import Violation
 
-__all__ = ["check_output", "check_watermarks", "recorded_watermarks", "check_restarts", "check_state", "normalise_state", "read_file_sink", "read_store_sink"]
+__all__ = ["check_at_least_once", "check_output", "check_watermarks", "recorded_watermarks", "check_restarts", "check_state", "normalise_state", "read_file_sink", "read_store_sink"]
 
 EXACTLY_ONCE_SINKS = ("file", "foreach", "foreach-nocheck", "foreach-return-early")
 
@@ -141,20 +141,26 @@ def _as_row(row, columns) -> tuple:
 
 def check_output(sink: str, columns: tuple[str, ...], model: PipelineModel, last_batch: int, observed_rows: list,
                  applied: dict[int, int] | None = None, seq: int | None = None,
-                 per_batch: dict[int, list] | None = None) -> list[Violation]:
+                 per_batch: dict[int, list] | None = None) -> tuple[list[Violation], Counter]:
     """``exactly_once_output``: the committed output equals the model's for batches 0..last_batch,
-    every row once (a duplicate, a loss or an extra row is a violation, with the row as its key)."""
+    every row once (a duplicate, a loss or an extra row is a violation, with the row as its key).
+
+    Returns the violations and how many rows were ``duplicate``, ``lost`` or ``extra`` and how many
+    batches were ``reapplied`` (applied more than once by a ``foreachBatch`` sink)."""
     violations = []
+    tally: Counter = Counter()
     expected = Counter(tuple(r) for r in model.all_output(last_batch))
     observed = Counter(_as_row(r, columns) for r in observed_rows)
     for row in sorted(set(expected) | set(observed), key=str):
         if expected[row] != observed[row]:
             what = "duplicate" if observed[row] > expected[row] > 0 else ("lost" if observed[row] < expected[row] else "extra")
+            tally[what] += 1
             violations.append(Violation("exactly_once_output", json.dumps(list(row)),
                                         f"{expected[row]}×", f"{observed[row]}× ({what})", seq))
     if applied is not None:
         for batch in range(last_batch + 1):
             if applied.get(batch, 0) != 1:
+                tally["reapplied"] += applied.get(batch, 0) > 1
                 violations.append(Violation("exactly_once_output", f"batch {batch}", "applied once",
                                             f"applied {applied.get(batch, 0)}×", seq))
     if per_batch is not None:
@@ -163,7 +169,7 @@ def check_output(sink: str, columns: tuple[str, ...], model: PipelineModel, last
             obs = sorted(_as_row(r, columns) for r in per_batch.get(batch, []))
             if exp != obs:
                 violations.append(Violation("exactly_once_output", f"batch {batch} rows", exp, obs, seq))
-    return violations
+    return violations, tally
 
 
 def check_restarts(runs: list[dict], bound_s: float) -> list[Violation]:
@@ -191,14 +197,14 @@ def check_restarts(runs: list[dict], bound_s: float) -> list[Violation]:
 
 
 def check_at_least_once(columns: tuple[str, ...], model: PipelineModel, last_batch: int, observed_rows: list,
-                        crash_windows: list[dict], strict: bool = False,
-                        seq: int | None = None) -> tuple[list[Violation], dict]:
+                        crash_windows: list[dict], seq: int | None = None) -> tuple[list[Violation], dict]:
     """The Kafka sink (at least once): ``no_loss`` (every row the model expects from batches
     ``0..last_batch`` is in the topic; a row the model never outputs is reported too), and the
     duplicates counted, each attributed to the crash whose batch (on disk at the kill) outputs that
     row: that crash's window and file caused it. Rows of batch ``last_batch + 1`` (written, never
-    committed, by a run that did not come back) are allowed. Duplicates fail only when ``strict``
-    (as ``exactly_once_output``); a duplicate no crash explains is always a violation.
+    committed, by a run that did not come back) are allowed. A duplicate a crash explains is an
+    ``exactly_once_output`` violation marked ``strict_only`` (it fails the verdict only under
+    ``--strict``); a duplicate no crash explains is always a violation.
 
     Returns the violations and ``{"count", "windows", "by_crash": [...], "unexplained"}``."""
     violations: list[Violation] = []
@@ -239,10 +245,10 @@ def check_at_least_once(columns: tuple[str, ...], model: PipelineModel, last_bat
             unexplained.append(list(row))
             violations.append(Violation("exactly_once_output", json.dumps(list(row)), f"{exp}×",
                                         f"{obs}× (duplicate that no crash explains)", seq))
-        elif strict:
+        else:
             violations.append(Violation("exactly_once_output", json.dumps(list(row)), f"{exp}×",
-                                        f"{obs}× (duplicate, at-least-once sink, --strict; after "
-                                        f"{', '.join(c['window'] for c in causes)})", seq))
+                                        f"{obs}× (duplicate, at-least-once sink; after "
+                                        f"{', '.join(c['window'] for c in causes)})", seq, strict_only=True))
     caused = [c for c in by_crash if c["count"]]
     duplicates = {"count": total, "windows": sorted({c["window"] for c in caused}), "by_crash": caused,
                   "unexplained": unexplained[:20]}

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,9 +35,9 @@ from eos_harness.suites.spark.checks import (
     recorded_watermarks,
 )
 from eos_harness.suites.spark.plan import MIN_BATCHES
-from eos_harness.verdict import Violation
+from eos_harness.verdict import ERROR, NOT_APPLICABLE, PASS, Violation, error_reason, verdict_of
 
-__all__ = ["SparkScenario", "run_spark_scenario"]
+__all__ = ["SparkScenario", "error_result", "run_spark_scenario"]
 
 RUN_TIMEOUT_S = 300.0
 RESTART_BOUND_S = 120.0
@@ -82,6 +83,11 @@ class SparkScenario:
     def configuration(self) -> dict:
         return {"state_provider": self.provider, "changelog_checkpointing": self.changelog,
                 "checkpoint_format": self.checkpoint_format, "source": self.source}
+
+    def header(self) -> dict:
+        """The fields every verdict of this scenario starts with."""
+        return {"pipeline": self.pipeline, "sink": self.sink, "configuration": self.configuration,
+                "seed": self.seed, "schedule": list(self.schedule), "strict": self.strict, "repro": self.repro()}
 
     def repro(self) -> str:
         parts = ["eos-harness run --suite spark", f"--pipeline {self.pipeline}", f"--sink {self.sink}",
@@ -146,6 +152,12 @@ def kafka_jars() -> list[str]:
                            "time with: python -m harness.jars spark-kafka") from exc
 
 
+def error_result(scenario: SparkScenario, exc: BaseException) -> dict:
+    """The verdict object of a scenario that could not be run to its end: verdict ``error``, with the reason."""
+    return {**scenario.header(), "verdict": ERROR, "error": error_reason(exc), "violations": [], "crash_points": [],
+            "crash_windows": []}
+
+
 def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = False,
                        measure: dict | None = None, watch: bool = True, kafka: str | None = None) -> dict:
     """Run ``scenario`` in ``run_dir`` (created, or emptied of the harness's earlier results: see
@@ -163,11 +175,10 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
             return run_spark_scenario(scenario, run_dir, keep, measure, watch, kafka=cluster.bootstrap_servers)
     started = time.monotonic()
     claim(run_dir)
-    base = {"pipeline": scenario.pipeline, "sink": scenario.sink, "configuration": scenario.configuration,
-            "seed": scenario.seed, "schedule": list(scenario.schedule), "repro": scenario.repro()}
+    base = scenario.header()
     reason = unsupported(scenario.pipeline, scenario.sink, scenario.provider, scenario.checkpoint_format)
     if reason:
-        return {**base, "verdict": "not_applicable", "reason": reason, "violations": [], "crash_points": [],
+        return {**base, "verdict": NOT_APPLICABLE, "reason": reason, "violations": [], "crash_points": [],
                 "crash_windows": [], "seconds": 0.0}
     batches = generate_batches(scenario.seed, batches=scenario.batches, keys=6)
     model = model_for(scenario.pipeline, batches)
@@ -319,17 +330,21 @@ def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
     # The sink may hold one batch more than the commit log (killed between the sink and commits/N).
     sink_batches = [s[1] for rel in final["output"] if (s := step_of("output", rel)) and s[0] == "sink"]
     sink_last = max([last, *sink_batches])
+    tally: Counter = Counter()  # rows duplicate, lost or extra and batches reapplied by an exactly-once sink
     if scenario.sink == "file":
         rows, orphans = read_file_sink(roots["output"])
         output_seq = history.add({"type": "output", "rows": rows, "orphans": orphans, "sink_last": sink_last})
-        violations += check_output(scenario.sink, columns, model, sink_last, rows, seq=output_seq)
+        found, tally = check_output(scenario.sink, columns, model, sink_last, rows, seq=output_seq)
+        violations += found
     elif scenario.sink.startswith("foreach"):
         per_batch, applied = read_store_sink(roots["output"])
         rows = [r for b in sorted(per_batch) for r in per_batch[b]]
         output_seq = history.add({"type": "output", "rows": rows, "applied": applied, "sink_last": sink_last})
-        violations += check_output(scenario.sink, columns, model, sink_last, rows, applied=applied, seq=output_seq,
-                                   per_batch=per_batch)
-    duplicates = _duplicates(violations, crash_windows)
+        found, tally = check_output(scenario.sink, columns, model, sink_last, rows, applied=applied, seq=output_seq,
+                                    per_batch=per_batch)
+        violations += found
+    count = tally["duplicate"] + tally["reapplied"]
+    duplicates = {"count": count, "windows": sorted({c["window"] for c in crash_windows}) if count else []}
     if scenario.sink == "kafka":
         from eos_harness.spark.kafka import read_topic
 
@@ -337,27 +352,27 @@ def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
         rows = read_topic(kafka_config["bootstrap"], kafka_config["output_topic"])
         output_seq = history.add({"type": "output", "topic": kafka_config["output_topic"], "rows": rows,
                                   "last": last})
-        found, duplicates = check_at_least_once(columns, model, last, rows, crash_windows, scenario.strict,
-                                                seq=output_seq)
+        found, duplicates = check_at_least_once(columns, model, last, rows, crash_windows, seq=output_seq)
         violations += found
         for event in history.events:
             if event["type"] == "follower_error":
                 duplicates["follower_error"] = event["error"]
     history_path = run_dir / "history.jsonl"
     history_path.write_text("".join(json.dumps(e) + "\n" for e in history.events))
+    verdict = verdict_of(violations, scenario.strict)
+    failed = {v.check for v in violations if v.counts(scenario.strict)}  # the checks whose promise was broken
     result = {
         **base,
-        "verdict": "fail" if violations else "pass",
+        "verdict": verdict,
         "violations": [v.to_json() for v in violations],
         "crash_points": [c["target"] for c in crash_windows],
         "crash_windows": crash_windows,
         "checks": {
-            "restart_liveness": "fail" if any(v.check == "restart_liveness" for v in violations) else "pass",
-            "exactly_once_output": ("fail" if any(v.check == "exactly_once_output" for v in violations) else "pass")
+            "restart_liveness": "fail" if "restart_liveness" in failed else "pass",
+            "exactly_once_output": ("fail" if "exactly_once_output" in failed else "pass")
             if scenario.sink in EXACTLY_ONCE_SINKS or scenario.strict else "n/a",
-            "no_loss": "fail" if any(v.check == "no_loss" or "(lost)" in str(v.observed) for v in violations)
-            else "pass",
-            "state_matches_model": "fail" if any(v.check == "state_matches_model" for v in violations) else "pass",
+            "no_loss": "fail" if "no_loss" in failed or tally["lost"] else "pass",
+            "state_matches_model": "fail" if "state_matches_model" in failed else "pass",
             "orphan_files": {"count": len(orphans), "files": orphans[:20]},
         },
         "duplicates": duplicates,
@@ -370,15 +385,9 @@ def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
     if measure is not None:
         measure.update(_latencies(final, roots))
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2))
-    if not keep and not violations:
+    if not keep and verdict == PASS:
         shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
     return result
-
-
-def _duplicates(violations: list[Violation], crash_windows: list[dict]) -> dict:
-    count = sum(1 for v in violations if "duplicate" in str(v.observed) or
-                (str(v.key).startswith("batch ") and "applied 2" in str(v.observed)))
-    return {"count": count, "windows": sorted({c["window"] for c in crash_windows}) if count else []}
 
 
 def _latencies(files: dict[str, list[str]], roots: dict[str, Path]) -> dict:
@@ -392,4 +401,3 @@ def _latencies(files: dict[str, list[str]], roots: dict[str, Path]) -> dict:
             if offsets.exists():
                 out.append((step[1], commit.stat().st_mtime - offsets.stat().st_mtime))
     return {"batch_latencies": sorted(out)}
-
