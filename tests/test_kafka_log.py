@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from eos_harness.suites.kafka_log.checks import LogEnd, Read, Sent, Transaction, check
-from eos_harness.suites.kafka_log.runner import run_workload
+from eos_harness.suites.kafka_log.checks import ANOMALIES, LogEnd, Read, Sent, Transaction, check
+from eos_harness.suites.kafka_log.runner import WorkloadResult, run_workload
 
 EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 
@@ -88,6 +88,22 @@ def test_a_value_sent_twice_is_a_broken_workload_not_an_anomaly():
         check([T1, Transaction("t9", "committed", (Sent(0, "a", 8),))], [])
     with pytest.raises(ValueError, match="outcome"):
         Transaction("t0", "maybe", ())
+
+
+def test_the_report_says_each_anomaly_as_a_violation_and_its_verdict_follows_them():
+    clean = WorkloadResult("t", "read_committed", [T1, T2, T3], CLEAN_READS, END).to_json()
+    assert (clean["verdict"], clean["violations"], clean["anomalies"], clean["summary"]) == ("pass", [], [], {})
+    report = WorkloadResult("t", "read_uncommitted", [T1, T2, T3], [*CLEAN_READS, Read(0, 2, "x")], END).to_json()
+    assert report["verdict"] == "fail" and report["summary"] == {"aborted_read": 1}
+    assert report["anomalies"] == [{"kind": "aborted_read", "partition": 0, "offset": 2, "value": "x",
+                                    "transaction": "t2", "detail": "a record of an aborted transaction was read (G1a)"}]
+    [violation] = report["violations"]
+    assert (violation["check"], violation["key"], violation["expected"], violation["observed"], violation["detail"]) == (
+        "aborted_read", "partition 0 offset 2", ANOMALIES["aborted_read"],
+        "a record of an aborted transaction was read (G1a)", "value x, transaction t2")
+    # a finding about a whole transaction is keyed by the transaction
+    partial = next(a for a in check([T1], [Read(0, 0, "a")], END) if a.kind == "partial_transaction")
+    assert partial.violation().key == "transaction t1"
 
 
 @pytest.mark.kafka

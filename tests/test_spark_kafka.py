@@ -20,6 +20,7 @@ from eos_harness.models.spark import generate_batches, model_for
 from eos_harness.spark.process import processes_of
 from eos_harness.suites.spark.checks import check_at_least_once
 from eos_harness.suites.spark.runner import SparkScenario, run_spark_scenario
+from eos_harness.verdict import verdict_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -102,20 +103,22 @@ def test_kafka_sink_duplicates_after_a_kill_between_sink_and_commit_are_reported
 
 
 def test_kafka_sink_duplicates_fail_with_strict_and_a_lost_row_always(kafka_results):
-    """The same recorded output judged again: --strict turns each duplicate into a violation; a row
-    missing from the topic is a no_loss violation with or without --strict."""
+    """The same recorded output judged again: each duplicate is a strict_only violation (it fails the
+    verdict only under --strict); a row missing from the topic is a no_loss violation either way."""
     result = kafka_results["sink-cli"]["verdict"]
     assert result is not None
     events = [json.loads(line) for line in Path(result["history"]).read_text().splitlines()]
     rows = next(e for e in events if e["type"] == "output")["rows"]
     model = model_for("count", generate_batches(SEED, batches=5, keys=6))
-    strict, dup = check_at_least_once(("key", "count"), model, 4, rows, result["crash_windows"], strict=True)
-    assert len(strict) == dup["count"] == result["duplicates"]["count"]
-    assert all(v.check == "exactly_once_output" and "after_sink" in v.observed for v in strict)
+    found, dup = check_at_least_once(("key", "count"), model, 4, rows, result["crash_windows"])
+    assert len(found) == dup["count"] == result["duplicates"]["count"]
+    assert all(v.check == "exactly_once_output" and v.strict_only and "after_sink" in v.observed for v in found)
+    assert verdict_of(found) == "pass" and verdict_of(found, strict=True) == "fail"
     lost_row = model.output(3)[0]
     rest = [r for r in rows if (r["key"], r["count"]) != lost_row]
     lost, _ = check_at_least_once(("key", "count"), model, 4, rest, result["crash_windows"])
-    assert [(v.check, v.key) for v in lost] == [("no_loss", json.dumps(list(lost_row)))]
+    assert [(v.check, v.key) for v in lost if not v.strict_only] == [("no_loss", json.dumps(list(lost_row)))]
+    assert verdict_of(lost) == "fail"
 
 
 def test_the_broker_the_cli_started_is_stopped(kafka_results):

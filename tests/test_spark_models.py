@@ -97,13 +97,15 @@ def test_parse_target_rejects_unknown_kinds():
 def test_output_check_reports_duplicates_losses_and_reapplied_batches():
     model = model_for("count", [[("a", 1)], [("a", 2), ("b", 2)]])
     rows = [["a", 1], ["a", 2], ["a", 2]]
-    found = check_output("foreach", ("key", "count"), model, 1, rows, applied={0: 1, 1: 2})
+    found, tally = check_output("foreach", ("key", "count"), model, 1, rows, applied={0: 1, 1: 2})
     observed = {(v.key, v.observed) for v in found}
     assert ('["a", 2]', "2× (duplicate)") in observed
     assert ('["b", 1]', "0× (lost)") in observed
     assert ("batch 1", "applied 2×") in observed
+    # the counts the verdict's duplicates and no_loss are computed from, never the text above
+    assert (tally["duplicate"], tally["lost"], tally["extra"], tally["reapplied"]) == (1, 1, 0, 1)
     assert check_output("foreach", ("key", "count"), model, 1, [["a", 1], ["a", 2], ["b", 1]],
-                        applied={0: 1, 1: 1}) == []
+                        applied={0: 1, 1: 1}) == ([], {})
 
 
 def test_watcher_kills_the_process_group_right_after_the_target_file(tmp_path):
