@@ -12,6 +12,7 @@ from pathlib import Path
 
 from eos_harness.suites.lifecycle.campaign import campaign_exit_code, summarize
 from eos_harness.suites.lifecycle.runner import Scenario, error_verdict, verdict
+from eos_harness.suites.spark.campaign import campaign_exit_code as spark_exit_code
 from eos_harness.suites.spark.campaign import counted_violations, judge, unexpected
 from eos_harness.suites.spark.campaign import summarize as spark_summary
 from eos_harness.verdict import (
@@ -103,7 +104,7 @@ def test_a_strict_only_violation_without_those_words_fails_the_campaign_only_und
     lenient = spark_result([AT_LEAST_ONCE], strict=False)
     assert lenient["verdict"] == PASS and not unexpected(lenient, strict=False)
     assert spark_summary([lenient], strict=False) | {"matrix_size": 0} == {
-        "total": 1, "failed": 0, "not_applicable": 0, "errors": [], "unexpected": [], "matrix_size": 0,
+        "total": 1, "failed": 0, "not_applicable": 0, "errors": 0, "unexpected": [], "matrix_size": 0,
         "duplicates": 2}
     assert counted_violations(lenient, strict=False) == []  # tables show no check that fired
     strict = spark_result([AT_LEAST_ONCE], strict=True)
@@ -123,9 +124,16 @@ def test_the_mutant_sink_is_expected_to_be_caught_and_errors_are_not_failures():
     assert judge(errored, False) == ERROR and not unexpected(errored, strict=False)
     assert judge(refused, False) == NOT_APPLICABLE and not unexpected(refused, strict=False)
     summary = spark_summary([caught, errored, refused], strict=False)
-    assert (summary["failed"], summary["not_applicable"], summary["unexpected"]) == (1, 1, [])
-    assert summary["errors"] == [f"RuntimeError: no Java; replay: {errored['repro']}"]
-    assert exit_code([r["verdict"] for r in (caught, errored, refused)], unexpected=False) == EXIT_INCOMPLETE
+    assert (summary["failed"], summary["not_applicable"], summary["errors"], summary["unexpected"]) == (1, 1, 1, [])
+    campaign = {"scenarios": [caught, errored, refused], "summary": summary}
+    assert spark_exit_code(campaign, strict=False) == EXIT_INCOMPLETE
+    assert spark_exit_code({**campaign, "scenarios": [caught, refused]}, strict=False) == EXIT_PASS
+    assert spark_exit_code({**campaign, "scenarios": [caught, missed]}, strict=False) == EXIT_FAIL
+    # stopped early (a broken environment): a mutant not yet caught says nothing, a real sink's failure does
+    stopped = {"stopped": {"why": "environment", "message": "stopped: no space left on device (ENOSPC)"}}
+    assert spark_exit_code({**campaign, **stopped, "scenarios": [missed]}, strict=False) == EXIT_INCOMPLETE
+    failed = spark_result([BROKEN], sink="file")
+    assert spark_exit_code({**campaign, **stopped, "scenarios": [failed]}, strict=False) == EXIT_FAIL
 
 
 # -- the lifecycle campaign ---------------------------------------------------------------------
@@ -151,6 +159,12 @@ def test_an_error_verdict_carries_its_reason_and_the_campaign_exits_3_unless_a_r
     campaign = {"scenarios": [unsafe, error], "summary": summarize([unsafe, error], ["memory", "rocksdb-legacy-nowipe"])}
     assert campaign["summary"]["unexpected"] == ["rocksdb-legacy-nowipe"]
     assert campaign_exit_code(campaign) == EXIT_FAIL
+    # … unless the campaign was stopped early (a broken environment): then it did not test what it planned
+    assert campaign_exit_code({**campaign, "stopped": {"why": "environment", "message": "stopped"}}) == EXIT_INCOMPLETE
+    # a store whose every scenario ended in error was not tested: not unexpected, the campaign exits 3
+    only_errors = {**error, "store": "rocksdb-legacy-nowipe"}
+    campaign = {"scenarios": [only_errors], "summary": summarize([only_errors], ["rocksdb-legacy-nowipe"])}
+    assert campaign["summary"]["unexpected"] == [] and campaign_exit_code(campaign) == EXIT_INCOMPLETE
 
 
 # -- the CLI ----------------------------------------------------------------------------------------
