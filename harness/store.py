@@ -26,12 +26,14 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "Capabilities",
     "CommitFromProcessorError",
     "KeyValueView",
     "StateStore",
     "StoreContext",
     "StoreError",
     "TopicPartition",
+    "capabilities_of",
 ]
 
 
@@ -51,6 +53,42 @@ class TopicPartition:
         if not topic or not partition.isdigit():
             raise ValueError(f"not a topic partition: {text!r} (expected TOPIC-PARTITION, e.g. app-s-changelog-0)")
         return cls(topic, int(partition))
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a store offers, declared by the store itself through an optional ``capabilities()``
+    method returning one of these (a store without the method offers everything).
+
+    A store declares only what it LACKS: ``Capabilities(range_scans=False)``. What a store declares
+    it lacks is not checked, and the verdict says so (``not checked: range (the store declares no
+    range scans)``); everything it does not declare is checked in full.
+
+    * ``range_scans``: ``range`` and ``all`` are offered (sorted, inclusive).
+    * ``put_all``: ``put_all`` is offered (else the harness writes entry by entry with ``put``).
+    * ``empty_commit_records_offset``: a ``commit`` with no writes since the last one still
+      records its offsets (KIP-892); a store whose empty commit writes nothing declares False.
+    """
+
+    range_scans: bool = True
+    put_all: bool = True
+    empty_commit_records_offset: bool = True
+
+    def lacking(self) -> list[str]:
+        """The names of what the store declares it lacks, in declaration order."""
+        return [name for name, offered in vars(self).items() if not offered]
+
+
+def capabilities_of(store: object) -> Capabilities:
+    """The store's declared capabilities (everything, for a store without ``capabilities()``)."""
+    declare = getattr(store, "capabilities", None)
+    if declare is None:
+        return Capabilities()
+    declared = declare()
+    if not isinstance(declared, Capabilities):
+        raise TypeError(f"{type(store).__name__}.capabilities() returned {type(declared).__name__}; "
+                        "return eos_harness.store.Capabilities(...)")
+    return declared
 
 
 @dataclass(frozen=True)
