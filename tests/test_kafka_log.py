@@ -1,6 +1,6 @@
-"""The Kafka log checker (``harness.checkers.kafka_log``): each anomaly on a hand-built history, a
-clean history passes; against a real broker the real read_committed consumer passes and a
-deliberately broken one (read_uncommitted) fails with aborted reads; the CLI's exit codes."""
+"""The Kafka log checks (``eos_harness.suites.kafka_log``): each anomaly on a hand-built history, a
+clean history passes; the CLI's exit codes. The workload against a real broker is the suite's own pytest
+entry, suites/kafka_log/test_kafka_log.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from eos_harness.suites.kafka_log.checks import ANOMALIES, LogEnd, Read, Sent, Transaction, check
-from eos_harness.suites.kafka_log.runner import WorkloadResult, run_workload
+from eos_harness.suites.kafka_log.runner import WorkloadResult
 
 EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 
@@ -104,27 +104,6 @@ def test_the_report_says_each_anomaly_as_a_violation_and_its_verdict_follows_the
     # a finding about a whole transaction is keyed by the transaction
     partial = next(a for a in check([T1], [Read(0, 0, "a")], END) if a.kind == "partial_transaction")
     assert partial.violation().key == "transaction t1"
-
-
-@pytest.mark.kafka
-def test_the_real_read_committed_consumer_passes_on_a_real_broker(eos_kafka_cluster):
-    result = run_workload(eos_kafka_cluster.bootstrap_servers, seed=11, transactions=40)
-    report = result.to_json()
-    assert report["verdict"] == "pass", report["anomalies"][:5]
-    # The workload is not trivial: both outcomes, aborted records in the log between committed ones.
-    assert report["transactions"].get("committed", 0) > 5 and report["transactions"].get("aborted", 0) > 5
-    committed = sum(len(t.records) for t in result.transactions if t.outcome == "committed")
-    assert report["records_read"] == committed < report["records_sent"]
-    assert all(e["position"] == e["end"] == e["stable"] for e in report["ends"])
-
-
-@pytest.mark.kafka
-def test_a_broken_read_uncommitted_consumer_fails_with_aborted_reads_on_a_real_broker(eos_kafka_cluster):
-    result = run_workload(eos_kafka_cluster.bootstrap_servers, seed=11, transactions=40, isolation="read_uncommitted")
-    report = result.to_json()
-    assert report["verdict"] == "fail"
-    aborted = sum(len(t.records) for t in result.transactions if t.outcome == "aborted")
-    assert report["summary"] == {"aborted_read": aborted}
 
 
 @pytest.mark.kafka
