@@ -8,6 +8,7 @@ import click
 from eos_harness.faces.lifecycle import chaos_command, console, demo_command, kafka_log_command, run_command
 from eos_harness.faces.params import AT_LEAST_ONE
 from eos_harness.faces.spark import SuiteGroup
+from eos_harness.process.guard import STORE_TIMEOUT_S
 
 
 class HarnessGroup(SuiteGroup):
@@ -85,7 +86,10 @@ def points_command(as_json: bool) -> None:
 @click.option("--shrink/--no-shrink", default=True, show_default=True,
               help="Shrink a failing sequence to a minimal one (slower on a failure).")
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
-def verify_command(store: str, seed: int | None, examples: int, steps: int, shrink: bool, json_path: str | None) -> None:
+@click.option("--store-timeout", type=click.FloatRange(min=0, min_open=True), default=STORE_TIMEOUT_S, show_default=True,
+              metavar="SECONDS", help="Bound on each call into the store; a call that takes longer is a store_hang finding.")
+def verify_command(store: str, seed: int | None, examples: int, steps: int, shrink: bool, json_path: str | None,
+                   store_timeout: float) -> None:
     """Run the conformance suite against STORE (a built-in name or module:function)."""
     import random
     import sys
@@ -106,7 +110,7 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     console.print(f"seed: {seed}")
     try:
-        result = verify(store, seed, examples=examples, steps=steps, shrink=shrink)
+        result = verify(store, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout)
     except StoreFactoryError as exc:
         raise click.UsageError(str(exc)) from None
     json_error = None
@@ -126,9 +130,15 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
         console.print(table)
         for number, v in enumerate(result["violations"], 1):
             console.print(f"#{number} case: {v['case']}", markup=False, highlight=False)
-        console.print(f"[red]verdict: fail[/]  replay: {result['repro']}", soft_wrap=True)
-    else:
+            if v.get("detail"):
+                console.print(f"#{number} {v['check']}: {v['observed']}\n{v['detail']}", markup=False, highlight=False)
+    if result.get("error"):
+        console.print(f"error: {result['error']}", markup=False, highlight=False, soft_wrap=True)
+    colour = {"pass": "green", "fail": "red"}.get(result["verdict"], "yellow")
+    if result["verdict"] == "pass":
         console.print(f"[green]verdict: pass[/] ({len(result['cases'])} cases)")
+    else:
+        console.print(f"[{colour}]verdict: {result['verdict']}[/]  replay: {result['repro']}", soft_wrap=True)
     if json_error:
         console.print(f"[red]{json_error}[/] (the verdict is above)")
     sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))

@@ -8,6 +8,11 @@ the point on the pipe just before it SIGKILLs itself) or the driver's :meth:`Sto
 
 ``with StoreServer() as server: store = server.start("rocksdb-indexed", directory)`` — every child
 still alive when the block exits is killed and reaped, also when the block raises.
+
+Every call is bounded (``StoreServer(timeout=…)``, ``--store-timeout``): a store that does not answer
+in time is a :class:`StoreHang` carrying the operation and the child's stack; the child runs the
+store wrapped by :mod:`eos_harness.process.guard`, so a raise or a wrong return type comes back as a
+:class:`StoreCallError` whose ``finding`` names the check (``store_raised``, ``store_return_type``).
 """
 
 from __future__ import annotations
@@ -19,12 +24,20 @@ from pathlib import Path
 
 from eos_harness.faults import points
 from eos_harness.process import zygote
+from eos_harness.process.guard import (
+    STORE_TIMEOUT_S,
+    StoreFinding,
+    guarded,
+    hang_finding,
+    install_stack_dump,
+    stack_and_kill,
+)
 
-__all__ = ["ChildCrashed", "StoreCallError", "StoreProcess", "StoreServer", "forkserver_context"]
+__all__ = ["ChildCrashed", "StoreCallError", "StoreHang", "StoreProcess", "StoreServer", "forkserver_context"]
 
 PRELOAD = ["eos_harness.stores.catalogue", "eos_harness.runtime", "eos_harness.broker.embedded", "eos_harness.suites.lifecycle.runner",
            "eos_harness.broker.kafka", "rocksdict"]  # (a module that fails to import is skipped)
-CALL_TIMEOUT_S = 60.0
+CALL_TIMEOUT_S = STORE_TIMEOUT_S  # the default bound on one call (StoreServer(timeout=…))
 
 _context = None
 
@@ -47,31 +60,55 @@ class ChildCrashed(Exception):
 
 
 class StoreCallError(Exception):
-    """The store raised an exception; ``kind`` is its class name."""
+    """The store raised an exception; ``kind`` is its class name. ``finding``: the guard's finding
+    (``check``, ``operation``, ``expected``, ``observed``, ``detail``) when the store broke the protocol."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, finding: dict | None = None) -> None:
         super().__init__(f"{kind}: {message}")
         self.kind = kind
+        self.finding = finding
+
+
+class StoreHang(Exception):
+    """A call into the store did not return within the timeout; the child was killed.
+    ``finding`` is the ``store_hang`` finding, with the child's stack as ``detail``."""
+
+    def __init__(self, finding: dict) -> None:
+        super().__init__(finding["observed"])
+        self.finding = finding
+
+
+def _raised(exc: BaseException, with_traceback: bool = False) -> tuple:
+    message = f"{exc}\n{traceback.format_exc()}" if with_traceback else str(exc)
+    return (type(exc).__name__, message, exc.to_json() if isinstance(exc, StoreFinding) else None)
 
 
 _LISTING = {"range", "all", "rc_range", "rc_all"}
+_OPERATION = {"rc_get": "read_committed().get", "rc_range": "read_committed().range", "rc_all": "read_committed().all"}
 
 
-def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str, int]], conn) -> None:
-    """Child main loop: open the store, then execute calls until close or EOF."""
+def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str, int]], conn, stacks=None,
+           trace: bool = False) -> None:
+    """Child main loop: open the store, then execute calls until close or EOF. With ``trace``, the
+    crash points reached are recorded from the start, and ``close`` answers with them
+    (``[(point, declared), …]``)."""
+    if stacks is not None:
+        install_stack_dump(stacks)
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
     from eos_harness.store import StoreContext
     from eos_harness.stores import resolve
 
     points.set_notifier(lambda name: conn.send(("crash", name)))
+    if trace:
+        points.start_tracing()
     try:
-        store = resolve(spec)()
+        store = guarded(resolve(spec))()
         store.init(StoreContext(directory=Path(directory)))
         for point, hit in arms:
             points.arm(point, hit)
         conn.send(("ok", None))
     except BaseException as exc:  # noqa: BLE001 - report, then die
-        conn.send(("raise", (type(exc).__name__, f"{exc}\n{traceback.format_exc()}")))
+        conn.send(("raise", _raised(exc, with_traceback=True)))
         os._exit(1)
     while True:
         try:
@@ -91,9 +128,12 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
                 result = getattr(store, method)(*args)
             if method in _LISTING:
                 result = list(result)
+            if method == "close" and trace:  # each point reached, and whether a module declared it
+                known = {p.name for p in points.declared()}
+                result = [(name, name in known) for name in points.reached()]
             conn.send(("ok", result))
         except BaseException as exc:  # noqa: BLE001 - the driver decides what an exception means
-            conn.send(("raise", (type(exc).__name__, str(exc))))
+            conn.send(("raise", _raised(exc)))
         if method == "close":
             conn.close()
             os._exit(0)
@@ -103,9 +143,11 @@ class StoreProcess:
     """A client for one store child. ``call(method, *args)`` mirrors the store protocol; read-committed
     view calls are ``rc_get``, ``rc_range``, ``rc_all``."""
 
-    def __init__(self, process, conn) -> None:
+    def __init__(self, process, conn, stacks=None, timeout: float = STORE_TIMEOUT_S) -> None:
         self.process = process
         self.conn = conn
+        self.stacks = stacks  # the pipe the child writes its stack into on SIGUSR1
+        self.timeout = timeout
 
     @property
     def pid(self) -> int:
@@ -116,13 +158,19 @@ class StoreProcess:
         if self.process.is_alive():
             self.process.kill()
             self.process.join()
-        self.conn.close()
+        self._close_pipes()
         return ChildCrashed(point, self.process.exitcode)
 
-    def _receive(self):
-        if not self.conn.poll(CALL_TIMEOUT_S):
+    def _close_pipes(self) -> None:
+        self.conn.close()
+        if self.stacks is not None:
+            self.stacks.close()
+
+    def _receive(self, operation: str):
+        if not self.conn.poll(self.timeout):
+            stack = stack_and_kill(self.process, self.stacks) if self.stacks is not None else ""
             self.kill()
-            raise TimeoutError(f"store process {self.pid} did not answer within {CALL_TIMEOUT_S} s")
+            raise StoreHang(hang_finding(operation, self.timeout, stack))
         try:
             kind, value = self.conn.recv()
         except EOFError:
@@ -138,7 +186,7 @@ class StoreProcess:
             self.conn.send((method, args))
         except (BrokenPipeError, OSError):
             raise self._died(None) from None
-        result = self._receive()
+        result = self._receive(_OPERATION.get(method, method))
         if method == "close":  # the child exits after a clean close: wait, so the directory is free
             self.process.join(10)
         return result
@@ -152,7 +200,7 @@ class StoreProcess:
         if self.process.is_alive():
             self.process.kill()
         self.process.join()
-        self.conn.close()
+        self._close_pipes()
 
     @property
     def alive(self) -> bool:
@@ -162,8 +210,9 @@ class StoreProcess:
 class StoreServer:
     """Starts store children and guarantees none outlives the ``with`` block."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float = STORE_TIMEOUT_S) -> None:
         self.children: list[StoreProcess] = []
+        self.timeout = timeout
 
     def __enter__(self) -> StoreServer:
         return self
@@ -171,16 +220,22 @@ class StoreServer:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
-    def start(self, spec: str, directory: Path, arms: list[tuple[str, int]] | None = None) -> StoreProcess:
+    def start(self, spec: str, directory: Path, arms: list[tuple[str, int]] | None = None,
+              trace: bool = False) -> StoreProcess:
+        """A child with the store opened (``init``) in ``directory``; raises StoreHang or StoreCallError
+        when the store cannot be opened."""
         ctx = forkserver_context()
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(spec, str(directory), list(sys.path), arms or [], child), daemon=True)
+        stacks, stack_writer = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_serve, args=(spec, str(directory), list(sys.path), arms or [], child,
+                                                stack_writer, trace), daemon=True)
         proc.start()
         child.close()
-        client = StoreProcess(proc, parent)
+        stack_writer.close()
+        client = StoreProcess(proc, parent, stacks, self.timeout)
         self.children = [c for c in self.children if c.alive]
         self.children.append(client)
-        client._receive()
+        client._receive("init")
         return client
 
     def shutdown(self) -> None:

@@ -269,6 +269,10 @@ class Process:
     def kill(self) -> None:
         self._signal(signal.SIGKILL)
 
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to the child (nothing if it has ended)."""
+        self._signal(signum)
+
     def terminate(self) -> None:
         self._signal(signal.SIGTERM)
 

@@ -16,11 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eos_harness.faults import points
-from eos_harness.store import StateStore, StoreContext, TopicPartition
+from eos_harness.store import StateStore, StoreContext
 
-__all__ = ["BUILTIN", "StoreFactoryError", "StoreSpec", "base_store", "builtin_spec", "builtin_specs", "check_store", "reached_points",
-           "resolve"]
+__all__ = ["BUILTIN", "StoreFactoryError", "StoreSpec", "base_store", "builtin_spec", "builtin_specs", "check_store",
+           "probe_store", "reached_points", "resolve", "StoreProbe", "StoreProbeFailed"]
 
 KINDS = ("store", "mutant", "unsafe-runtime")  # in the order they are listed
 
@@ -134,33 +133,93 @@ def resolve(spec: str) -> Callable[[], StateStore]:
     return checked
 
 
-def reached_points(store: str) -> list[str]:
-    """The crash points a store reaches in put/commit/recover (found by tracing it in a temp dir)."""
-    factory = resolve(store)
+@dataclass(frozen=True)
+class StoreProbe:
+    """What running a store once (open, write, commit, close, reopen, recover, close) showed.
+
+    ``points``: the declared crash points it reached, in order; ``undeclared``: points it reached
+    that no module declared (the harness cannot arm them); ``finding``: the store broke the
+    protocol on the way (``check``, ``operation``, ``expected``, ``observed``, ``detail``), or None.
+    """
+
+    points: list[str]
+    undeclared: list[str] = field(default_factory=list)
+    finding: dict | None = None
+
+    def undeclared_message(self, store: str) -> str | None:
+        """What to tell the user about ``undeclared`` (None when every point is declared)."""
+        if not self.undeclared:
+            return None
+        names = ", ".join(repr(p) for p in self.undeclared)
+        example = self.undeclared[0]
+        return (f"store {store!r} reaches crash point{'s' if len(self.undeclared) > 1 else ''} {names}, never "
+                f"declared, so the harness cannot arm {'them' if len(self.undeclared) > 1 else 'it'}: in the store's "
+                f"module, at import time, add `from eos_harness.faults.points import declare` and "
+                f"`declare({example!r}, \"what has happened when the point is reached\")`")
+
+
+class StoreProbeFailed(RuntimeError):
+    """Probing a store found it broke the protocol (``finding``)."""
+
+    def __init__(self, store: str, finding: dict) -> None:
+        super().__init__(f"store {store!r}: {finding['check']}: {finding['observed']}")
+        self.finding = finding
+
+
+def probe_store(store: str, timeout: float | None = None) -> StoreProbe:
+    """Run ``store`` once in a child of the store server, every call bounded by ``timeout`` seconds,
+    tracing the crash points it reaches in put/commit/recover (in a temp dir, removed after)."""
+    from eos_harness.process.server import StoreCallError, StoreHang, StoreServer
+
+    resolve(store)  # a clear usage error for a bad spec before any process starts
     tmp = Path(tempfile.mkdtemp(prefix="eos-points-"))
-    trace = points.start_tracing()
+    tp = StoreContext(directory=tmp).changelog
+    trace: list[tuple[str, bool]] = []
     try:
-        tp = TopicPartition("points-changelog", 0)
-        s = factory()
-        s.init(StoreContext(directory=tmp / "store", changelog=tp))
-        s.recover(None)
-        for i in range(12):
-            s.put(b"k%02d" % i, b"v")
-        s.put_all([(b"a", b"1"), (b"b", None)])
-        s.commit({tp: 12})
-        s.close()
-        s = factory()
-        s.init(StoreContext(directory=tmp / "store", changelog=tp))
-        s.recover(12)
-        s.close()
+        with StoreServer(**({} if timeout is None else {"timeout": timeout})) as server:
+            s = server.start(store, tmp / "store", trace=True)
+            s.call("recover", None)
+            for i in range(12):
+                s.call("put", b"k%02d" % i, b"v")
+            s.call("put_all", [(b"a", b"1"), (b"b", None)])
+            for method in ("persistent", "transactional", "manages_offsets"):
+                s.call(method)
+            for method, args in (("get", (b"k00",)), ("get", (b"b",)), ("delete", (b"k11",)), ("range", (b"a", b"k05")),
+                                 ("all", ()), ("rc_get", (b"k00",)), ("rc_range", (b"a", b"k05")), ("rc_all", ())):
+                s.call(method, *args)  # every read once: a wrong return type shows here
+            s.call("commit", {tp: 12})
+            s.call("committed_offset", tp)
+            trace += s.call("close")
+            s = server.start(store, tmp / "store", trace=True)
+            s.call("recover", 12)
+            trace += s.call("close")
+    except (StoreHang, StoreCallError) as exc:
+        if isinstance(exc, StoreCallError) and exc.kind == "StoreFactoryError":
+            raise StoreFactoryError(str(exc).partition(": ")[2].partition("\n")[0]) from None
+        finding = exc.finding or {"check": "store_raised", "operation": "probe", "expected": "no exception",
+                                  "observed": str(exc), "detail": None}
+        return StoreProbe([p for p, known in _unique(trace) if known], finding=finding)
     finally:
-        points.stop_tracing()
         shutil.rmtree(tmp, ignore_errors=True)
-    seen: list[str] = []
-    for name in trace:
+    reached = _unique(trace)
+    return StoreProbe([p for p, known in reached if known], [p for p, known in reached if not known])
+
+
+def _unique(trace: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    seen: dict[str, bool] = {}
+    for name, known in trace:
         if not name.startswith("task.") and name not in seen:
-            seen.append(name)
-    return seen
+            seen[name] = known
+    return list(seen.items())
+
+
+def reached_points(store: str, timeout: float | None = None) -> list[str]:
+    """The declared crash points a store reaches in put/commit/recover (found by running it in a
+    child); raises StoreProbeFailed when the store broke the protocol on the way."""
+    probe = probe_store(store, timeout)
+    if probe.finding is not None:
+        raise StoreProbeFailed(store, probe.finding)
+    return probe.points
 
 
 _loaded = False

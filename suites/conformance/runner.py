@@ -14,7 +14,11 @@ persistent non-transactional store must answer False and is then wiped.
 
 Checks: ``read_your_own_writes``, ``read_committed_isolation``, ``no_uncommitted_survives``,
 ``atomic_commit``, ``committed_durable``, ``committed_offset_durable``, ``clean_close_durable``,
-``recover_trust``, ``store_error``.
+``recover_trust``; and about the store's calls themselves (:mod:`eos_harness.process.guard`):
+``store_hang`` (a call did not return within ``store_timeout``: the suite stops there, with the
+store's stack), ``store_raised`` (with the store's traceback), ``store_return_type``.
+A crash point the store reaches but never declared makes the verdict ``error``: the harness
+cannot arm it, and says how to declare it.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from eos_harness.models.kv import KVModel
-from eos_harness.process.server import ChildCrashed, StoreCallError, StoreServer
+from eos_harness.process.guard import STORE_TIMEOUT_S
+from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreServer
 from eos_harness.store import StoreContext
-from eos_harness.stores import reached_points, resolve
+from eos_harness.stores import probe_store, resolve
 from eos_harness.verdict import Violation, verdict_of
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
@@ -35,7 +40,7 @@ from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
-__all__ = ["ConformanceViolation", "machine_for", "matrix_cases", "run_case", "verify"]
+__all__ = ["ConformanceViolation", "StoreAbandoned", "machine_for", "matrix_cases", "run_case", "verify"]
 
 # The changelog partition the store's context names (the store server opens every store with the
 # default context): the suite commits offsets for it, as a task commits for its store's changelog.
@@ -52,6 +57,21 @@ class ConformanceViolation(AssertionError):
             f"{violation.check}: key {violation.key!r}: expected {violation.expected!r}, observed {violation.observed!r}"
         )
         self.violation = violation
+
+
+class StoreAbandoned(BaseException):
+    """The store hung: the suite cannot go on with it. A BaseException, so that Hypothesis does not
+    try to shrink it (every try would wait for the timeout again)."""
+
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(f"{violation.check}: {violation.observed}")
+        self.violation = violation
+
+
+def finding_violation(finding: dict, case: str | None) -> Violation:
+    """A guard's finding (``store_hang``, ``store_raised``, ``store_return_type``) as a violation."""
+    return Violation(finding["check"], finding["operation"], finding["expected"], finding["observed"],
+                     case=case, detail=finding["detail"])
 
 
 def _show(data) -> object:
@@ -78,12 +98,16 @@ class StoreUnderTest:
         self.server, self.spec, self.case = server, spec, case
         self.root = Path(tempfile.mkdtemp(prefix="eos-conformance-"))
         self.directory = self.root / "store"
-        self.proc = self.server.start(spec, self.directory)
-        self.model = KVModel(
-            transactional=self.proc.call("transactional"),
-            persistent=self.proc.call("persistent"),
-            manages_offsets=self.proc.call("manages_offsets"),
-        )
+        try:
+            self._restart()
+            self.model = KVModel(
+                transactional=self.call("transactional"),
+                persistent=self.call("persistent"),
+                manages_offsets=self.call("manages_offsets"),
+            )
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
         self.next_offset = 1
         self.checkpoint: int | None = None  # the .checkpoint the harness keeps for non-managing stores
 
@@ -91,14 +115,23 @@ class StoreUnderTest:
     def fail(self, check: str, key, expected, observed) -> None:
         raise ConformanceViolation(Violation(check, _show(key), _show(expected), _show(observed), case=self.case))
 
+    def store_failed(self, method: str, exc: StoreCallError | StoreHang) -> None:
+        """Raise the violation for a call the store did not answer as the protocol says."""
+        if isinstance(exc, StoreHang):
+            raise StoreAbandoned(finding_violation(exc.finding, self.case)) from None
+        if exc.finding is not None:
+            raise ConformanceViolation(finding_violation(exc.finding, self.case)) from None
+        self.fail("store_error", None, f"{method} succeeds", str(exc))
+
     def call(self, method: str, *args):
         try:
             return self.proc.call(method, *args)
-        except StoreCallError as exc:
-            self.fail("store_error", None, f"{method} succeeds", str(exc))
+        except (StoreCallError, StoreHang) as exc:
+            self.store_failed(method, exc)
 
     def dispose(self) -> None:
-        self.proc.kill()
+        if getattr(self, "proc", None) is not None:
+            self.proc.kill()
         shutil.rmtree(self.root, ignore_errors=True)
 
     # -- operations -------------------------------------------------------------------------------
@@ -174,8 +207,8 @@ class StoreUnderTest:
         except ChildCrashed:
             self.recover_after_crash(in_flight=offset)
             return
-        except StoreCallError as exc:
-            self.fail("store_error", None, "commit succeeds", str(exc))
+        except (StoreCallError, StoreHang) as exc:
+            self.store_failed("commit", exc)
         self.call("disarm")  # the point was not reached often enough: the commit simply happened
         self.model.commit({TP: offset})
         if not self.model.manages_offsets:
@@ -186,7 +219,12 @@ class StoreUnderTest:
         self.recover_after_crash(in_flight=None)
 
     def _restart(self) -> None:
-        self.proc = self.server.start(self.spec, self.directory)
+        """Open the store in its directory, in a new child (a store that cannot: a finding)."""
+        self.proc = None
+        try:
+            self.proc = self.server.start(self.spec, self.directory)
+        except (StoreCallError, StoreHang) as exc:
+            self.store_failed("init", exc)
 
     def recover_after_crash(self, in_flight: int | None) -> None:
         model = self.model
@@ -197,7 +235,7 @@ class StoreUnderTest:
             if trusted:
                 self.fail("recover_trust", None, "recover() returns False (contents not trusted)", "True")
             # Kafka's rule under EOS: wipe the untrusted store and restore it from the changelog.
-            self.proc.call("close")
+            self.call("close")
             shutil.rmtree(self.directory, ignore_errors=True)
             self._restart()
             model.wipe()
@@ -358,16 +396,44 @@ def run_case(server: StoreServer, spec: str, workload: str, point: str | None) -
 
 # -- verify -------------------------------------------------------------------------------------------
 
-def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True) -> dict:
+def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True,
+           store_timeout: float = STORE_TIMEOUT_S) -> dict:
     """Run the matrix and the state machine against ``spec``; return the verdict object.
 
     ``shrink=False`` reports the first failing sequence as found, without shrinking it (faster,
-    for when only the verdict matters)."""
+    for when only the verdict matters). Every call into the store is bounded by ``store_timeout``
+    seconds; a store that hangs ends the suite with a ``store_hang`` violation."""
     resolve(spec)  # clear error for a bad spec before any process starts
-    crash_points = reached_points(spec)
+    repro = f"eos-harness verify {spec} --seed {seed} --examples {examples} --steps {steps}"
+    if store_timeout != STORE_TIMEOUT_S:
+        repro += f" --store-timeout {store_timeout:g}"
     violations: list[Violation] = []
-    cases: list[str] = []
-    with StoreServer() as server:
+    cases: list[str] = ["probe: open, write, commit, close, reopen, recover (finds the crash points reached)"]
+    probe = probe_store(spec, store_timeout)
+    error = probe.undeclared_message(spec)
+    if probe.finding is not None:
+        violations.append(finding_violation(probe.finding, cases[0]))
+    else:
+        try:
+            _run_suite(spec, seed, examples, steps, shrink, store_timeout, probe.points, violations, cases)
+        except StoreAbandoned as exc:
+            violations.append(exc.violation)
+    result = {
+        "store": spec,
+        "verdict": verdict_of(violations, error=error),
+        "seed": seed,
+        "cases": cases,
+        "violations": [v.to_json() for v in violations],
+        "repro": repro,
+    }
+    if error:
+        result["error"] = error
+    return result
+
+
+def _run_suite(spec: str, seed: int, examples: int, steps: int, shrink: bool, store_timeout: float,
+               crash_points: list[str], violations: list[Violation], cases: list[str]) -> None:
+    with StoreServer(timeout=store_timeout) as server:
         for workload, point in matrix_cases(crash_points):
             name = f"matrix: {workload} × {point or 'kill before commit'}"
             cases.append(name)
@@ -401,11 +467,3 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
             steps_text = "\n".join(line for line in lines if line.strip())
             label = "hypothesis (shrunk)" if shrink else "hypothesis (not shrunk)"
             violations.append(replace(exc.violation, case=f"{label}:\n{steps_text}"))
-    return {
-        "store": spec,
-        "verdict": verdict_of(violations),
-        "seed": seed,
-        "cases": cases,
-        "violations": [v.to_json() for v in violations],
-        "repro": f"eos-harness verify {spec} --seed {seed} --examples {examples} --steps {steps}",
-    }
