@@ -20,6 +20,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+STORE_TIMEOUT_HELP = "Bound on each call into the store; a call that takes longer is a store_hang finding."
+
+
+def store_timeout_option(command):
+    """``--store-timeout SECONDS`` (run, chaos)."""
+    from eos_harness.process.guard import STORE_TIMEOUT_S
+
+    return click.option("--store-timeout", type=click.FloatRange(min=0, min_open=True), default=STORE_TIMEOUT_S,
+                        show_default=True, metavar="SECONDS", help=STORE_TIMEOUT_HELP)(command)
+
+
 BROKER_HELP = ("embedded (SQLite log) | kafka-local (start a local Kafka on 127.0.0.1) | kafka-local:3 "
                "(three brokers) | kafka://HOST:PORT (a running cluster)")
 
@@ -91,7 +102,9 @@ def _violations_table(result: dict) -> Table:
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
 @click.option("--out", default=None, help="Run directory (default runs/run-<seed>).")
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
-def run_command(suite, store, workload, crash_at, broker, records, commit_interval, seed, json_path, out, overwrite):
+@store_timeout_option
+def run_command(suite, store, workload, crash_at, broker, records, commit_interval, seed, json_path, out, overwrite,
+                store_timeout):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
     from eos_harness.cluster import ClusterError
     from eos_harness.runtime import TaskConfig
@@ -108,7 +121,7 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
         resolve(TaskConfig.for_store(store, broker="", state_dir="", workload=workload).store)
         schedule = parse_schedule(list(crash_at))
         scenario = Scenario(store, workload, seed, schedule, broker=broker, records=records,
-                            commit_interval=commit_interval)
+                            commit_interval=commit_interval, store_timeout=store_timeout)
         _check_json_path(json_path)
         out_dir = _run_dir(out, f"runs/run-{seed}", overwrite)
         with local_broker(broker) as spec:
@@ -139,6 +152,10 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
         console.print(_violations_table(result))
         for check in sorted({v["check"] for v in result["violations"]}):
             console.print(f"  {check}: {CHECKS.get(check, '')}", markup=False, highlight=False)
+        for v in result["violations"]:  # the store's own traceback, or its stack when it hung
+            if v["check"].startswith("store_") and v.get("detail"):
+                console.print(f"{v['check']}: {v['observed']}\n{v['detail']}", markup=False, highlight=False)
+                break
     if result["verdict"] != "pass" or result["fault_errors"]:
         console.print(f"replay: {result['repro']}", soft_wrap=True)
     if "history" in result:
@@ -221,13 +238,16 @@ def chaos_table(campaign: dict) -> Table:
     return table
 
 
-def run_chaos(seed, stores, workloads, minutes, scenarios, out: Path, json_path, workers, broker="embedded") -> dict:
+def run_chaos(seed, stores, workloads, minutes, scenarios, out: Path, json_path, workers, broker="embedded",
+              store_timeout=None) -> dict:
     """Run a campaign in the (prepared) run directory ``out``; print its table; write its JSON."""
     with local_broker(broker) as spec:
-        return _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker)
+        return _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker,
+                          store_timeout)
 
 
-def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker) -> dict:
+def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker,
+               store_timeout=None) -> dict:
     from eos_harness.suites.lifecycle.campaign import run_campaign
 
     out_dir = out
@@ -242,11 +262,13 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
         def on_result(result: dict) -> None:
             counts[result["verdict"]] = counts.get(result["verdict"], 0) + 1
             errors = f", {counts['error']} could not run" if counts["error"] else ""
-            progress.update(task, advance=1, status=f"{counts['fail']} failing (mutants included){errors}")
+            # A store's probe (run before its scenarios) is a result, not one of the scenarios asked for.
+            progress.update(task, advance=0 if result.get("probe") else 1,
+                            status=f"{counts['fail']} failing (mutants included){errors}")
 
         campaign = run_campaign(seed, out_dir, stores=stores, workloads=workloads, minutes=minutes,
                                 scenarios=scenarios, workers=workers, on_result=on_result, broker=spec,
-                                repro_broker=broker)
+                                repro_broker=broker, **({} if store_timeout is None else {"store_timeout": store_timeout}))
     campaign["seconds"] = round(time.monotonic() - started, 1)
     json_file = Path(json_path) if json_path else out_dir / "chaos.json"
     json_error = _write_json(json_file, campaign)
@@ -314,7 +336,9 @@ def _campaign_exit(campaign: dict) -> int:
 @click.option("--broker", default="embedded", show_default=True, help=BROKER_HELP + "; on kafka-local the "
               "campaign adds broker faults (broker-kill, broker-pause, coordinator-kill, txn-timeout)")
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
-def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker, overwrite):
+@store_timeout_option
+def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
+                  store_timeout):
     """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
     from eos_harness.cluster import ClusterError
     from eos_harness.stores import StoreFactoryError
@@ -325,7 +349,8 @@ def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path,
         parse_broker(broker)
         _check_json_path(json_path)
         out_dir = _run_dir(out, f"runs/chaos-{seed}", overwrite)
-        campaign = run_chaos(seed, stores, workloads, minutes, scenarios, out_dir, json_path, workers, broker)
+        campaign = run_chaos(seed, stores, workloads, minutes, scenarios, out_dir, json_path, workers, broker,
+                             store_timeout)
     except (StoreFactoryError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:

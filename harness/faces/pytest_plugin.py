@@ -12,6 +12,7 @@ import random
 
 import pytest
 from eos_harness.cluster.fixtures import eos_kafka_cluster  # noqa: F401 - a real Kafka for -m kafka tests
+from eos_harness.process.guard import STORE_TIMEOUT_S
 
 _SEED = pytest.StashKey[int]()
 
@@ -27,6 +28,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--eos-seed", type=int, default=None, help="Seed of the suites (printed when not given).")
     group.addoption("--eos-examples", type=int, default=None, help="Hypothesis examples per store.")
+    group.addoption("--eos-store-timeout", type=float, default=STORE_TIMEOUT_S, metavar="SECONDS",
+                    help=f"Bound on each call into the store (default {STORE_TIMEOUT_S:g}); a longer call fails the "
+                    "test with store_hang and the store's stack.")
 
 
 def stores_under_test(config: pytest.Config) -> list[str]:

@@ -33,10 +33,13 @@ from multiprocessing.connection import Connection
 
 from eos_harness.store import CommitFromProcessorError
 from eos_harness.stores import StoreFactoryError
+from eos_harness.verdict import Violation
 
 __all__ = [
     "STORE_TIMEOUT_S",
     "CallClock",
+    "attach_clock",
+    "finding_violation",
     "GuardedStore",
     "StoreFinding",
     "StoreRaised",
@@ -86,6 +89,12 @@ class StoreReturnType(StoreFinding):
 
     def __init__(self, operation: str, what: str, requirement: str) -> None:
         super().__init__(operation, requirement, f"{operation} {what}, the protocol requires {requirement}")
+
+
+def finding_violation(finding: dict, case: str | None = None, event: int | None = None) -> Violation:
+    """A finding (:meth:`StoreFinding.to_json`, :func:`hang_finding`) as the violation verdicts carry."""
+    return Violation(finding["check"], finding["operation"], finding["expected"], finding["observed"], event,
+                     case=case, detail=finding["detail"])
 
 
 def hang_finding(operation: str, timeout: float, stack: str) -> dict:

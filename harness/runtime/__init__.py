@@ -29,6 +29,7 @@ from pathlib import Path
 from eos_harness.broker import Broker, ProducerFenced, TransactionAborted, TransactionalProducer, connect
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.models.workloads import Workload, workload
+from eos_harness.process.guard import guarded
 from eos_harness.runtime.checkpoint import read_checkpoint, write_checkpoint
 from eos_harness.store import StateStore, StoreContext, TopicPartition
 from eos_harness.stores import builtin_spec, resolve
@@ -153,7 +154,7 @@ class Task:
         self.config = config
         self.emit = emit
         self.workload: Workload = workload(config.workload)
-        self.factory = resolve(config.store)
+        self.factory = guarded(resolve(config.store))  # every call checked against the protocol, timed
         self.broker: Broker | None = None
         self.producer: TransactionalProducer | None = None
         self.store: StateStore | None = None

@@ -15,7 +15,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         params = [
             pytest.param((spec, wl, point), id=f"{spec}-{wl}-{point or 'kill'}")
             for spec in stores
-            for wl, point in matrix_cases(reached_points(spec))
+            for wl, point in matrix_cases(reached_points(spec, metafunc.config.getoption("eos_store_timeout")))
         ]
         metafunc.parametrize("matrix_case", params)
     elif "eos_store" in metafunc.fixturenames:
@@ -23,8 +23,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="session")
-def store_server():
-    with StoreServer() as server:
+def store_server(pytestconfig: pytest.Config):
+    with StoreServer(timeout=pytestconfig.getoption("eos_store_timeout")) as server:
         yield server
 
 

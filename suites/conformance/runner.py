@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from eos_harness.models.kv import KVModel
-from eos_harness.process.guard import STORE_TIMEOUT_S
+from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
 from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreServer
 from eos_harness.store import StoreContext
 from eos_harness.stores import probe_store, resolve
@@ -66,12 +66,6 @@ class StoreAbandoned(BaseException):
     def __init__(self, violation: Violation) -> None:
         super().__init__(f"{violation.check}: {violation.observed}")
         self.violation = violation
-
-
-def finding_violation(finding: dict, case: str | None) -> Violation:
-    """A guard's finding (``store_hang``, ``store_raised``, ``store_return_type``) as a violation."""
-    return Violation(finding["check"], finding["operation"], finding["expected"], finding["observed"],
-                     case=case, detail=finding["detail"])
 
 
 def _show(data) -> object:

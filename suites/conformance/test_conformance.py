@@ -19,7 +19,7 @@ def test_crash_matrix(matrix_case, store_server):
 
 def test_state_machine(eos_store, store_server, eos_seed, pytestconfig):
     examples = pytestconfig.getoption("eos_examples") or 15
-    machine = machine_for(eos_store, store_server, reached_points(eos_store))
+    machine = machine_for(eos_store, store_server, reached_points(eos_store, store_server.timeout))
     hypothesis_seed(eos_seed)(machine)
     print(f"seed: {eos_seed}  replay: eos-harness verify {eos_store} --seed {eos_seed} --examples {examples}")
     run_state_machine_as_test(

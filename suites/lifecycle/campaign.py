@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from eos_harness.campaign import run_plan
 from eos_harness.models.workloads import WORKLOADS
+from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
 from eos_harness.rundir import claim
-from eos_harness.stores import StoreFactoryError, base_store, resolve
+from eos_harness.stores import StoreFactoryError, base_store, probe_store, resolve
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
     default_stores,
@@ -36,7 +38,7 @@ from eos_harness.suites.lifecycle.plan import (
     kafka_faults,
     plan,
 )
-from eos_harness.suites.lifecycle.runner import ScheduleError, error_verdict, run_scenario
+from eos_harness.suites.lifecycle.runner import Scenario, ScheduleError, error_verdict, run_scenario, verdict
 from eos_harness.verdict import ERROR, FAIL, exit_code
 
 
@@ -75,8 +77,14 @@ def run_campaign(
     on_result: Callable[[dict], None] = lambda r: None,
     broker: str = "embedded",
     repro_broker: str | None = None,
+    store_timeout: float = STORE_TIMEOUT_S,
 ) -> dict:
-    """Run a campaign; returns the chaos JSON object (``seed``, ``minutes``, ``scenarios``, ``summary``)."""
+    """Run a campaign; returns the chaos JSON object (``seed``, ``minutes``, ``scenarios``, ``summary``).
+
+    Each store is first probed once in a child (:func:`probe_stores`): a store that hangs, raises or
+    returns a wrong type there is a result of its own (verdict ``fail``, ``"probe": true``) and is not
+    planned; one that reaches a crash point it never declared is an ``error`` result and is planned
+    without that point."""
     stores = stores or default_stores()
     for store in stores:
         resolve(base_store(store))
@@ -89,7 +97,13 @@ def run_campaign(
     deadline = time.monotonic() + minutes * 60 if minutes is not None else None
     claim(out_dir)
     faults = kafka_faults(broker)
-    source = plan(seed, stores, workloads, broker=broker, broker_faults=faults, repro_broker=repro_broker)
+    reached, probed = probe_stores(stores, seed, store_timeout, broker, workers)
+    for result in probed:
+        on_result(result)
+    planned = [s for s in stores if s in reached]
+    source = (replace(scenario, store_timeout=store_timeout)
+              for scenario in plan(seed, planned, workloads, broker=broker, broker_faults=faults,
+                                   repro_broker=repro_broker, reached=reached)) if planned else iter(())
 
     def more(started: int) -> bool:
         if not started:
@@ -109,14 +123,37 @@ def run_campaign(
         "broker": repro_broker or broker,
         "kafka_faults": faults,
         "minutes": minutes,
-        "scenarios": run.results,
-        "summary": summarize(run.results, stores),
+        "scenarios": probed + run.results,
+        "summary": summarize(probed + run.results, stores),
     }
     if run.stopped is not None:
         campaign["stopped"] = run.stop_json
     return campaign
 
 
+def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: str,
+                 workers: int) -> tuple[dict[str, list[str]], list[dict]]:
+    """Probe each store once (in children, at most ``workers`` at a time): the crash points of each
+    store that can be planned, and a result for each store that broke the protocol or reached a
+    crash point it never declared."""
+    specs = {s: base_store(s) for s in stores}
+    unique = sorted(set(specs.values()))
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        probes = dict(zip(unique, pool.map(lambda spec: probe_store(spec, store_timeout), unique), strict=True))
+    reached: dict[str, list[str]] = {}
+    results: list[dict] = []
+    for store, spec in specs.items():
+        probe = probes[spec]
+        base = {**verdict(Scenario(store, "-", seed, broker=broker), [], [], []), "workload": None, "probe": True,
+                "index": "probe", "repro": f"eos-harness verify {spec} --store-timeout {store_timeout:g}"}
+        if probe.finding is not None:
+            results.append({**base, "verdict": "fail", "violations": [finding_violation(probe.finding).to_json()]})
+            continue
+        reached[store] = probe.points
+        message = probe.undeclared_message(spec)
+        if message:
+            results.append({**base, "verdict": "error", "error": message})
+    return reached, results
 
 
 def summarize(results: list[dict], stores: list[str]) -> dict:

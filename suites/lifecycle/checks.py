@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from eos_harness.models.lifecycle import LifecycleModel
+from eos_harness.process.guard import finding_violation, hang_finding
 from eos_harness.verdict import Violation
 
 CHECKS = {
@@ -29,6 +30,11 @@ CHECKS = {
     "no_wipe": "a transactional store is never wiped, and replays exactly the changelog tail written after its "
                "last store commit",
     "task_finishes": "the task reaches the end of its input (no error, no hang)",
+    "store_hang": "every call into the store returns within the store timeout (--store-timeout); the finding "
+                  "carries the store's stack",
+    "store_raised": "the store raises no exception where the protocol allows none; the finding carries the "
+                    "store's traceback",
+    "store_return_type": "the store returns the types the protocol requires (get: bytes or None, …)",
     "zombie_fenced": "an instance frozen while a newer one took over is fenced when it wakes; an instance stalled "
                      "past transaction.timeout.ms never commits once it wakes",
 }
@@ -232,16 +238,33 @@ def check_output(history: list[dict], model: LifecycleModel) -> list[Violation]:
     return violations
 
 
+def _store_finding(event: dict) -> dict | None:
+    """The finding about the store's own calls an event carries (a hang inside a store call, a raise
+    or a wrong return type the guard caught), or None."""
+    if event["type"] == "hang" and event.get("operation"):
+        return hang_finding(event["operation"], event["seconds"], event.get("stack", ""))
+    if event["type"] == "error":
+        return event.get("store")
+    return None
+
+
+def check_store_calls(history: list[dict], model: LifecycleModel) -> list[Violation]:
+    """``store_hang``, ``store_raised``, ``store_return_type``: the store broke the protocol itself."""
+    return [finding_violation(f, event=e["seq"]) for e in history if (f := _store_finding(e)) is not None]
+
+
 def check_finishes(history: list[dict], model: LifecycleModel) -> list[Violation]:
+    store_findings = any(_store_finding(e) for e in history)  # reported by check_store_calls
     violations = [
         Violation("task_finishes", None, "no error", e["error"].strip().splitlines()[-1], e["seq"])
         for e in history
-        if e["type"] == "error"
+        if e["type"] == "error" and not _store_finding(e)
     ]
     violations += [
-        Violation("task_finishes", None, "the task makes progress", f"no event for {e['seconds']} s", e["seq"])
+        Violation("task_finishes", None, "the task makes progress", f"no event for {e['seconds']} s", e["seq"],
+                  detail=e.get("stack"))
         for e in history
-        if e["type"] == "hang"
+        if e["type"] == "hang" and not _store_finding(e)
     ]
     frozen = {e["instance"] for e in history if e["type"] == "frozen"}
     fenced = {e["instance"] for e in history if e["type"] == "fenced"}
@@ -256,12 +279,13 @@ def check_finishes(history: list[dict], model: LifecycleModel) -> list[Violation
         if e["type"] == "commit" and e["instance"] in stalled and e["seq"] > stalled[e["instance"]]:
             violations.append(Violation("zombie_fenced", None, f"instance {e['instance']}, stalled past its "
                                         "transaction timeout, is fenced", "it committed after waking", e["seq"]))
-    if not any(e["type"] == "done" for e in history) and not violations:
+    if not any(e["type"] == "done" for e in history) and not violations and not store_findings:
         violations.append(Violation("task_finishes", None, "the task reaches the end of its input", "it never did", None))
     return violations
 
 
-CHECKERS = (check_atomic_commit, check_recovered_state, check_no_wipe, check_reads, check_output, check_finishes)
+CHECKERS = (check_atomic_commit, check_recovered_state, check_no_wipe, check_reads, check_output, check_store_calls,
+            check_finishes)
 
 
 def check_all(history: list[dict], model: LifecycleModel) -> list[Violation]:

@@ -3,6 +3,10 @@
 The fault's kind (:mod:`eos_harness.faults.kinds`) says what happens: the point the child arms, and
 the hooks the driver calls before the child starts, after its n-th event and when its armed point
 fires. The hooks act through this instance's methods (kill, freeze, broker faults beside it).
+
+The task's store runs guarded (:mod:`eos_harness.process.guard`): a call into it that runs longer than
+the store timeout is a ``hang`` event naming the operation, with the child's stack; a call that
+raises or returns the wrong type ends the instance with an ``error`` event carrying the finding.
 """
 
 from __future__ import annotations
@@ -24,15 +28,30 @@ from eos_harness.faults.kafka import (
     run_broker_fault,
 )
 from eos_harness.history import History
+from eos_harness.process.guard import (
+    STORE_TIMEOUT_S,
+    CallClock,
+    StoreFinding,
+    attach_clock,
+    install_stack_dump,
+    stack_and_kill,
+)
 from eos_harness.process.server import forkserver_context
 from eos_harness.runtime import Task, TaskConfig
 from eos_harness.suites.lifecycle.schedule import Fault
 
-EVENT_TIMEOUT_S = 30.0
+EVENT_TIMEOUT_S = 30.0  # no event for this long, outside any store call: the task hangs
+POLL_S = 0.25  # how often the driver looks at the running store call while no event comes
 
 
-def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: str, conn) -> None:
-    """Entry point of a task instance (runs in the forked child); ``armed``: (point, hit, action)."""
+def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: str, conn, stacks=None,
+                clock=None) -> None:
+    """Entry point of a task instance (runs in the forked child); ``armed``: (point, hit, action);
+    ``stacks``: where to write the stacks on SIGUSR1; ``clock``: the driver's CallClock."""
+    if stacks is not None:
+        install_stack_dump(stacks)
+    if clock is not None:
+        attach_clock(clock)
     try:
         points.set_notifier(lambda name: conn.send({"type": "fault_fired", "point": name}))
         task = Task(config, emit=conn.send)
@@ -45,9 +64,12 @@ def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: st
             conn.send({"type": "verified"})
         else:
             task.run()
-    except BaseException:  # noqa: BLE001 - everything the child hits is reported as an event
+    except BaseException as exc:  # noqa: BLE001 - everything the child hits is reported as an event
+        event = {"type": "error", "error": traceback.format_exc()}
+        if isinstance(exc, StoreFinding):
+            event["store"] = exc.to_json()
         with contextlib.suppress(Exception):
-            conn.send({"type": "error", "error": traceback.format_exc()})
+            conn.send(event)
         os._exit(1)
     conn.close()
     os._exit(0)
@@ -57,9 +79,9 @@ class Instance:
     """One task instance in a child process; the driver collects its events into the history."""
 
     def __init__(self, config: TaskConfig, fault: Fault | None, mode: str, number: int, history: History,
-                 cluster=None) -> None:
+                 cluster=None, store_timeout: float = STORE_TIMEOUT_S) -> None:
         ctx = forkserver_context()
-        self.config, self.cluster = config, cluster
+        self.config, self.cluster, self.store_timeout = config, cluster, store_timeout
         self._broker_fault: threading.Thread | None = None
         self.parent, child = ctx.Pipe(duplex=False)
         self.fault, self.number, self.history = fault, number, history
@@ -69,9 +91,15 @@ class Instance:
         if self.kind is not None and self.kind.before_start is not None:
             self.kind.before_start(self, fault)
         armed = self.kind.armed_in_child(fault) if self.kind is not None else None
-        self.proc = ctx.Process(target=_child_main, args=(config, armed, mode, child), daemon=True)
+        self.stacks, stack_writer = ctx.Pipe(duplex=False)
+        self.clock = CallClock()
+        self.resumed_ns = 0  # a call running while the instance was frozen counts from its waking
+        self.proc = ctx.Process(target=_child_main, args=(config, armed, mode, child, stack_writer, self.clock.handle),
+                                daemon=True)
         self.proc.start()
         child.close()
+        stack_writer.close()
+        self.clock.sent()
         history.add(number, {"type": "start", "mode": mode, "fault": str(fault) if fault else None, "pid": self.proc.pid})
         self.seen = 0
 
@@ -81,9 +109,7 @@ class Instance:
         outcome = "crash"
         fault, kind, history = self.fault, self.kind, self.history
         while True:
-            if not self.parent.poll(EVENT_TIMEOUT_S):
-                self.proc.kill()
-                history.add(self.number, {"type": "hang", "seconds": EVENT_TIMEOUT_S})
+            if not self._wait_for_event():
                 outcome = "hang"
                 break
             try:
@@ -114,6 +140,28 @@ class Instance:
         if outcome == "crash":
             history.add(self.number, {"type": "crash", "point": self.fired or "unexpected-exit", "exitcode": self.proc.exitcode})
         return outcome
+
+    def _wait_for_event(self) -> bool:
+        """True when an event is there; False when the instance hangs (recorded, the child killed): a
+        store call running longer than the store timeout, or no event for EVENT_TIMEOUT_S (at least
+        the store timeout) outside any store call."""
+        waited_since = time.monotonic()
+        task_timeout = max(EVENT_TIMEOUT_S, self.store_timeout)
+        while not self.parent.poll(POLL_S):
+            running = self.clock.running(self.resumed_ns)
+            if running is not None and running[1] >= self.store_timeout:
+                operation = running[0]
+            elif running is None and time.monotonic() - waited_since >= task_timeout:
+                operation = None
+            else:
+                continue
+            stack = stack_and_kill(self.proc, self.stacks)
+            event = {"type": "hang", "seconds": self.store_timeout if operation else task_timeout, "stack": stack}
+            if operation is not None:
+                event["operation"] = operation
+            self.history.add(self.number, event)
+            return False
+        return True
 
     def kill(self) -> None:
         """SIGKILL the instance's process."""
@@ -173,6 +221,7 @@ class Instance:
         self.resume()
 
     def resume(self) -> None:
+        self.resumed_ns = time.monotonic_ns()
         os.kill(self.proc.pid, signal.SIGCONT)
         self.history.add(self.number, {"type": "resumed"})
 
@@ -182,6 +231,8 @@ class Instance:
             self.proc.kill()
             self.proc.join()
         self.parent.close()
+        self.stacks.close()
+        self.clock.close()
 
 
 def _stopped_or_gone(pid: int) -> bool:
@@ -193,5 +244,6 @@ def _stopped_or_gone(pid: int) -> bool:
         return True
 
 
-def _run_instance(config: TaskConfig, fault: Fault | None, mode: str, number: int, history: History) -> str:
-    return Instance(config, fault, mode, number, history).collect()
+def _run_instance(config: TaskConfig, fault: Fault | None, mode: str, number: int, history: History,
+                  store_timeout: float = STORE_TIMEOUT_S) -> str:
+    return Instance(config, fault, mode, number, history, store_timeout=store_timeout).collect()

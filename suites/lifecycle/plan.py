@@ -64,12 +64,15 @@ def _hit(rng: random.Random, name: str, commit_interval: int) -> int:
 
 
 def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10, broker: str = "embedded",
-         broker_faults: list[str] | tuple[str, ...] = (), repro_broker: str | None = None) -> Iterator[Scenario]:
-    """The campaign's scenarios, in order, forever (the caller stops)."""
+         broker_faults: list[str] | tuple[str, ...] = (), repro_broker: str | None = None,
+         reached: dict[str, list[str]] | None = None) -> Iterator[Scenario]:
+    """The campaign's scenarios, in order, forever (the caller stops). ``reached``: each store's
+    crash points, when the caller has probed the stores already (else they are probed here)."""
     if broker == "embedded" and not broker_faults:
-        yield from _plan(seed, stores, workloads, commit_interval)
+        yield from _plan(seed, stores, workloads, commit_interval, reached=reached)
         return
-    for scenario in _plan(seed, stores, workloads, commit_interval, list(broker_faults), interleave=True):
+    for scenario in _plan(seed, stores, workloads, commit_interval, list(broker_faults), interleave=True,
+                          reached=reached):
         yield replace(scenario, broker=broker, repro_broker=repro_broker)
 
 
@@ -83,11 +86,13 @@ def _interleave(lists: list[list[Scenario]]) -> list[Scenario]:
 
 
 def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10,
-          broker_faults: list[str] | None = None, interleave: bool = False) -> Iterator[Scenario]:
+          broker_faults: list[str] | None = None, interleave: bool = False,
+          reached: dict[str, list[str]] | None = None) -> Iterator[Scenario]:
     rng = random.Random(seed)
     broker_faults = broker_faults or []
     anywhere = [k.name for k in _drawn_kinds() if not k.needs]  # kinds the random tail draws on any broker
-    per_store_points = {s: reached_points(base_store(s)) for s in stores}
+    per_store_points = {s: reached[s] if reached is not None else reached_points(base_store(s))
+                        for s in stores}
     # Coverage first: every (store, point) once, with a workload rotating through all.
     coverage: list[Scenario] = []
     per_store: list[list[Scenario]] = []

@@ -32,6 +32,7 @@ from eos_harness.faults import kinds
 from eos_harness.history import History
 from eos_harness.models.lifecycle import LifecycleModel
 from eos_harness.models.workloads import workload
+from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
 from eos_harness.stores import resolve
@@ -53,6 +54,7 @@ class Scenario:
     records: int | None = None
     commit_interval: int = 10
     repro_broker: str | None = None  # how the CLI names the broker (kafka-local), when not ``broker``
+    store_timeout: float = STORE_TIMEOUT_S  # bound on one call into the store (a longer one: store_hang)
 
     def repro(self) -> str:
         parts = [f"eos-harness run --store {self.store} --workload {self.workload}"]
@@ -65,6 +67,8 @@ class Scenario:
             parts.append(f"--records {self.records}")
         if self.commit_interval != 10:
             parts.append(f"--commit-interval {self.commit_interval}")
+        if self.store_timeout != STORE_TIMEOUT_S:
+            parts.append(f"--store-timeout {self.store_timeout:g}")
         parts.append(f"--seed {self.seed}")
         return " ".join(parts)
 
@@ -126,7 +130,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
             for _ in range(len(schedule) + 3):
                 instance += 1
                 fault = schedule.pop(0) if schedule else None
-                current = Instance(config, fault, "run", instance, history, cluster)
+                current = Instance(config, fault, "run", instance, history, cluster, scenario.store_timeout)
                 ended = current.collect()
                 if ended == "frozen":
                     # The frozen instance is a zombie: the task moves to another instance (its own
@@ -141,7 +145,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
                     break
             if ended == "done":
                 instance += 1
-                _run_instance(config, None, "verify", instance, history)
+                _run_instance(config, None, "verify", instance, history, scenario.store_timeout)
             for zombie in zombies:  # wake the zombies: each must find itself fenced
                 zombie.resume()
                 zombie.collect()
