@@ -87,8 +87,14 @@ class StoreReturnType(StoreFinding):
 
     check = "store_return_type"
 
-    def __init__(self, operation: str, what: str, requirement: str) -> None:
-        super().__init__(operation, requirement, f"{operation} {what}, the protocol requires {requirement}")
+    def __init__(self, operation: str, what: str, requirement: str, value: object = None) -> None:
+        super().__init__(operation, requirement, f"{operation} {what}, the protocol requires {requirement}",
+                         f"the value: {_shown(value)}")
+
+
+def _shown(value: object, limit: int = 300) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + " …"
 
 
 def finding_violation(finding: dict, case: str | None = None, event: int | None = None) -> Violation:
@@ -167,7 +173,7 @@ def _invoke(operation: str, method: Callable, args: tuple):
         return _checked_pairs(operation, result)
     rule = _RETURNS.get(operation)
     if rule is not None and not rule[0](result):
-        raise StoreReturnType(operation, f"returned {type(result).__name__}", rule[1])
+        raise StoreReturnType(operation, f"returned {type(result).__name__}", rule[1], result)
     return result
 
 
@@ -175,7 +181,7 @@ def _checked_pairs(operation: str, result: object) -> Iterator[tuple[bytes, byte
     try:
         items = iter(result)  # type: ignore[call-overload]
     except TypeError:
-        raise StoreReturnType(operation, f"returned {type(result).__name__}", _PAIRS) from None
+        raise StoreReturnType(operation, f"returned {type(result).__name__}", _PAIRS, result) from None
     return _ITERATORS[operation](operation, items)
 
 
@@ -197,7 +203,7 @@ def _pairs(operation: str, items: Iterator) -> Iterator[tuple[bytes, bytes]]:
                 and isinstance(item[1], bytes)):
             shown = (f"({type(item[0]).__name__}, {type(item[1]).__name__})"
                      if isinstance(item, tuple) and len(item) == 2 else type(item).__name__)
-            raise StoreReturnType(operation, f"yielded {shown}", _PAIRS)
+            raise StoreReturnType(operation, f"yielded {shown}", _PAIRS, item)
         yield item
 
 

@@ -5,18 +5,22 @@ from __future__ import annotations
 import pytest
 from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
 from eos_harness.process.server import StoreServer
-from eos_harness.stores import reached_points
-from eos_harness.suites.conformance.runner import matrix_cases
+from eos_harness.stores import StoreProbeFailed, reached_points
+from eos_harness.suites.conformance.runner import PROBE, matrix_cases
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     stores = stores_under_test(metafunc.config)
     if "matrix_case" in metafunc.fixturenames:
-        params = [
-            pytest.param((spec, wl, point), id=f"{spec}-{wl}-{point or 'kill'}")
-            for spec in stores
-            for wl, point in matrix_cases(reached_points(spec, metafunc.config.getoption("eos_store_timeout")))
-        ]
+        params = []
+        for spec in stores:
+            try:
+                crash_points = reached_points(spec, metafunc.config.getoption("eos_store_timeout"))
+            except StoreProbeFailed as exc:  # one failing case that says what the store did
+                params.append(pytest.param((spec, PROBE, exc.finding), id=f"{spec}-probe"))
+                continue
+            params += [pytest.param((spec, wl, point), id=f"{spec}-{wl}-{point or 'kill'}")
+                       for wl, point in matrix_cases(crash_points)]
         metafunc.parametrize("matrix_case", params)
     elif "eos_store" in metafunc.fixturenames:
         metafunc.parametrize("eos_store", stores)

@@ -45,6 +45,7 @@ __all__ = ["ConformanceViolation", "StoreAbandoned", "machine_for", "matrix_case
 # The changelog partition the store's context names (the store server opens every store with the
 # default context): the suite commits offsets for it, as a task commits for its store's changelog.
 TP = StoreContext(directory=Path()).changelog
+PROBE = "probe"  # the pytest matrix case of a store whose probe found it broke the protocol
 KEYS = [b"a", b"b", b"c", b"d", b"e"]
 VALUES = [b"v1", b"v2", b"v3", b"xx"]
 

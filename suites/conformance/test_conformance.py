@@ -5,21 +5,32 @@ the store's own ``persistent()``, ``transactional()`` and ``manages_offsets()``.
 
 from __future__ import annotations
 
-from eos_harness.stores import reached_points
-from eos_harness.suites.conformance.runner import machine_for, run_case
+import pytest
+from eos_harness.stores import StoreProbeFailed, reached_points
+from eos_harness.suites.conformance.runner import PROBE, machine_for, run_case
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test
 
 
+def _store_broke_the_protocol(finding: dict) -> None:
+    pytest.fail(f"{finding['check']}: {finding['observed']}\n{finding['detail'] or ''}", pytrace=False)
+
+
 def test_crash_matrix(matrix_case, store_server):
     spec, workload, point = matrix_case
+    if workload == PROBE:
+        _store_broke_the_protocol(point)
     run_case(store_server, spec, workload, point)
 
 
 def test_state_machine(eos_store, store_server, eos_seed, pytestconfig):
     examples = pytestconfig.getoption("eos_examples") or 15
-    machine = machine_for(eos_store, store_server, reached_points(eos_store, store_server.timeout))
+    try:
+        crash_points = reached_points(eos_store, store_server.timeout)
+    except StoreProbeFailed as exc:
+        _store_broke_the_protocol(exc.finding)
+    machine = machine_for(eos_store, store_server, crash_points)
     hypothesis_seed(eos_seed)(machine)
     print(f"seed: {eos_seed}  replay: eos-harness verify {eos_store} --seed {eos_seed} --examples {examples}")
     run_state_machine_as_test(

@@ -1,0 +1,169 @@
+"""Reliability of calls into a user's store, through the CLI as a user runs it.
+
+Each store in ``tests/fixtures/bad_stores.py`` breaks the store protocol one way. The harness must
+answer with a finding that names the check and what the store did (``store_hang`` within the
+timeout plus a few seconds, with the store's stack; ``store_raised`` with the store's traceback;
+``store_return_type`` saying which type came back), never hang, never print a harness traceback,
+and leave no process behind. A crash point the store never declared is an ``error`` verdict
+saying how to declare it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_lifecycle import session_processes
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EOS_BIN = str(Path(__file__).parent.parent / ".venv" / "bin" / "eos-harness")
+TIMEOUT = 3  # --store-timeout of these tests
+SLACK = 10  # what the harness may take beyond the timeout: start, probe, report, clean up
+
+
+def eos(*args: str, timeout: float = 180) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``eos-harness ARGS`` in its own session; return the result and the seconds it took, after
+    checking that no process of it is left."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
+    started = time.monotonic()
+    proc = subprocess.Popen([EOS_BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    seconds = time.monotonic() - started
+    assert session_processes(proc.pid, wait=10) == [], "processes left behind"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), seconds
+
+
+def verify(store: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict, float]:
+    out = tmp_path / "verify.json"
+    proc, seconds = eos("verify", f"bad_stores:{store}", "--seed", "1", "--store-timeout", str(TIMEOUT),
+                        "--examples", "3", "--json", str(out))
+    assert "Traceback (most recent call last)" not in proc.stderr, proc.stderr
+    return proc, json.loads(out.read_text()), seconds
+
+
+def test_verify_reports_a_hanging_commit_within_the_timeout_with_the_stores_stack(tmp_path):
+    proc, result, seconds = verify("commit_hangs", tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert seconds < TIMEOUT + SLACK, seconds
+    assert result["verdict"] == "fail"
+    [hang] = result["violations"]
+    assert hang["check"] == "store_hang" and hang["key"] == "commit"
+    assert f"after {TIMEOUT} s" in hang["observed"]
+    # The stack of the child at that moment: the store's own frame, inside commit.
+    assert "bad_stores.py" in hang["detail"] and "in commit" in hang["detail"]
+    assert "store_hang" in proc.stdout and "bad_stores.py" in proc.stdout
+
+
+def test_verify_reports_a_wrong_return_type_by_its_type(tmp_path):
+    proc, result, _ = verify("get_returns_str", tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    checks = {v["check"] for v in result["violations"]}
+    assert checks == {"store_return_type"}, result["violations"]
+    assert result["violations"][0]["observed"] == "get returned str, the protocol requires bytes or None"
+    assert "get returned str, the protocol requires bytes or None" in proc.stdout
+    assert "expected v2, observed v2" not in proc.stdout
+
+
+def test_verify_reports_a_raising_put_with_the_stores_traceback(tmp_path):
+    proc, result, _ = verify("put_raises", tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [raised] = result["violations"]
+    assert raised["check"] == "store_raised" and raised["key"] == "put"
+    assert raised["observed"].startswith("put raised ValueError: bad_stores: cannot write")
+    # The store's own traceback, down to the line that raised; none of the harness's frames.
+    assert "raise_from_deep_inside" in raised["detail"] and "bad_stores.py" in raised["detail"]
+    assert "eos_harness" not in raised["detail"] and "harness/process" not in raised["detail"]
+
+
+def test_verify_reports_a_store_that_cannot_open_its_directory_with_rocksdbs_message(tmp_path):
+    proc, result, _ = verify("garbage_directory", tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [raised] = result["violations"]
+    assert raised["check"] == "store_raised" and raised["key"] == "init"
+    assert "Corruption" in raised["observed"], raised  # RocksDB's own words
+    assert "Corruption" in proc.stdout
+
+
+def test_verify_an_undeclared_crash_point_is_an_error_that_says_how_to_declare_it(tmp_path):
+    proc, result, _ = verify("undeclared_point", tmp_path)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # could not be completed: not a broken promise
+    assert result["verdict"] == "error"
+    assert result["violations"] == []  # no store_error rows pointing at our own points
+    assert "'user.commit.never_declared'" in result["error"]
+    assert "declare('user.commit.never_declared'" in result["error"]
+    assert "eos_harness.faults.points" in result["error"]
+    assert "store_error" not in proc.stdout and "verdict: error" in proc.stdout
+
+
+def test_chaos_with_a_hanging_store_reports_store_hang_within_the_timeout(tmp_path):
+    out = tmp_path / "chaos"
+    proc, seconds = eos("chaos", "--stores", "bad_stores:commit_hangs", "--scenarios", "3", "--seed", "1",
+                        "--store-timeout", str(TIMEOUT), "--out", str(out))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert seconds < TIMEOUT + SLACK, seconds
+    assert "Traceback (most recent call last)" not in proc.stderr, proc.stderr
+    campaign = json.loads((out / "chaos.json").read_text())
+    checks = [v["check"] for r in campaign["scenarios"] for v in r["violations"]]
+    assert checks == ["store_hang"], campaign["scenarios"]
+    assert campaign["summary"]["stores"]["bad_stores:commit_hangs"]["checks"] == {"store_hang": 1}
+    assert "store_hang" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("store", "check", "operation", "message"),
+    [
+        ("commit_hangs", "store_hang", "commit", f"commit had not returned after {TIMEOUT} s"),
+        ("get_returns_str", "store_return_type", "get", "get returned str, the protocol requires bytes or None"),
+        ("put_raises", "store_raised", "put", "put raised ValueError"),
+        ("garbage_directory", "store_raised", "init", "Corruption"),
+    ],
+)
+def test_run_reports_the_stores_finding_in_the_lifecycle_verdict(tmp_path, store, check, operation, message):
+    out = tmp_path / "run"
+    proc, seconds = eos("run", "--store", f"bad_stores:{store}", "--seed", "1", "--store-timeout", str(TIMEOUT),
+                        "--out", str(out), "--json", str(tmp_path / "run.json"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert seconds < TIMEOUT + SLACK, seconds
+    result = json.loads((tmp_path / "run.json").read_text())
+    assert result["verdict"] == "fail"
+    # The store's finding, once, and not also as the task failing to finish.
+    assert [(v["check"], v["key"]) for v in result["violations"]] == [(check, operation)], result["violations"]
+    assert message in result["violations"][0]["observed"]
+    assert result["violations"][0]["detail"]  # the stack, or the store's traceback
+    assert message in proc.stdout
+
+
+def test_chaos_an_undeclared_crash_point_is_an_error_and_the_rest_still_runs(tmp_path):
+    out = tmp_path / "chaos"
+    proc, _ = eos("chaos", "--stores", "bad_stores:undeclared_point", "--scenarios", "2", "--seed", "1",
+                  "--store-timeout", str(TIMEOUT), "--out", str(out))
+    campaign = json.loads((out / "chaos.json").read_text())
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    verdicts = [r["verdict"] for r in campaign["scenarios"]]
+    assert verdicts[0] == "error" and "declare('user.commit.never_declared'" in campaign["scenarios"][0]["error"]
+    assert verdicts[1:] == ["pass", "pass"], campaign["scenarios"]
+    assert "fail" not in verdicts
+
+
+def test_the_pytest_plugin_bounds_the_stores_calls_with_eos_store_timeout():
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
+    started = time.monotonic()
+    suite = subprocess.run([str(Path(EOS_BIN).parent / "python"), "-m", "pytest", "-q", "suites/conformance",
+                            "--eos-store=bad_stores:commit_hangs", f"--eos-store-timeout={TIMEOUT}", "--eos-examples=2",
+                            "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=180, env=env,
+                           cwd=Path(__file__).parent.parent)
+    assert suite.returncode == 1, suite.stdout + suite.stderr
+    assert time.monotonic() - started < 2 * TIMEOUT + 3 * SLACK  # the matrix probe, then the machine's
+    assert "store_hang: commit had not returned after 3 s" in suite.stdout, suite.stdout
+    assert "2 failed" in suite.stdout, suite.stdout
