@@ -5,25 +5,32 @@ point the store itself reaches, once each, then a crash in the middle of a recov
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
 from eos_harness.models.workloads import WORKLOADS
+from eos_harness.process.guard import STORE_TIMEOUT_S
+from eos_harness.runtime import UNSAFE_VARIANTS
 from eos_harness.stores import reached_points
 from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, plan
 
 
-def coverage(store: str, seed: int) -> list:
-    """The store's coverage scenarios of the campaign plan (the plan's random tail left out)."""
-    count = len(LIFECYCLE_POINTS) + len(reached_points(store)) + 1
-    return list(itertools.islice(plan(seed, [store], list(WORKLOADS)), count))
+def coverage(store: str, seed: int, store_timeout: float = STORE_TIMEOUT_S) -> list:
+    """The store's coverage scenarios of the campaign plan (the plan's random tail left out), each
+    call into the store bounded by ``store_timeout`` (``--eos-store-timeout``)."""
+    reached = {store: reached_points(UNSAFE_VARIANTS.get(store, (store,))[0], store_timeout)}
+    count = len(LIFECYCLE_POINTS) + len(reached[store]) + 1
+    return [replace(s, store_timeout=store_timeout)
+            for s in itertools.islice(plan(seed, [store], list(WORKLOADS), reached=reached), count)]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "eos_lifecycle_scenario" in metafunc.fixturenames:
         seed = suite_seed(metafunc.config)
         params = [pytest.param(scenario, id=f"{store}-{scenario.workload}-{'+'.join(map(str, scenario.schedule))}")
-                  for store in stores_under_test(metafunc.config) for scenario in coverage(store, seed)]
+                  for store in stores_under_test(metafunc.config)
+                  for scenario in coverage(store, seed, metafunc.config.getoption("eos_store_timeout"))]
         metafunc.parametrize("eos_lifecycle_scenario", params)
 
 
