@@ -11,15 +11,14 @@ import pytest
 from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
 from eos_harness.models.workloads import WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S
-from eos_harness.runtime import UNSAFE_VARIANTS
-from eos_harness.stores import reached_points
+from eos_harness.stores import base_store, reached_points
 from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, plan
 
 
 def coverage(store: str, seed: int, store_timeout: float = STORE_TIMEOUT_S) -> list:
     """The store's coverage scenarios of the campaign plan (the plan's random tail left out), each
     call into the store bounded by ``store_timeout`` (``--eos-store-timeout``)."""
-    reached = {store: reached_points(UNSAFE_VARIANTS.get(store, (store,))[0], store_timeout)}
+    reached = {store: reached_points(base_store(store), store_timeout)}
     count = len(LIFECYCLE_POINTS) + len(reached[store]) + 1
     return [replace(s, store_timeout=store_timeout)
             for s in itertools.islice(plan(seed, [store], list(WORKLOADS), reached=reached), count)]
