@@ -129,7 +129,7 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
             if method in _LISTING:
                 result = list(result)
             if method == "close" and trace:  # each point reached, and whether a module declared it
-                known = {p.name for p in points.declared()}
+                known = {p.name for p in points.load_declarations()}
                 result = [(name, name in known) for name in points.reached()]
             conn.send(("ok", result))
         except BaseException as exc:  # noqa: BLE001 - the driver decides what an exception means
