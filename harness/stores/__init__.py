@@ -139,12 +139,15 @@ class StoreProbe:
 
     ``points``: the declared crash points it reached, in order; ``undeclared``: points it reached
     that no module declared (the harness cannot arm them); ``finding``: the store broke the
-    protocol on the way (``check``, ``operation``, ``expected``, ``observed``, ``detail``), or None.
+    protocol on the way (``check``, ``operation``, ``expected``, ``observed``, ``detail``), or None;
+    ``error``: why the probe could not be run to its end (the harness's own trouble, or the store's
+    process dying outside any crash point), or None.
     """
 
     points: list[str]
     undeclared: list[str] = field(default_factory=list)
     finding: dict | None = None
+    error: str | None = None
 
     def undeclared_message(self, store: str) -> str | None:
         """What to tell the user about ``undeclared`` (None when every point is declared)."""
@@ -169,7 +172,8 @@ class StoreProbeFailed(RuntimeError):
 def probe_store(store: str, timeout: float | None = None) -> StoreProbe:
     """Run ``store`` once in a child of the store server, every call bounded by ``timeout`` seconds,
     tracing the crash points it reaches in put/commit/recover (in a temp dir, removed after)."""
-    from eos_harness.process.server import StoreCallError, StoreHang, StoreServer
+    from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreServer
+    from eos_harness.process.zygote import ZygoteError
 
     resolve(store)  # a clear usage error for a bad spec before any process starts
     tmp = Path(tempfile.mkdtemp(prefix="eos-points-"))
@@ -199,6 +203,9 @@ def probe_store(store: str, timeout: float | None = None) -> StoreProbe:
         finding = exc.finding or {"check": "store_raised", "operation": "probe", "expected": "no exception",
                                   "observed": str(exc), "detail": None}
         return StoreProbe([p for p, known in _unique(trace) if known], finding=finding)
+    except (ChildCrashed, ZygoteError, OSError) as exc:
+        return StoreProbe([p for p, known in _unique(trace) if known],
+                          error=f"the probe of store {store!r} could not be run to its end: {exc}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     reached = _unique(trace)
@@ -219,6 +226,8 @@ def reached_points(store: str, timeout: float | None = None) -> list[str]:
     probe = probe_store(store, timeout)
     if probe.finding is not None:
         raise StoreProbeFailed(store, probe.finding)
+    if probe.error is not None:
+        raise RuntimeError(probe.error)
     return probe.points
 
 

@@ -405,10 +405,10 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
     violations: list[Violation] = []
     cases: list[str] = ["probe: open, write, commit, close, reopen, recover (finds the crash points reached)"]
     probe = probe_store(spec, store_timeout)
-    error = probe.undeclared_message(spec)
+    error = probe.error or probe.undeclared_message(spec)
     if probe.finding is not None:
         violations.append(finding_violation(probe.finding, cases[0]))
-    else:
+    elif probe.error is None:
         try:
             _run_suite(spec, seed, examples, steps, shrink, store_timeout, probe.points, violations, cases)
         except StoreAbandoned as exc:

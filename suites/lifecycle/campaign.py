@@ -134,8 +134,9 @@ def run_campaign(
 def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: str,
                  workers: int) -> tuple[dict[str, list[str]], list[dict]]:
     """Probe each store once (in children, at most ``workers`` at a time): the crash points of each
-    store that can be planned, and a result for each store that broke the protocol or reached a
-    crash point it never declared."""
+    store that can be planned, and a result for each store that broke the protocol (``fail``; not
+    planned), reached a crash point it never declared, or could not be probed (``error``; planned
+    with the points found)."""
     specs = {s: base_store(s) for s in stores}
     unique = sorted(set(specs.values()))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -150,7 +151,7 @@ def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: str
             results.append({**base, "verdict": "fail", "violations": [finding_violation(probe.finding).to_json()]})
             continue
         reached[store] = probe.points
-        message = probe.undeclared_message(spec)
+        message = probe.error or probe.undeclared_message(spec)
         if message:
             results.append({**base, "verdict": "error", "error": message})
     return reached, results
