@@ -36,7 +36,8 @@ from eos_harness.process.guard import (
 __all__ = ["ChildCrashed", "StoreCallError", "StoreHang", "StoreProcess", "StoreServer", "forkserver_context"]
 
 PRELOAD = ["eos_harness.stores.catalogue", "eos_harness.runtime", "eos_harness.broker.embedded", "eos_harness.suites.lifecycle.runner",
-           "eos_harness.broker.kafka", "rocksdict"]  # (a module that fails to import is skipped)
+           "eos_harness.broker.kafka", "eos_harness.metadata.controller", "eos_harness.metadata.reader",
+           "rocksdict"]  # (a module that fails to import is skipped)
 CALL_TIMEOUT_S = STORE_TIMEOUT_S  # the default bound on one call (StoreServer(timeout=…))
 
 _context = None

@@ -1,0 +1,133 @@
+"""The metadata suite's chaos campaign: the plan's scenarios on the campaign engine, and judged.
+
+The real controller (and its readers) must pass every scenario. Each mutant must be caught, and by
+the check that names its mistake (:data:`~eos_harness.suites.metadata.plan.MUTANTS`): a mutant
+never caught, or caught only by other checks, is a hole in the harness. Either is an unexpected
+result (exit 1). A system the campaign's budget did not reach is "not run", never unexpected. A
+scenario that could not be run to its end means the campaign did not test what it planned (exit 3).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eos_harness.campaign import run_plan
+from eos_harness.rundir import claim
+from eos_harness.suites.metadata.plan import MUTANTS, expected_to_fail, plan
+from eos_harness.suites.metadata.runner import REAL, SYSTEMS, ScheduleError, error_verdict, run_scenario
+from eos_harness.verdict import ERROR, FAIL, exit_code
+
+__all__ = ["campaign_exit_code", "run_campaign", "summarize"]
+
+
+@dataclass
+class SystemTally:
+    system: str
+    caught_by: str | None  # the check that must catch a mutant; None for the real controller
+    total: int = 0
+    failed: int = 0
+    errors: int = 0
+    checks: dict[str, int] = field(default_factory=dict)
+    caught_by_its_check: int = 0
+
+    @property
+    def expected_fail(self) -> bool:
+        return self.caught_by is not None
+
+    @property
+    def unexpected(self) -> bool:
+        if self.total <= self.errors:
+            return False
+        return not self.caught_by_its_check if self.expected_fail else self.failed > 0
+
+    @property
+    def status(self) -> str:
+        if not self.total:
+            return "not run"
+        if self.expected_fail:
+            if self.caught_by_its_check:
+                return "caught"
+            return "CAUGHT BY OTHER CHECKS" if self.failed else "ERROR" if self.errors else "NOT CAUGHT"
+        return "FAILED" if self.failed else "ERROR" if self.errors else "ok"
+
+
+def run_campaign(seed: int, out_dir: Path, minutes: float | None = None, scenarios: int | None = None,
+                 workers: int = 2, on_result: Callable[[dict], None] = lambda r: None, broker: str = "embedded",
+                 repro_broker: str | None = None, systems: tuple[str, ...] | None = None) -> dict:
+    """Run a campaign; returns the chaos JSON object (``suite``, ``seed``, ``scenarios``, ``summary``)."""
+    systems = systems or SYSTEMS
+    if minutes is None and scenarios is None:
+        minutes = 1.0
+    deadline = time.monotonic() + minutes * 60 if minutes is not None else None
+    claim(out_dir)
+    started = time.monotonic()
+
+    def more(count: int) -> bool:
+        if not count:
+            return True  # a campaign runs at least one scenario, however short its time
+        if scenarios is not None and count >= scenarios:
+            return False
+        return deadline is None or time.monotonic() < deadline
+
+    def one(index: int, scenario) -> dict:
+        return run_scenario(scenario, out_dir / f"scenario-{index:05d}", keep=False)
+
+    run = run_plan(plan(seed, broker, repro_broker, systems), one, workers=workers, more=more,
+                   error_result=error_verdict, on_result=on_result, results_file=out_dir / "results.jsonl",
+                   fatal=(ScheduleError,))
+    campaign = {"suite": "metadata", "seed": seed, "broker": repro_broker or broker, "minutes": minutes,
+                "scenarios": run.results, "summary": summarize(run.results, systems),
+                "seconds": round(time.monotonic() - started, 1)}
+    if run.stopped is not None:
+        campaign["stopped"] = run.stop_json
+    return campaign
+
+
+def summarize(results: list[dict], systems: tuple[str, ...] = SYSTEMS) -> dict:
+    tallies = {s: SystemTally(s, MUTANTS[s][1] if expected_to_fail(s) else None) for s in systems}
+    points_hit: list[str] = []
+    errors: list[str] = []
+    for r in results:
+        tally = tallies[r["system"]]
+        tally.total += 1
+        if r["verdict"] == ERROR:
+            tally.errors += 1
+            errors.append(f"scenario {r.get('index', '?')} ({r['system']}): {r['error']}; replay: {r['repro']}")
+        if r["verdict"] == FAIL:
+            tally.failed += 1
+            fired = {v["check"] for v in r["violations"]}
+            for check in fired:
+                tally.checks[check] = tally.checks.get(check, 0) + 1
+            tally.caught_by_its_check += tally.caught_by in fired
+        for p in r["crash_points"]:
+            if p not in points_hit:
+                points_hit.append(p)
+    return {
+        "total": len(results),
+        "failed": sum(1 for r in results if r["verdict"] == FAIL),
+        "points_hit": sorted(points_hit),
+        "fault_errors": [],
+        "errors": errors,
+        "systems": {
+            s: {"expected": "fail" if t.expected_fail else "pass", "caught_by": t.caught_by, "scenarios": t.total,
+                "failed": t.failed, "caught_by_its_check": t.caught_by_its_check, "errors": t.errors,
+                "status": t.status, "checks": t.checks}
+            for s, t in tallies.items()
+        },
+        "unexpected": sorted(s for s, t in tallies.items() if t.unexpected),
+        "not_run": sorted(s for s, t in tallies.items() if not t.total),
+    }
+
+
+def campaign_exit_code(campaign: dict) -> int:
+    """1 for an unexpected result, else 3 if the campaign did not test what it planned (a scenario
+    that could not be run to its end, a campaign stopped early, its JSON not written), else 0. A
+    campaign stopped early is judged on the real controller only: a mutant not yet caught says nothing."""
+    summary = campaign["summary"]
+    cut_short = campaign.get("stopped") is not None or bool(campaign.get("json_error"))
+    unexpected = [s for s in summary["unexpected"] if not cut_short or s == REAL]
+    return exit_code([r["verdict"] for r in campaign["scenarios"]], unexpected=bool(unexpected),
+                     incomplete=cut_short)

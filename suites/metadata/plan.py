@@ -1,0 +1,111 @@
+"""The metadata suite's plan: a pure function of the seed, the scenarios of a campaign in order.
+
+Coverage first: every crash point of the controller for the real controller (a crash during the
+new controller's abort after a crash that left a partial transaction, a zombie controller frozen
+mid-transaction, a driver kill), interleaved with every mutant, each with a fault that gives its
+mistake a chance to show; then random schedules of one to three faults, forever.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+from eos_harness.faults import kinds, points
+from eos_harness.metadata.controller import (
+    ABORT_KEEPS_STATE,
+    INTERLEAVES,
+    P_ABORT_AFTER,
+    P_ABORT_BEFORE,
+    P_AFTER_BEGIN,
+    P_AFTER_END,
+    P_BEFORE_END,
+    P_BETWEEN_BATCHES,
+    POINTS,
+    SKIPS_ABORT,
+)
+from eos_harness.metadata.reader import PUBLISHES_BATCHES, SNAPSHOT_MID_TRANSACTION
+from eos_harness.suites.lifecycle.schedule import Fault
+from eos_harness.suites.metadata.runner import REAL, Scenario
+
+__all__ = ["MUTANTS", "expected_to_fail", "plan"]
+
+# Each mutant: its mistake, and the check that names it (the one that must catch it).
+MUTANTS = {
+    PUBLISHES_BATCHES: ("the reader publishes its image at every batch boundary, inside a transaction too",
+                        "no_partial_publish"),
+    SKIPS_ABORT: ("a new controller does not abort the partial transaction it finds", "one_open_transaction"),
+    ABORT_KEEPS_STATE: ("a new controller appends Abort but does not revert its in-memory state",
+                        "controller_state_matches_model"),
+    SNAPSHOT_MID_TRANSACTION: ("the reader snapshots its image with an open transaction's records",
+                               "snapshot_matches_replay"),
+    INTERLEAVES: ("the controller writes two transactions' batches interleaved", "no_interleaving"),
+}
+BATCH_BYTES = (1024, 2048, 4096, 8192)
+PARTIAL = (P_AFTER_BEGIN, P_BETWEEN_BATCHES, P_BEFORE_END)  # crash points that leave a partial transaction
+
+
+def expected_to_fail(system: str) -> bool:
+    return system in MUTANTS
+
+
+def _crash(point: str, hit: int = 1) -> Fault:
+    return Fault(point, hit)
+
+
+def _coverage(rng: random.Random) -> list[tuple[str, tuple[Fault, ...]]]:
+    real = [
+        (_crash(P_AFTER_BEGIN, rng.randint(1, 2)),),
+        (_crash(P_BETWEEN_BATCHES, rng.randint(1, 4)),),
+        (_crash(P_BEFORE_END, rng.randint(1, 2)),),
+        (_crash(P_AFTER_END, rng.randint(1, 3)),),
+        (_crash(rng.choice(PARTIAL)), _crash(P_ABORT_BEFORE)),
+        (_crash(rng.choice(PARTIAL)), _crash(P_ABORT_AFTER)),
+        (_crash(rng.choice(PARTIAL)), _crash(P_ABORT_BEFORE), _crash(P_ABORT_BEFORE)),
+        (Fault(rng.choice(PARTIAL), 1, points.FREEZE),),
+        (Fault("kill", rng.randint(2, 6)),),
+    ]
+    mutants = [
+        (PUBLISHES_BATCHES, ()),
+        (SKIPS_ABORT, (_crash(rng.choice(PARTIAL)),)),
+        (ABORT_KEEPS_STATE, (_crash(rng.choice(PARTIAL)),)),
+        (SNAPSHOT_MID_TRANSACTION, ()),
+        (INTERLEAVES, ()),
+    ]
+    out: list[tuple[str, tuple[Fault, ...]]] = []
+    for i, schedule in enumerate(real):  # a mutant after each real scenario, while there are mutants
+        out.append((REAL, schedule))
+        if i < len(mutants):
+            out.append(mutants[i])
+    return out
+
+
+def _random_fault(rng: random.Random) -> Fault:
+    roll = rng.random()
+    if roll < 0.1:
+        return Fault("kill", kinds.named("kill").draw_hit(rng, "kill", 10))
+    point = rng.choice(POINTS)
+    return Fault(point, kinds.CRASH_POINT.draw_hit(rng, point, 10),
+                 points.FREEZE if roll > 0.92 and point in PARTIAL else points.KILL)
+
+
+def plan(seed: int, broker: str = "embedded", repro_broker: str | None = None,
+         systems: tuple[str, ...] | None = None) -> Iterator[Scenario]:
+    """The campaign's scenarios, in order, forever (the caller stops). ``systems``: only these."""
+    rng = random.Random(seed)
+    chosen = systems or (REAL, *MUTANTS)
+
+    def scenario(system: str, schedule: tuple[Fault, ...]) -> Scenario:
+        return Scenario(system, rng.randrange(2**31), schedule, rng.choice(BATCH_BYTES), rng.randint(6, 12),
+                        broker=broker, repro_broker=repro_broker)
+
+    for system, schedule in _coverage(rng):
+        sc = scenario(system, schedule)
+        if system in chosen:
+            yield sc
+    while True:
+        system = REAL if rng.random() < 0.6 else rng.choice(list(MUTANTS))
+        schedule = tuple(_random_fault(rng) for _ in range(rng.randint(0 if system != REAL else 1, 3)))
+        sc = scenario(system, schedule)
+        if system in chosen:
+            yield sc
