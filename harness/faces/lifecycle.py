@@ -86,8 +86,9 @@ def _violations_table(result: dict) -> Table:
 
 
 @click.command("run")
-@click.option("--suite", type=click.Choice(["eos", "spark"]), default="eos", show_default=True,
-              help="eos: the store lifecycle; spark: Spark pipelines (see `eos-harness run --suite spark --help`).")
+@click.option("--suite", type=click.Choice(["eos", "spark", "metadata"]), default="eos", show_default=True,
+              help="eos: the store lifecycle; spark: Spark pipelines; metadata: KIP-868 metadata transactions "
+                   "(see `eos-harness run --suite spark --help`, `… --suite metadata --help`).")
 @click.option("--store", required=True, help="Built-in store, unsafe variant, or factory module:function.")
 @click.option("--workload", type=click.Choice(sorted(WORKLOADS)), default="counter", show_default=True)
 @click.option("--crash-at", "crash_at", multiple=True,
@@ -321,8 +322,9 @@ def _campaign_exit(campaign: dict) -> int:
 
 
 @click.command("chaos")
-@click.option("--suite", type=click.Choice(["eos", "spark"]), default="eos", show_default=True,
-              help="eos: the store lifecycle; spark: Spark pipelines (see `eos-harness run --suite spark --help`).")
+@click.option("--suite", type=click.Choice(["eos", "spark", "metadata"]), default="eos", show_default=True,
+              help="eos: the store lifecycle; spark: Spark pipelines; metadata: KIP-868 metadata transactions "
+                   "(see `eos-harness run --suite spark --help`, `… --suite metadata --help`).")
 @click.option("--stores", type=STORE_LIST, default=None,
               help="Comma-separated stores (default: every built-in store, mutant and unsafe variant).")
 @click.option("--workloads", type=WORKLOAD_LIST, default=None,

@@ -1,7 +1,7 @@
 """CLI of the Spark suite: ``eos-harness run --suite spark …`` (one scenario) and
 ``eos-harness chaos --suite spark …`` (a campaign over the matrix). :class:`SuiteGroup` sends
-``run``/``chaos`` with ``--suite spark`` here; the EOS task lifecycle's commands keep every other
-invocation."""
+``run``/``chaos`` with ``--suite spark`` here (``--suite metadata`` to :mod:`eos_harness.faces.metadata`);
+the EOS task lifecycle's commands keep every other invocation."""
 
 from __future__ import annotations
 
@@ -33,13 +33,25 @@ def _suite_of(args: list[str]) -> str | None:
     return None
 
 
+# The suites with ``run``/``chaos`` commands of their own: suite -> (module, run command, chaos command).
+SUITE_COMMANDS = {
+    "spark": ("eos_harness.faces.spark", "spark_run_command", "spark_chaos_command"),
+    "metadata": ("eos_harness.faces.metadata", "metadata_run_command", "metadata_chaos_command"),
+}
+
+
 class SuiteGroup(click.Group):
-    """A click group that runs the Spark suite's ``run``/``chaos`` when ``--suite spark`` is given."""
+    """A click group that runs a suite's own ``run``/``chaos`` (:data:`SUITE_COMMANDS`) when
+    ``--suite SUITE`` names one; the EOS task lifecycle's commands keep every other invocation."""
 
     def resolve_command(self, ctx, args):
+        import importlib
+
         name, command, rest = super().resolve_command(ctx, args)
-        if name in ("run", "chaos") and _suite_of(rest) == "spark":
-            command = spark_run_command if name == "run" else spark_chaos_command
+        suite = SUITE_COMMANDS.get(_suite_of(rest)) if name in ("run", "chaos") else None
+        if suite is not None:
+            module, run, chaos = suite
+            command = getattr(importlib.import_module(module), run if name == "run" else chaos)
         return name, command, rest
 
 
@@ -156,7 +168,7 @@ def _print_result(result: dict) -> None:
 
 
 @click.command("run")
-@click.option("--suite", type=click.Choice(["eos", "spark"]), default="spark")
+@click.option("--suite", type=click.Choice(["eos", "spark", "metadata"]), default="spark")
 @click.option("--pipeline", type=click.Choice(PIPELINES), required=True)
 @click.option("--sink", type=click.Choice(SINKS), required=True)
 @click.option("--state-provider", "provider", type=click.Choice(["hdfs", "rocksdb"]), default="rocksdb", show_default=True)
@@ -219,7 +231,7 @@ def _write_json(path: str | Path | None, obj: dict) -> str | None:
 
 
 @click.command("chaos")
-@click.option("--suite", type=click.Choice(["eos", "spark"]), default="spark")
+@click.option("--suite", type=click.Choice(["eos", "spark", "metadata"]), default="spark")
 @click.option("--source", type=click.Choice(["file", "kafka"]), default="file", show_default=True)
 @click.option("--minutes", type=POSITIVE_MINUTES, default=None, help="Stop starting scenarios after this long.")
 @click.option("--scenarios", type=AT_LEAST_ONE, default=None, help="Run this many scenarios (default: the whole matrix).")
