@@ -90,7 +90,8 @@ def points_command(as_json: bool) -> None:
               metavar="SECONDS", help="Bound on each call into the store; a call that takes longer is a store_hang finding.")
 def verify_command(store: str, seed: int | None, examples: int, steps: int, shrink: bool, json_path: str | None,
                    store_timeout: float) -> None:
-    """Run the conformance suite against STORE (a built-in name or module:function)."""
+    """Run the conformance suite against STORE (a built-in name or module:function); a window store
+    (its kind, or a store with ``window_config``) gets the window store suite."""
     import random
     import sys
     from pathlib import Path
@@ -110,7 +111,14 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     console.print(f"seed: {seed}")
     try:
-        result = verify(store, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout)
+        from eos_harness.stores.window_catalogue import is_window_store
+
+        if is_window_store(store):
+            from eos_harness.suites.windows.runner import verify_windows
+
+            result = verify_windows(store, seed, examples=examples, steps=steps, shrink=shrink)
+        else:
+            result = verify(store, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout)
     except StoreFactoryError as exc:
         raise click.UsageError(str(exc)) from None
     json_error = None

@@ -21,7 +21,8 @@ from eos_harness.store import StateStore, StoreContext
 __all__ = ["BUILTIN", "StoreFactoryError", "StoreSpec", "base_store", "builtin_spec", "builtin_specs", "check_store",
            "probe_store", "reached_points", "resolve", "StoreProbe", "StoreProbeFailed"]
 
-KINDS = ("store", "mutant", "unsafe-runtime")  # in the order they are listed
+KINDS = ("store", "mutant", "unsafe-runtime", "window-store", "window-mutant")  # in the order they are listed
+WINDOW_KINDS = ("window-store", "window-mutant")  # window stores (harness.window_store), not key-value ones
 
 
 class StoreFactoryError(ValueError):
@@ -43,7 +44,12 @@ class StoreSpec:
     @property
     def expected_to_fail(self) -> bool:
         """A mutant or an unsafe variant: a campaign must catch it in at least one scenario."""
-        return self.kind != "store"
+        return self.kind not in ("store", "window-store")
+
+    @property
+    def window(self) -> bool:
+        """A window store (:mod:`eos_harness.window_store`), checked by the window suite."""
+        return self.kind in WINDOW_KINDS
 
 
 BUILTIN: dict[str, StoreSpec] = {}
@@ -223,6 +229,11 @@ def _unique(trace: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
 def reached_points(store: str, timeout: float | None = None) -> list[str]:
     """The declared crash points a store reaches in put/commit/recover (found by running it in a
     child); raises StoreProbeFailed when the store broke the protocol on the way."""
+    spec = builtin_spec(store)
+    if spec is not None and spec.window:
+        from eos_harness.stores.window_catalogue import reached_window_points
+
+        return reached_window_points(store)
     probe = probe_store(store, timeout)
     if probe.finding is not None:
         raise StoreProbeFailed(store, probe.finding)

@@ -24,4 +24,4 @@ register(StoreSpec("rocksdb-legacy-nowipe", "unsafe-runtime",
                    "legacy store under EOS that trusts its contents after a crash instead of wiping them (unsafe)",
                    LegacyRocksStore, base="rocksdb-legacy", runtime={"legacy_wipe": False}))
 
-from eos_harness.stores import mutants  # noqa: E402,F401  (registers the mutants)
+from eos_harness.stores import mutants, window_catalogue  # noqa: E402,F401  (registers the mutants, window stores and window mutants)

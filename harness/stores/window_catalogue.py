@@ -1,0 +1,124 @@
+"""Registers the built-in window stores and window mutants (kinds ``window-store`` and ``window-mutant``),
+and resolves a window store name or a user's ``module:function`` window store factory."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from eos_harness.faults import points
+from eos_harness.store import StoreContext, TopicPartition
+from eos_harness.stores import BUILTIN, StoreFactoryError, StoreSpec, builtin_spec, register
+from eos_harness.stores.window_memory import memory_window, memory_window_seed, memory_window_txn
+from eos_harness.stores.window_rocksdb import rocksdb_window, rocksdb_window_txn
+from eos_harness.window_store import WindowStore
+
+__all__ = ["WINDOW_METHODS", "is_window_store", "reached_window_points", "resolve_window"]
+
+register(StoreSpec("memory-window", "window-store",
+                   "KIP-428 in-memory window store as Kafka shipped it: a segment per ms, retention only, "
+                   "stream time rebuilt on restore", memory_window))
+register(StoreSpec("memory-window-seed", "window-store",
+                   "KIP-428 in-memory window store as seed 001 wrote it: the store drops late writes (grace)",
+                   memory_window_seed))
+register(StoreSpec("memory-window-txn", "window-store",
+                   "transactional in-memory window store (seed semantics): staged writes, read-committed view",
+                   memory_window_txn))
+register(StoreSpec("rocksdb-window", "window-store",
+                   "persistent RocksDB window store, 16 ms segments dropped whole, not transactional",
+                   rocksdb_window))
+register(StoreSpec("rocksdb-window-txn", "window-store",
+                   "transactional RocksDB window store: data, stream time and offsets in one batch (KIP-892)",
+                   rocksdb_window_txn))
+
+WINDOW_METHODS = (
+    "window_config", "init", "persistent", "transactional", "manages_offsets", "put", "restore", "fetch_window",
+    "fetch", "fetch_range", "fetch_all", "all", "commit", "committed_offset", "recover", "read_committed",
+    "flush", "close",
+)
+
+
+def is_window_store(spec: str) -> bool:
+    """Whether ``spec`` names a window store: a built-in of a window kind, or a factory whose store
+    has ``window_config`` (the factory is called once, the store not opened)."""
+    builtin = builtin_spec(spec)
+    if builtin is not None:
+        return builtin.window
+    if ":" not in spec:
+        return False
+    return callable(getattr(_import_factory(spec)(), "window_config", None))
+
+
+def _import_factory(spec: str) -> Callable[..., object]:
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise StoreFactoryError(f"store factory {spec!r} not found: cannot import module {module_name!r} ({exc}); "
+                                "check the module is on PYTHONPATH (or run from its directory)") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise StoreFactoryError(f"store factory {spec!r} not found or not callable: module {module_name!r} "
+                                f"has no function {attr!r}")
+    return factory
+
+
+def resolve_window(spec: str) -> Callable[..., WindowStore]:
+    """The factory of a built-in window store or mutant, or of ``module:function`` (checked: the
+    store it returns must have every method of :class:`eos_harness.window_store.WindowStore`)."""
+    builtin = BUILTIN.get(spec) or builtin_spec(spec)
+    if builtin is not None:
+        if not builtin.window:
+            raise StoreFactoryError(f"{spec!r} is a key-value store, not a window store")
+        return builtin.factory
+    if ":" not in spec:
+        names = ", ".join(s.name for s in BUILTIN.values() if s.window)
+        raise StoreFactoryError(f"unknown window store {spec!r}: use a built-in name ({names}) or a factory 'module:function'")
+    factory = _import_factory(spec)
+
+    def checked(**kwargs) -> WindowStore:
+        store = factory(**kwargs)
+        missing = [m for m in WINDOW_METHODS if not callable(getattr(store, m, None))]
+        if missing:
+            raise StoreFactoryError(f"store factory {spec!r} returned {type(store).__name__}, which is not a window "
+                                    f"store (missing {', '.join(missing)}); implement eos_harness.window_store.WindowStore")
+        return store  # type: ignore[return-value]
+
+    return checked
+
+
+def reached_window_points(store: str) -> list[str]:
+    """The crash points a window store reaches in put/commit/recover (traced in a temp dir)."""
+    factory = resolve_window(store)
+    tmp = Path(tempfile.mkdtemp(prefix="eos-points-"))
+    trace = points.start_tracing()
+    try:
+        tp = TopicPartition("points-changelog", 0)
+        s = factory()
+        s.init(StoreContext(directory=tmp / "store", changelog=tp))
+        s.recover(None)
+        for i in range(12):
+            s.put(b"k%02d" % i, b"v", 10 * i)
+        s.put(b"k00", None, 110)
+        s.commit({tp: 13})
+        s.put(b"k01", b"w", 400)
+        s.commit({tp: 14})
+        s.close()
+        s = factory()
+        s.init(StoreContext(directory=tmp / "store", changelog=tp))
+        s.recover(14)
+        s.close()
+    finally:
+        points.stop_tracing()
+        shutil.rmtree(tmp, ignore_errors=True)
+    seen: list[str] = []
+    for name in trace:
+        if not name.startswith("task.") and name not in seen:
+            seen.append(name)
+    return seen
+
+
+from eos_harness.stores import window_mutants  # noqa: E402,F401  (registers the window mutants)

@@ -1,0 +1,84 @@
+"""Window store mutants: the real window stores, each with ONE mistake window stores really have
+(the off-by-ones at the retention and grace edges first). The check named in ``caught_by`` must
+catch each (tests/test_window_stores.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from eos_harness.models.windows import RETENTION_ONLY, SEED, WindowConfig, validate_window_store
+from eos_harness.stores import StoreSpec, register
+from eos_harness.stores.window_memory import DEFAULTS, MemoryWindowStore
+from eos_harness.stores.window_rocksdb import DEFAULTS as ROCKS_DEFAULTS
+from eos_harness.stores.window_rocksdb import RocksWindowStore
+
+
+class GraceOffByOne(MemoryWindowStore):
+    """Drops a late write only strictly before ``stream_time - grace``: one exactly at the edge lands."""
+
+    def _drop_reason(self, window_start: int, stream_time: int) -> str | None:
+        config = self._config
+        if window_start <= stream_time - config.retention_period:
+            return "expired"
+        if window_start < stream_time - config.grace_period:
+            return "late"
+        return None
+
+
+class RetentionOffByOne(RocksWindowStore):
+    """Keeps (and fetches) the window exactly at ``stream_time - retention``."""
+
+    def _drop_reason(self, window_start: int, stream_time: int) -> str | None:
+        return "expired" if window_start < stream_time - self._config.retention_period else None
+
+    def _lower_bound(self, stream_time: int) -> int:
+        return stream_time - self._config.retention_period
+
+
+class ExpiryOnlyOnPut(MemoryWindowStore):
+    """Removes expired segments before a put only; a fetch neither expires nor bounds: it returns
+    windows that expired since the last put."""
+
+    def _expire_before_read(self) -> None:
+        pass
+
+    def _lower(self, time_from: int, committed: bool) -> int:
+        return time_from
+
+
+class StreamTimeNotRebuilt(MemoryWindowStore):
+    """Restores changelog records straight into the segments without observing their timestamps:
+    after a restart stream time stays unknown and expired windows come back."""
+
+    def restore(self, records: Iterable[tuple[bytes, int, bytes | None]]) -> None:
+        for key, window_start, value in records:
+            self._write(key, value, window_start)
+
+
+def _config(semantics: str, kwargs: dict, defaults: dict) -> WindowConfig:
+    args = {**defaults, **kwargs}
+    return WindowConfig.of(args["name"], args["retention_period"], args["window_size"], args["grace_period"], semantics)
+
+
+def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
+    """Validates everything but ``grace_period > retention_period``."""
+    args = {**DEFAULTS, **kwargs}
+    name, retention, size, grace = args["name"], args["retention_period"], args["window_size"], args["grace_period"]
+    validate_window_store(name, retention, size, grace if retention < 0 or grace <= retention else retention)
+    return MemoryWindowStore(WindowConfig(name, retention, size, grace, RETENTION_ONLY))
+
+
+for name, factory, caught_by, description in (
+    ("mutant-window-grace-off-by-one", lambda **kw: GraceOffByOne(_config(SEED, kw, DEFAULTS)),
+     ("late_write_dropped",), "a write exactly at stream time - grace lands (seed semantics)"),
+    ("mutant-window-retention-off-by-one",
+     lambda **kw: RetentionOffByOne(_config(RETENTION_ONLY, kw, ROCKS_DEFAULTS), transactional=True),
+     ("expired_write_dropped", "expired_never_fetched"), "the window exactly at stream time - retention is kept"),
+    ("mutant-window-expiry-only-on-put", lambda **kw: ExpiryOnlyOnPut(_config(RETENTION_ONLY, kw, DEFAULTS)),
+     ("expired_never_fetched",), "expiry before puts only: a fetch returns an expired window"),
+    ("mutant-window-validation-grace", validation_accepts_grace_over_retention,
+     ("argument_validation",), "validation accepts a grace period longer than the retention"),
+    ("mutant-window-stream-time-not-rebuilt", lambda **kw: StreamTimeNotRebuilt(_config(RETENTION_ONLY, kw, DEFAULTS)),
+     ("stream_time_rebuilt",), "restore does not rebuild observed stream time: expired windows come back"),
+):
+    register(StoreSpec(name, "window-mutant", description, factory, caught_by))

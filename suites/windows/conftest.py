@@ -1,0 +1,37 @@
+"""Fixtures of the window store suite: the window stores under test come from ``--eos-store`` (those
+that are window stores), else every built-in window store."""
+
+from __future__ import annotations
+
+import pytest
+from eos_harness.faces.pytest_plugin import suite_seed
+from eos_harness.process.window_server import WindowStoreServer
+from eos_harness.stores import builtin_specs, reached_points
+from eos_harness.stores.window_catalogue import is_window_store
+from eos_harness.suites.windows.plan import matrix_cases
+
+
+def window_stores_under_test(config: pytest.Config) -> list[str]:
+    chosen = [spec for spec in config.getoption("eos_store") or [] if is_window_store(spec)]
+    return chosen or [s.name for s in builtin_specs() if s.kind == "window-store"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    stores = window_stores_under_test(metafunc.config)
+    if "window_matrix_case" in metafunc.fixturenames:
+        metafunc.parametrize("window_matrix_case", [
+            pytest.param((spec, wl, point), id=f"{spec}-{wl}-{point or 'kill'}")
+            for spec in stores for wl, point in matrix_cases(reached_points(spec))])
+    elif "eos_window_store" in metafunc.fixturenames:
+        metafunc.parametrize("eos_window_store", stores)
+
+
+@pytest.fixture(scope="session")
+def window_store_server():
+    with WindowStoreServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def eos_seed(pytestconfig: pytest.Config) -> int:
+    return suite_seed(pytestconfig)

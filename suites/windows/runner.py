@@ -1,0 +1,452 @@
+"""The window store suite: a window store, run in a real child process, compared with the KIP-428 model.
+
+Three parts, driving the store through :mod:`eos_harness.process.window_server` and crashing it
+for real:
+
+- argument validation: the store's factory called with every invalid combination of seed 001;
+- a Hypothesis ``RuleBasedStateMachine``: puts at timestamps drawn near the retention and grace
+  edges (exactly at, one before, one after) and out of order, deletes, fetches of every shape
+  (forward and backward) with bounds at the fetch lower bound, read-committed fetches, an
+  iterator held open across expiry, commits, a crash at every commit point the store reaches, a
+  SIGKILL at any moment, a clean close and reopen; compared with the model after every step;
+- the fixed matrix: every crash point the store reaches × a few workloads.
+
+After a restart the harness does what Kafka's runtime does: ``recover`` with the committed offset;
+a persistent non-transactional store must answer False and is wiped; a store that is wiped or not
+persistent is then restored from the committed changelog (``restore``), and must come back with
+stream time rebuilt (check ``stream_time_rebuilt``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from eos_harness.models.windows import WindowConfig, WindowStoreModel
+from eos_harness.process.server import ChildCrashed, StoreCallError
+from eos_harness.process.window_server import WindowStoreServer
+from eos_harness.store import StoreContext
+from eos_harness.stores import reached_points
+from eos_harness.stores.window_catalogue import resolve_window
+from eos_harness.suites.windows.checks import check_validation, compare_records, show
+from eos_harness.suites.windows.plan import KEYS, VALUES, edge_deltas, matrix_cases, workload_puts
+from eos_harness.verdict import Violation, verdict_of
+from eos_harness.window_store import WindowCapabilities
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+
+__all__ = ["WindowViolation", "machine_for", "run_case", "verify"]
+
+TP = StoreContext(directory=Path()).changelog
+TOP = 2**62
+
+
+class WindowViolation(AssertionError):
+    """Raised at the first broken promise; Hypothesis shrinks the steps that raise it."""
+
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(f"{violation.check}: {violation.key!r}: expected {violation.expected!r}, "
+                         f"observed {violation.observed!r}")
+        self.violation = violation
+
+
+class WindowStoreUnderTest:
+    """The live window store (in its child) and the model of what it must hold."""
+
+    def __init__(self, server: WindowStoreServer, spec: str, case: str) -> None:
+        self.server, self.spec, self.case = server, spec, case
+        self.root = Path(tempfile.mkdtemp(prefix="eos-windows-"))
+        self.directory = self.root / "store"
+        self.proc = server.start(spec, self.directory)
+        declared: WindowConfig = self.proc.call("window_config")
+        # The model keeps the rules of the declared semantics itself (never the store's own code).
+        config = WindowConfig(declared.name, declared.retention_period, declared.window_size,
+                              declared.grace_period, declared.semantics)
+        capabilities = self.proc.call("capabilities") if self._has("capabilities") else WindowCapabilities()
+        self.capabilities: WindowCapabilities = capabilities
+        self.model = WindowStoreModel(config, transactional=self.proc.call("transactional"),
+                                      persistent=self.proc.call("persistent"),
+                                      manages_offsets=self.proc.call("manages_offsets"))
+        self.next_offset = 1
+        self.checkpoint: int | None = None
+        self.iterator: tuple[int, list, set, list] | None = None  # (id, snapshot, written since, seen)
+
+    def _has(self, method: str) -> bool:
+        try:
+            self.proc.call(method)
+        except StoreCallError:
+            return False
+        return True
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def fail(self, violation: Violation) -> None:
+        raise WindowViolation(replace(violation, case=self.case))
+
+    def call(self, method: str, *args):
+        try:
+            return self.proc.call(method, *args)
+        except StoreCallError as exc:
+            self.fail(Violation("store_error", None, f"{method} succeeds", str(exc)))
+
+    def dispose(self) -> None:
+        self.proc.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def expect(self, what: str, expected: list, observed: list, **how) -> None:
+        found = compare_records(self.model, what, expected, observed, **how)
+        if found is not None:
+            self.fail(found)
+
+    # -- operations -------------------------------------------------------------------------------
+    def put(self, key: bytes, value: bytes | None, start: int) -> None:
+        self.call("put", key, value, start)
+        self.model.put(key, value, start)
+        if self.iterator is not None:
+            self.iterator[2].add((key, start))
+        got = self.call("fetch_window", key, start)
+        want = self.model.fetch_window(key, start)
+        if got != want:
+            observed = [] if got is None else [(key, start, got)]
+            expected = [] if want is None else [(key, start, want)]
+            self.expect(f"fetch_window({show(key)}, {start}) after put", expected, observed)
+
+    def check_all(self, after_restore: bool = False, default: str = "read_your_own_writes") -> None:
+        self.expect("all()", self.model.all(), self.call("all"), after_restore=after_restore, default=default)
+
+    def check_fetches(self, key: bytes, time_from: int, time_to: int) -> None:
+        model = self.model
+        expected = model.fetch(key, time_from, time_to)
+        self.expect(f"fetch({show(key)}, {time_from}, {time_to})", expected,
+                    self.call("fetch", key, time_from, time_to), single_key=key)
+        lo, hi = KEYS[0], key
+        checks = [(f"fetch_range({show(lo)}, {show(hi)}, {time_from}, {time_to})",
+                   model.fetch_range(lo, hi, time_from, time_to), "fetch_range", (lo, hi, time_from, time_to)),
+                  (f"fetch_all({time_from}, {time_to})", model.fetch_all(time_from, time_to), "fetch_all",
+                   (time_from, time_to))]
+        if self.capabilities.range_fetch:
+            for what, want, method, args in checks:
+                self.expect(what, want, self.call(method, *args))
+        if self.capabilities.backward_fetch:
+            self.expect(f"backward_fetch({show(key)}, {time_from}, {time_to})", expected[::-1],
+                        self.call("backward_fetch", key, time_from, time_to), single_key=key)
+            if self.capabilities.range_fetch:
+                for what, want, method, args in checks:
+                    self.expect("backward_" + what, want[::-1], self.call("backward_" + method, *args))
+                self.expect("backward_all()", model.all()[::-1], self.call("backward_all"))
+
+    def check_read_committed(self) -> None:
+        model = self.model
+        default = "read_committed_isolation"
+        self.expect("read_committed().all()", model.all(committed_only=True), self.call("rc_all"),
+                    committed=True, default=default)
+        for key in KEYS[:2]:
+            self.expect(f"read_committed().fetch({show(key)}, 0, max)", model.fetch(key, 0, TOP, committed_only=True),
+                        self.call("rc_fetch", key, 0, TOP), committed=True, default=default, single_key=key)
+
+    def commit(self) -> None:
+        offset = self.next_offset
+        self.next_offset += 1
+        self.call("commit", {TP: offset})
+        self.model.commit({TP: offset})
+        if not self.model.manages_offsets:
+            self.checkpoint = offset
+        self.check_offset()
+
+    def check_offset(self) -> None:
+        got = self.call("committed_offset", TP)
+        if got != self.model.committed_offset(TP):
+            self.fail(Violation("committed_offset_durable", str(TP), self.model.committed_offset(TP), got))
+
+    # -- held iterators -----------------------------------------------------------------------------
+    def open_iterator(self) -> None:
+        number = self.call("iter_open", "fetch_all", 0, TOP)
+        self.iterator = (number, self.model.all(), set(), list(self.call("iter_next", number, 1)))
+
+    def drain_iterator(self) -> None:
+        number, snapshot, written, seen = self.iterator
+        self.iterator = None
+        seen = seen + list(self.call("iter_next", number, 10**9))
+        self.call("iter_close", number)
+        seen = [tuple(r) for r in seen]
+        if seen != sorted(seen, key=lambda r: (r[1], r[0])):
+            self.fail(Violation("fetch_order", "iterator held open", "by window start, then key", show(seen)))
+        for record in snapshot:
+            if (record[0], record[1]) not in written and record not in seen:
+                self.fail(Violation("held_iterator", f"{show(record[0])}@{record[1]}",
+                                    f"yielded (live when the iterator opened): {show(record[2])}", show(seen)))
+        for record in seen:
+            if record not in snapshot and (record[0], record[1]) not in written:
+                self.fail(Violation("held_iterator", f"{show(record[0])}@{record[1]}",
+                                    "not yielded (neither live at open nor written since)", show(record[2])))
+
+    # -- faults -----------------------------------------------------------------------------------
+    def crash_in_commit(self, point: str, hit: int) -> None:
+        offset = self.next_offset
+        self.next_offset += 1
+        self.call("arm", point, hit)
+        try:
+            self.proc.call("commit", {TP: offset})
+        except ChildCrashed:
+            self.recover_after_crash(in_flight=offset)
+            return
+        except StoreCallError as exc:
+            self.fail(Violation("store_error", None, "commit succeeds", str(exc)))
+        self.call("disarm")
+        self.model.commit({TP: offset})
+        if not self.model.manages_offsets:
+            self.checkpoint = offset
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.recover_after_crash(in_flight=None)
+
+    def _restart(self) -> None:
+        self.proc = self.server.start(self.spec, self.directory)
+        self.iterator = None
+
+    def _restore(self) -> None:
+        """The runtime's restore: replay the committed changelog; stream time must be rebuilt."""
+        self.call("restore", list(self.model.changelog))
+        self.model.restore()
+        self.check_all(after_restore=True)
+
+    def recover_after_crash(self, in_flight: int | None) -> None:
+        model = self.model
+        self._restart()
+        if in_flight is not None and not model.persistent:
+            model.commit({TP: in_flight})  # the EOS transaction (changelog) commits before the store does
+        offset = self.call("committed_offset", TP) if model.manages_offsets else self.checkpoint
+        trusted = self.call("recover", offset)
+        if model.persistent and not model.transactional:
+            if trusted:
+                self.fail(Violation("recover_trust", None, "recover() returns False (contents not trusted)", "True"))
+            self.proc.call("close")
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self._restart()
+            model.wipe()
+            self.checkpoint = None
+            self._restore()
+            return
+        if not model.persistent:
+            model.crash()
+            self._restore()
+            return
+        if not trusted:
+            self.fail(Violation("recover_trust", None, "recover() returns True for a transactional store", "False"))
+        pre = (model.all(committed_only=True), model.committed_stream_time, model.committed_offset(TP))
+        outcomes = [pre]
+        if in_flight is not None:
+            records, stream_time, offsets = model.committed_after({TP: in_flight})
+            outcomes.append((records, stream_time, offsets.get(TP)))
+        data = [tuple(r) for r in self.call("all")]
+        got_offset = self.call("committed_offset", TP)
+        for number, (records, _stream_time, off) in enumerate(outcomes):
+            if data == records and got_offset == off:
+                if number == 1:
+                    model.commit({TP: in_flight})
+                model.crash()
+                return
+        if any(data == o[0] for o in outcomes):
+            self.fail(Violation("atomic_commit" if len(outcomes) > 1 else "committed_offset_durable", str(TP),
+                                [o[2] for o in outcomes], got_offset))
+        if len(outcomes) > 1:
+            self.fail(Violation("atomic_commit", "all()", "all of the commit or none of it",
+                                f"partial: {show(data)}"))
+        staged = {(k, s) for (s, k) in model.overlay}
+        extra = [r for r in data if r not in pre[0]]
+        check = "no_uncommitted_survives" if any((k, s) in staged for k, s, _ in extra) else "committed_durable"
+        if extra and check == "committed_durable":
+            found = compare_records(model, "all() after recovery", pre[0], data, committed=True,
+                                    default="committed_durable")
+            check = found.check if found is not None else check
+        self.fail(Violation(check, "all() after recovery", show(pre[0]), show(data)))
+
+    def close_and_reopen(self) -> None:
+        self.call("close")
+        self._restart()
+        model = self.model
+        model.overlay, model.pending = {}, []
+        model.stream_time = model.committed_stream_time
+        if model.persistent:
+            data = [tuple(r) for r in self.call("all")]
+            if data != model.all(committed_only=True):
+                found = compare_records(model, "all() after a clean close", model.all(committed_only=True), data,
+                                        committed=True, default="clean_close_durable")
+                self.fail(found)
+            self.check_offset()
+            self.call("recover", self.call("committed_offset", TP) if model.manages_offsets else self.checkpoint)
+        else:
+            model.crash()
+            self.call("recover", None)
+            self._restore()
+        self.check_all()
+
+
+# -- the state machine ------------------------------------------------------------------------------
+
+def machine_for(spec: str, server: WindowStoreServer, crash_points: list[str],
+                config: WindowConfig) -> type[RuleBasedStateMachine]:
+    """A state machine class bound to one window store spec (``config``: the store's own)."""
+    deltas = st.sampled_from(edge_deltas(config))
+    keys, values = st.sampled_from(KEYS), st.one_of(st.none(), st.sampled_from(VALUES))
+    spans = st.sampled_from(sorted({0, 1, config.window_size, config.retention_period}))
+
+    class WindowConformance(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sut = WindowStoreUnderTest(server, spec, "hypothesis")
+
+        def teardown(self) -> None:
+            self.sut.dispose()
+
+        def now(self) -> int:
+            return max(self.sut.model.stream_time, 0)
+
+        @rule(key=keys, value=values, delta=deltas)
+        def put(self, key, value, delta):
+            self.sut.put(key, value, max(0, self.now() + delta))
+
+        @rule(key=keys, value=st.sampled_from(VALUES), start=st.integers(0, 3 * config.retention_period))
+        def put_anywhere(self, key, value, start):
+            self.sut.put(key, value, start)
+
+        @rule(key=keys, delta=deltas, span=spans, at_bound=st.booleans())
+        def fetch(self, key, delta, span, at_bound):
+            if at_bound:  # the fetch lower bound itself, one before or one after it
+                start = max(0, config.lower_bound(self.now()) + max(-1, min(1, delta)))
+            else:
+                start = max(0, self.now() + delta)
+            self.sut.check_fetches(key, start, start + span)
+
+        @rule()
+        def everything(self):
+            self.sut.check_all()
+
+        @rule()
+        def read_committed(self):
+            self.sut.check_read_committed()
+
+        @precondition(lambda self: self.sut.iterator is None)
+        @rule()
+        def open_iterator(self):
+            self.sut.open_iterator()
+
+        @precondition(lambda self: self.sut.iterator is not None)
+        @rule()
+        def drain_iterator(self):
+            self.sut.drain_iterator()
+
+        @rule()
+        def commit(self):
+            self.sut.commit()
+            self.sut.check_read_committed()
+
+        @precondition(lambda self: bool(crash_points))
+        @rule(point=st.sampled_from(crash_points or ["none"]), hit=st.integers(1, 2))
+        def crash_in_commit(self, point, hit):
+            self.sut.crash_in_commit(point, hit)
+            self.sut.check_all()
+            self.sut.check_read_committed()
+
+        @rule()
+        def kill(self):
+            self.sut.kill()
+            self.sut.check_all()
+            self.sut.check_read_committed()
+
+        @rule()
+        def close_and_reopen(self):
+            self.sut.close_and_reopen()
+
+    WindowConformance.__name__ = f"WindowConformance[{spec}]"
+    return WindowConformance
+
+
+# -- the matrix --------------------------------------------------------------------------------------
+
+def run_case(server: WindowStoreServer, spec: str, workload: str, point: str | None) -> None:
+    """One matrix case: commit a base, write a workload (edges, out of order), check every fetch,
+    crash (at ``point`` inside commit, or a kill before it), recover, check; commit again, close and
+    reopen. Raises WindowViolation."""
+    sut = WindowStoreUnderTest(server, spec, f"{workload} × {point or 'kill before commit'}")
+    try:
+        for key in KEYS:
+            sut.put(key, b"v1", 100)
+        sut.put(b"a", b"v2", 95)
+        sut.commit()
+        for key, start, value in workload_puts(workload, sut.model.config):
+            sut.put(key, value, start)
+        sut.check_all()
+        for key in KEYS:
+            sut.check_fetches(key, 0, TOP)
+        sut.check_read_committed()
+        if point is None:
+            sut.kill()
+        else:
+            sut.crash_in_commit(point, 1)
+        sut.check_all()
+        sut.check_read_committed()
+        # Then the workload committed (its edges now in the changelog), a restart, and one more put.
+        for key, start, value in workload_puts(workload, sut.model.config):
+            sut.put(key, value, start)
+        sut.commit()
+        sut.close_and_reopen()
+        sut.put(b"c", b"v2", max(sut.model.stream_time, 0) + 1)
+        sut.check_all()
+    finally:
+        sut.dispose()
+
+
+# -- verify -------------------------------------------------------------------------------------------
+
+def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True) -> dict:
+    """Run validation, the matrix and the state machine against the window store ``spec``; return
+    the verdict object (the shape of the key-value suite's, with ``suite: windows``)."""
+    factory = resolve_window(spec)
+    crash_points = reached_points(spec)
+    probe = factory()
+    config = probe.window_config()
+    capabilities = probe.capabilities() if callable(getattr(probe, "capabilities", None)) else WindowCapabilities()
+    violations: list[Violation] = [replace(v, case="validation") for v in check_validation(factory)]
+    cases: list[str] = ["validation: seed 001's invalid argument combinations"]
+    with WindowStoreServer() as server:
+        for workload, point in matrix_cases(crash_points):
+            name = f"matrix: {workload} × {point or 'kill before commit'}"
+            cases.append(name)
+            try:
+                run_case(server, spec, workload, point)
+            except WindowViolation as exc:
+                violations.append(exc.violation)
+        machine = machine_for(spec, server, crash_points, config)
+        hypothesis_seed(seed)(machine)
+        report: list[str] = []
+        cases.append(f"hypothesis: state machine, {examples} examples × {steps} steps, seed {seed}")
+        try:
+            with with_reporter(report.append):
+                run_state_machine_as_test(machine, settings=settings(
+                    max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
+                    derandomize=False, suppress_health_check=list(HealthCheck),
+                    phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
+                    print_blob=False, report_multiple_bugs=False))
+        except WindowViolation as exc:
+            lines = [*report, *getattr(exc, "__notes__", [])]
+            steps_text = "\n".join(line for line in lines if line.strip())
+            label = "hypothesis (shrunk)" if shrink else "hypothesis (not shrunk)"
+            violations.append(replace(exc.violation, case=f"{label}:\n{steps_text}"))
+    lacking = capabilities.lacking()
+    return {
+        "store": spec,
+        "suite": "windows",
+        "semantics": config.semantics,
+        "verdict": verdict_of(violations),
+        "seed": seed,
+        "cases": cases,
+        "not_checked": [f"{name} (the store declares it lacks it)" for name in lacking],
+        "violations": [v.to_json() for v in violations],
+        "repro": f"eos-harness verify {spec} --seed {seed} --examples {examples} --steps {steps}",
+    }

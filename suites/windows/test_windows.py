@@ -1,0 +1,34 @@
+"""The window store suite users run: ``pytest --pyargs eos_harness.suites.windows --eos-store=module:function``.
+
+Each window store is driven in a real child process and crashed for real; the rules checked are
+those of the semantics the store declares (``window_config().semantics``)."""
+
+from __future__ import annotations
+
+from eos_harness.stores import reached_points
+from eos_harness.stores.window_catalogue import resolve_window
+from eos_harness.suites.windows.checks import check_validation
+from eos_harness.suites.windows.runner import machine_for, run_case
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis.stateful import run_state_machine_as_test
+
+
+def test_argument_validation(eos_window_store):
+    assert check_validation(resolve_window(eos_window_store)) == []
+
+
+def test_crash_matrix(window_matrix_case, window_store_server):
+    spec, workload, point = window_matrix_case
+    run_case(window_store_server, spec, workload, point)
+
+
+def test_state_machine(eos_window_store, window_store_server, eos_seed, pytestconfig):
+    examples = pytestconfig.getoption("eos_examples") or 5
+    config = resolve_window(eos_window_store)().window_config()
+    machine = machine_for(eos_window_store, window_store_server, reached_points(eos_window_store), config)
+    hypothesis_seed(eos_seed)(machine)
+    print(f"seed: {eos_seed}  replay: eos-harness verify {eos_window_store} --seed {eos_seed} --examples {examples}")
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=examples, stateful_step_count=15, deadline=None, database=None,
+        suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink]))

@@ -1,0 +1,50 @@
+"""The window stores against the window suite: every built-in window store passes ``verify``; every
+window mutant fails, named by the check of its mistake (its ``caught_by``); ``eos-harness verify``
+picks the window suite from the store's kind. Each verify is kept small (few examples)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from eos_harness.faces.cli import main
+from eos_harness.stores import builtin_spec, builtin_specs
+from eos_harness.suites.windows.runner import verify
+
+WINDOW_STORES = [s.name for s in builtin_specs() if s.kind == "window-store"]
+WINDOW_MUTANTS = [s.name for s in builtin_specs() if s.kind == "window-mutant"]
+
+
+def test_the_window_stores_and_mutants_are_registered_as_windows():
+    assert {"memory-window", "memory-window-txn", "rocksdb-window", "rocksdb-window-txn"} <= set(WINDOW_STORES)
+    assert len(WINDOW_MUTANTS) == 5
+    assert all(builtin_spec(m).expected_to_fail for m in WINDOW_MUTANTS)
+    assert not any(builtin_spec(s).expected_to_fail for s in WINDOW_STORES)
+
+
+@pytest.mark.parametrize("store", WINDOW_STORES)
+def test_every_window_store_passes(store):
+    result = verify(store, seed=11, examples=3, steps=15, shrink=False)
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["suite"] == "windows"
+    assert any(case.startswith("matrix: edges") for case in result["cases"])
+
+
+@pytest.mark.parametrize("mutant", WINDOW_MUTANTS)
+def test_every_window_mutant_is_caught_by_the_check_naming_its_mistake(mutant):
+    result = verify(mutant, seed=11, examples=3, steps=15, shrink=False)
+    assert result["verdict"] == "fail"
+    caught_by = builtin_spec(mutant).caught_by
+    checks = {v["check"] for v in result["violations"]}
+    assert checks <= set(caught_by), f"{mutant}: caught by {checks}, expected only {caught_by}"
+
+
+def test_verify_picks_the_window_suite_from_the_kind(tmp_path):
+    out = tmp_path / "verdict.json"
+    run = CliRunner().invoke(main, ["verify", "mutant-window-grace-off-by-one", "--seed", "3", "--examples", "1",
+                                    "--no-shrink", "--json", str(out)])
+    assert run.exit_code == 1, run.output
+    verdict = json.loads(out.read_text())
+    assert verdict["suite"] == "windows" and verdict["semantics"] == "seed"
+    assert {v["check"] for v in verdict["violations"]} == {"late_write_dropped"}
