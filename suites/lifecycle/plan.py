@@ -30,7 +30,7 @@ POINT_HITS = {P_MID_BATCH: lambda rng, commit_interval: rng.randint(1, 3 * commi
 
 
 def default_stores() -> list[str]:
-    return [s.name for s in builtin_specs()]
+    return [s.name for s in builtin_specs() if not s.window]  # window stores: the window suite (not yet in chaos)
 
 
 def expected_to_fail(store: str) -> bool:
