@@ -114,7 +114,7 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
         from eos_harness.stores.window_catalogue import is_window_store
 
         if is_window_store(store):
-            from eos_harness.suites.windows.runner import verify_windows
+            from eos_harness.suites.windows.runner import verify as verify_windows
 
             result = verify_windows(store, seed, examples=examples, steps=steps, shrink=shrink)
         else:

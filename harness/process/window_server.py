@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from pathlib import Path
 
 from eos_harness.faults import points
-from eos_harness.process.server import StoreProcess, StoreServer, forkserver_context
+from eos_harness.process.server import StoreProcess, StoreServer, _raised, forkserver_context
 
 __all__ = ["WindowStoreServer"]
 
@@ -69,7 +68,7 @@ def _serve_window(spec: str, directory: str, sys_path: list[str], arms: list[tup
             points.arm(point, hit)
         conn.send(("ok", None))
     except BaseException as exc:  # noqa: BLE001 - report, then die
-        conn.send(("raise", (type(exc).__name__, f"{exc}\n{traceback.format_exc()}")))
+        conn.send(("raise", _raised(exc, with_traceback=True)))
         os._exit(1)
     iterators: dict[int, object] = {}
     counter = [0]
@@ -81,7 +80,7 @@ def _serve_window(spec: str, directory: str, sys_path: list[str], arms: list[tup
         try:
             conn.send(("ok", _call(store, method, args, iterators, counter)))
         except BaseException as exc:  # noqa: BLE001 - the driver decides what an exception means
-            conn.send(("raise", (type(exc).__name__, str(exc))))
+            conn.send(("raise", _raised(exc)))
         if method == "close":
             conn.close()
             os._exit(0)
@@ -90,15 +89,16 @@ def _serve_window(spec: str, directory: str, sys_path: list[str], arms: list[tup
 class WindowStoreServer(StoreServer):
     """Starts window store children; none outlives the ``with`` block."""
 
-    def start(self, spec: str, directory: Path, arms: list[tuple[str, int]] | None = None) -> StoreProcess:
+    def start(self, spec: str, directory: Path, arms: list[tuple[str, int]] | None = None,
+              trace: bool = False) -> StoreProcess:
         ctx = forkserver_context()
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve_window, args=(spec, str(directory), list(sys.path), arms or [], child),
                            daemon=True)
         proc.start()
         child.close()
-        client = StoreProcess(proc, parent)
+        client = StoreProcess(proc, parent, None, self.timeout)
         self.children = [c for c in self.children if c.alive]
         self.children.append(client)
-        client._receive()
+        client._receive("init")
         return client
