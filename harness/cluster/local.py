@@ -223,9 +223,7 @@ class LocalKafka(KafkaCluster):
         java = _java()
         self._classpath = _classpath()
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.nodes = [
-            Node(i + 1, free_port(), free_port(), self.directory / f"node-{i + 1}") for i in range(self.brokers)
-        ]
+        self.nodes = self._new_nodes()
         _LIVE.add(self)
         # If this process is SIGKILLed (no atexit), the watchdog kills the nodes it leaves behind.
         self._watchdog = start_watchdog(str(self.directory))
@@ -248,6 +246,10 @@ class LocalKafka(KafkaCluster):
         except BaseException:
             self.stop()
             raise
+
+    def _new_nodes(self) -> list[Node]:
+        """The cluster's nodes, each with free ports and its own directory (a subclass plans others)."""
+        return [Node(i + 1, free_port(), free_port(), self.directory / f"node-{i + 1}") for i in range(self.brokers)]
 
     def stop(self) -> None:
         """Stop every node (SIGTERM, then SIGKILL of its process group) and remove the directory."""
