@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import click
+from eos_harness.faces.kafka_metadata import kafka_metadata_command
 from eos_harness.faces.lifecycle import chaos_command, console, demo_command, kafka_log_command, run_command
 from eos_harness.faces.params import AT_LEAST_ONE
 from eos_harness.faces.spark import SuiteGroup
@@ -156,6 +157,7 @@ main.add_command(run_command)
 main.add_command(chaos_command)
 main.add_command(demo_command)
 main.add_command(kafka_log_command)
+main.add_command(kafka_metadata_command)
 
 if __name__ == "__main__":
     main()

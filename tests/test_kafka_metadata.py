@@ -1,0 +1,154 @@
+"""KIP-868 on a real KRaft quorum (``eos-harness kafka-metadata``): the checks on decoded metadata
+logs and broker sightings (pure, fast), and the test plan itself against 3 dedicated controllers
+(``kafka``: a CI-sized run; ``slow``: the full one)."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import pytest
+from eos_harness.suites.kafka_metadata.checks import (
+    LogEntry,
+    Observation,
+    check_logs,
+    check_topics,
+    parse_dump,
+    transactions_of,
+)
+from eos_harness.suites.kafka_metadata.runner import Plan, first_data_batch, run
+
+# The start of a real controller log, as Kafka 3.9.1's DumpLogSegments --cluster-metadata-decoder prints it.
+DUMP = """\
+Log starting offset: 0
+baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 \
+partitionLeaderEpoch: 2 isTransactional: false isControl: true deleteHorizonMs: OptionalLong.empty position: 0 \
+CreateTime: 1795444369530 size: 106 magic: 2 compresscodec: none crc: 2349850297 isvalid: true
+| offset: 0 CreateTime: 1795444369530 keySize: 4 valueSize: 34 sequence: -1 headerKeys: [] controlType: LEADER_CHANGE(2)
+baseOffset: 1 lastOffset: 4 count: 4 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 \
+partitionLeaderEpoch: 2 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 106 \
+CreateTime: 1795444370183 size: 145 magic: 2 compresscodec: none crc: 3213416707 isvalid: true
+| offset: 1 CreateTime: 1795444370183 keySize: -1 valueSize: 24 sequence: -1 headerKeys: [] payload: \
+{"type":"BEGIN_TRANSACTION_RECORD","version":0,"data":{"name":"Bootstrap records"}}
+| offset: 2 CreateTime: 1795444370183 keySize: -1 valueSize: 23 sequence: -1 headerKeys: [] payload: \
+{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":21}}
+| offset: 3 CreateTime: 1795444370183 keySize: -1 valueSize: 5 sequence: -1 headerKeys: [] payload: \
+{"type":"ZK_MIGRATION_STATE_RECORD","version":0,"data":{"zkMigrationState":0}}
+| offset: 4 CreateTime: 1795444370183 keySize: -1 valueSize: 4 sequence: -1 headerKeys: [] payload: \
+{"type":"END_TRANSACTION_RECORD","version":0,"data":{}}
+"""
+
+
+def _entry(offset: int, epoch: int, kind: str, **data) -> LogEntry:
+    return LogEntry(offset, epoch, kind, data)
+
+
+def _checks(violations) -> set[str]:
+    return {v.check for v in violations}
+
+
+def test_parse_dump_reads_kafkas_decoder_output():
+    entries = parse_dump(DUMP)
+    assert [(e.offset, e.epoch, e.type) for e in entries] == [
+        (0, 2, "control:LEADER_CHANGE"), (1, 2, "BEGIN_TRANSACTION_RECORD"), (2, 2, "FEATURE_LEVEL_RECORD"),
+        (3, 2, "ZK_MIGRATION_STATE_RECORD"), (4, 2, "END_TRANSACTION_RECORD")]
+    [txn] = transactions_of(entries)
+    assert (txn.begin.data["name"], txn.records, txn.outcome) == ("Bootstrap records", 2, "committed")
+    assert check_logs({1: entries, 2: entries, 3: entries}) == []
+
+
+def test_a_transaction_left_open_is_caught():
+    entries = parse_dump(DUMP)[:3]  # Begin and one record: the End never came
+    found = check_logs({1: entries})
+    assert "transaction_closed" in _checks(found)
+    assert "offset 1" in next(v for v in found if v.check == "transaction_closed").key
+
+
+def test_a_failover_that_cut_a_transaction_must_be_followed_by_an_abort():
+    cut = parse_dump(DUMP)[:3] + [_entry(3, 2, "PARTITION_RECORD"), _entry(4, 3, "control:LEADER_CHANGE")]
+    aborted = cut + [_entry(5, 3, "ABORT_TRANSACTION_RECORD", reason="Controller failover"),
+                     _entry(6, 3, "BEGIN_TRANSACTION_RECORD", name="Bootstrap records"),
+                     _entry(7, 3, "FEATURE_LEVEL_RECORD"), _entry(8, 3, "END_TRANSACTION_RECORD")]
+    assert check_logs({1: aborted}) == []
+    not_aborted = cut + [_entry(5, 3, "REGISTER_BROKER_RECORD")]
+    assert {"abort_after_failover", "transaction_closed"} <= _checks(check_logs({1: not_aborted}))
+    ended_by_new_leader = cut + [_entry(5, 3, "END_TRANSACTION_RECORD")]
+    assert _checks(check_logs({1: ended_by_new_leader})) >= {"abort_after_failover", "transaction_not_interleaved"}
+
+
+def test_interleaving_and_a_second_bootstrap_are_caught():
+    nested = parse_dump(DUMP)[:3] + [_entry(3, 2, "BEGIN_TRANSACTION_RECORD", name="other"),
+                                     _entry(4, 2, "END_TRANSACTION_RECORD")]
+    assert "transaction_not_interleaved" in _checks(check_logs({1: nested}))
+    twice = parse_dump(DUMP) + [_entry(5, 3, "BEGIN_TRANSACTION_RECORD", name="Bootstrap records"),
+                                _entry(6, 3, "END_TRANSACTION_RECORD")]
+    assert _checks(check_logs({1: twice})) == {"bootstrap_once"}
+
+
+def test_controllers_whose_logs_differ_are_caught():
+    entries = parse_dump(DUMP)
+    other = entries[:2] + [_entry(2, 2, "FEATURE_LEVEL_RECORD", name="metadata.version", featureLevel=20)] + entries[3:]
+    found = check_logs({1: entries, 2: other})
+    assert _checks(found) == {"logs_agree"} and found[0].key == "offset 2"
+
+
+def test_partial_and_missing_topics_are_caught():
+    requested = {"a": 1000, "b": 1000}
+    sightings = [Observation(101, "a", 1000, 1000, 1.0), Observation(102, "a", 640, 1000, 1.5)]
+    found = check_topics(requested, sightings, ["a", "b"], {101: {"a": 1000, "b": 1000}, 102: {"a": 1000}})
+    assert [(v.check, v.key) for v in found] == [("topic_never_partial", "broker 102 topic a"),
+                                                 ("acknowledged_topic_whole", "broker 102 topic b")]
+    assert check_topics(requested, sightings[:1], ["a"], {101: {"a": 1000}}) == []
+
+
+def _batch(attributes: int, payload: bytes = b"x" * 30) -> bytes:
+    # A v2 record batch header: baseOffset, batchLength, leaderEpoch, magic, crc, attributes, rest.
+    body = struct.pack(">ibih", 0, 2, 0, attributes) + payload
+    return struct.pack(">qi", 0, len(body)) + body
+
+
+def test_first_data_batch_tells_a_bootstrap_batch_from_a_leader_change(tmp_path):
+    segment = tmp_path / "00000000000000000000.log"
+    segment.write_bytes(_batch(0x20))
+    assert not first_data_batch(segment)
+    segment.write_bytes(_batch(0x20) + _batch(0))
+    assert first_data_batch(segment)
+    assert not first_data_batch(tmp_path / "missing.log")
+
+
+def _assert_run_held(result: dict, plan: Plan) -> None:
+    assert result["error"] is None, result["error"]
+    assert result["violations"] == [] and result["verdict"] == "pass"
+    assert set(result["checks"].values()) == {"pass"}
+    assert result["controller_kills"] == plan.controller_kills
+    assert result["bootstrap_kills"] == plan.bootstrap_kills
+    failover = result["phases"][0]
+    assert failover["topics_acknowledged"] >= plan.topics - plan.controller_kills  # a kill may fail one
+    assert failover["partitions_acknowledged"] == failover["topics_acknowledged"] * plan.partitions
+    assert all(n > 0 for n in failover["broker_polls"].values()) and len(failover["broker_polls"]) == plan.brokers
+    for phase in result["phases"]:
+        # Each controller's log was decoded, and the bootstrap transaction is in it, committed.
+        assert len(phase["transactions"]) == 3
+        for txns in phase["transactions"].values():
+            assert [t["outcome"] for t in txns if t["name"] == "Bootstrap records"].count("committed") == 1
+    for kill in result["phases"][0]["kills"]:
+        assert kill["new_leader"] not in (None, kill["controller"])
+
+
+@pytest.mark.kafka
+def test_kip868_plan_on_a_real_quorum_ci_sized():
+    """One controller kill while 3 topics of 1,000 partitions are created, one bootstrap cut."""
+    plan = Plan(seed=7, topics=3, partitions=1000, controller_kills=1, bootstrap_kills=1, brokers=2,
+                bootstrap_topic=False, settle_seconds=60)
+    started = time.monotonic()
+    result = run(plan)
+    _assert_run_held(result, plan)
+    assert time.monotonic() - started < 180
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_kip868_plan_on_a_real_quorum_full():
+    """Three controller kills while 30 topics of 1,000 partitions are created, two bootstrap cuts."""
+    plan = Plan(seed=868, topics=30, partitions=1000, controller_kills=3, bootstrap_kills=2, brokers=3)
+    _assert_run_held(run(plan), plan)
