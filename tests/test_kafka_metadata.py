@@ -143,7 +143,9 @@ def test_kip868_plan_on_a_real_quorum_ci_sized():
     started = time.monotonic()
     result = run(plan)
     _assert_run_held(result, plan)
-    assert time.monotonic() - started < 180
+    # About 2 minutes on 2 idle cores (3m07s measured with the machine's load average at 20-29);
+    # the bound catches a hang or a run that stopped fitting CI, not a busy machine.
+    assert time.monotonic() - started < 300
 
 
 @pytest.mark.kafka

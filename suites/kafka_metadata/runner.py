@@ -334,13 +334,34 @@ def _decode_all(quorum: KafkaQuorum, extra: dict | None = None) -> dict:
     """Each controller's decoded log (controller id -> entries), plus ``extra`` (key -> segments).
 
     Every controller is running again; the restarted ones get a moment to catch up, then the logs
-    are read at rest (each controller SIGKILLed) so nothing is written while the decoder reads."""
-    time.sleep(2)
-    for node in quorum.controller_nodes():
+    are read at rest (every node SIGKILLed: a broker stopped politely would wait for a controller
+    for its controlled shutdown) so nothing is written while the decoder reads."""
+    _wait_caught_up(quorum)
+    for node in quorum.controller_nodes() + quorum.broker_nodes():
         quorum.kill_node(node.node_id)
     groups = {n.node_id: quorum.metadata_segments(n.node_id) for n in quorum.controller_nodes()}
     texts = decode_metadata_logs({**groups, **(extra or {})})
     return {key: parse_dump(text) for key, text in texts.items()}
+
+
+def _wait_caught_up(quorum: KafkaQuorum, timeout: float = 90.0) -> None:
+    """Block until every controller follows the active one in its epoch and holds at least as much
+    log as the leader had when this began (a restarted controller has truncated what it wrote as a
+    leader that was never committed, and fetched the rest)."""
+    leader = quorum.wait_active_controller(timeout)
+    epoch = (quorum.quorum_state(leader) or {}).get("leaderEpoch")
+
+    def size(node_id: int) -> int:
+        return sum(s.stat().st_size for s in quorum.metadata_segments(node_id))
+
+    def following() -> bool:
+        return all(quorum.alive(n.node_id) and (quorum.quorum_state(n.node_id) or {}).get("leaderEpoch") == epoch
+                   and quorum.quorum_state(n.node_id).get("leaderId") == leader for n in quorum.controller_nodes())
+
+    wait_until(following, timeout, 0.1, f"every controller to follow controller {leader} in epoch {epoch}")
+    target = size(leader)
+    wait_until(lambda: all(size(n.node_id) >= target for n in quorum.controller_nodes()), timeout, 0.1,
+               f"every controller's metadata log to reach {target} bytes (the leader's)")
 
 
 # -- the bootstrap phase --------------------------------------------------------------------------
