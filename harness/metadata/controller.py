@@ -56,11 +56,12 @@ class Controller:
     """One controller instance of epoch ``epoch`` on ``log``; ``emit`` receives its events."""
 
     def __init__(self, log: MetadataLog, epoch: int, max_batch_bytes: int, mistake: str | None = None,
-                 emit=lambda event: None, report_state: bool = True) -> None:
+                 emit=lambda event: None, report_state: bool = True, always_transaction: bool = False) -> None:
         if mistake is not None and mistake not in MISTAKES:
             raise ValueError(f"unknown controller mistake {mistake!r}: choose among {', '.join(MISTAKES)}")
         self.log, self.epoch, self.max_batch_bytes = log, epoch, max_batch_bytes
         self.mistake, self.emit, self.report_state = mistake, emit, report_state
+        self.always_transaction = always_transaction  # wrap a command that fits one batch in Begin … End too
         self.state = Image()
         self.done: set[int] = set()
         self._batches = 0
@@ -124,10 +125,19 @@ class Controller:
                     continue
             self._write(index, batches)
 
+    def execute(self, index: int, command: Command) -> bool:
+        """Write one command (number ``index``) now; False if it was refused (no records)."""
+        records = records_of(command, self.state)
+        if not records:
+            self.emit({"type": "refused", "command": index, "what": str(command)})
+            return False
+        self._write(index, self._batches_of(index, records))
+        return True
+
     def _batches_of(self, index: int, records: list) -> list[list[Entry]]:
         plain = [Entry(RECORD, tuple(r), None, index, self.epoch, _BATCH_ID_PLACEHOLDER) for r in records]
         batches = pack(plain, self.max_batch_bytes)
-        if len(batches) == 1:
+        if len(batches) == 1 and not self.always_transaction:
             return batches  # one atomic batch: no transaction needed
         txn = f"{self.epoch}.{index}"
         entries = ([Entry(BEGIN, None, txn, index, self.epoch, _BATCH_ID_PLACEHOLDER)]
@@ -148,13 +158,13 @@ class Controller:
         return position
 
     def _write(self, index: int, batches: list[list[Entry]]) -> None:
-        transactional = len(batches) > 1
+        transactional = batches[0][0].kind == BEGIN
         for n, batch in enumerate(batches):
             last = n == len(batches) - 1
             if transactional and last:
                 crash_point(P_BEFORE_END)
             position = self._append(batch)
-            if transactional and n == 0:
+            if transactional and n == 0 and not last:
                 crash_point(P_AFTER_BEGIN)
             if transactional and not last:
                 crash_point(P_BETWEEN_BATCHES)
