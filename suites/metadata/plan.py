@@ -1,9 +1,9 @@
 """The metadata suite's plan: a pure function of the seed, the scenarios of a campaign in order.
 
-Coverage first: every crash point of the controller for the real controller (a crash during the
-new controller's abort after a crash that left a partial transaction, a zombie controller frozen
-mid-transaction, a driver kill), interleaved with every mutant, each with a fault that gives its
-mistake a chance to show; then random schedules of one to three faults, forever.
+Coverage first: every mutant, each with a fault that gives its mistake a chance to show, among
+every crash point of the controller for the real controller (a crash during the new controller's
+abort after a crash that left a partial transaction, a zombie controller frozen mid-transaction, a
+driver kill); then random schedules of one to three faults, forever.
 """
 
 from __future__ import annotations
@@ -72,11 +72,12 @@ def _coverage(rng: random.Random) -> list[tuple[str, tuple[Fault, ...]]]:
         (SNAPSHOT_MID_TRANSACTION, ()),
         (INTERLEAVES, ()),
     ]
-    out: list[tuple[str, tuple[Fault, ...]]] = []
-    for i, schedule in enumerate(real):  # a mutant after each real scenario, while there are mutants
+    # Mutants first, two to one, so that a short campaign on a slow broker (Kafka: one broker
+    # transaction per batch) still reaches every mutant: M R M M R M M R R R …
+    out: list[tuple[str, tuple[Fault, ...]]] = [mutants[0]]
+    for i, schedule in enumerate(real):
         out.append((REAL, schedule))
-        if i < len(mutants):
-            out.append(mutants[i])
+        out.extend(mutants[1 + 2 * i:3 + 2 * i])
     return out
 
 
