@@ -30,6 +30,7 @@ __all__ = [
     "armed",
     "crash_point",
     "declare",
+    "declare_for_run",
     "declared",
     "disarm_all",
     "load_declarations",
@@ -68,6 +69,17 @@ def declare(name: str, description: str) -> str:
     if existing is not None and existing.description != description:
         raise ValueError(f"crash point {name!r} declared twice with different meanings")
     _declared[name] = CrashPoint(name, description)
+    return name
+
+
+DECLARED_FOR_RUN = "reached by the store under test but never declared (declared for this run only)"
+
+
+def declare_for_run(name: str) -> str:
+    """Declare ``name`` for this process's run if no module did (a store's own point, found reached
+    by the probe): it can then be armed. Returns the name."""
+    if name not in _declared:
+        _declared[name] = CrashPoint(name, DECLARED_FOR_RUN)
     return name
 
 

@@ -89,12 +89,17 @@ def points_command(as_json: bool) -> None:
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
 @click.option("--store-timeout", type=click.FloatRange(min=0, min_open=True), default=STORE_TIMEOUT_S, show_default=True,
               metavar="SECONDS", help="Bound on each call into the store; a call that takes longer is a store_hang finding.")
+@click.option("--log", "log_path", default=None, metavar="FILE",
+              help="Write the store's own output (its processes' stdout and stderr) here [default: beside --json "
+                   "as NAME.log; without --json, not kept].")
 def verify_command(store: str, seed: int | None, examples: int, steps: int, shrink: bool, json_path: str | None,
-                   store_timeout: float) -> None:
+                   store_timeout: float, log_path: str | None) -> None:
     """Run the conformance suite against STORE (a built-in name or module:function); a window store
     (its kind, or a store with ``window_config``) gets the window store suite."""
+    import os
     import random
     import sys
+    import tempfile
     from pathlib import Path
 
     from eos_harness.faces.lifecycle import console
@@ -104,22 +109,35 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     from eos_harness.verdict import exit_code
     from rich.table import Table
 
-    if json_path:
-        try:
+    if log_path is None and json_path:
+        log_path = str(Path(json_path).with_suffix(".log"))
+    try:
+        if json_path:
             check_output_file(json_path)
-        except RunDirError as exc:
-            raise click.UsageError(str(exc)) from None
+        if log_path:
+            check_output_file(log_path, "--log")
+            Path(log_path).write_text("")  # this run's output only
+    except (RunDirError, OSError) as exc:
+        raise click.UsageError(str(exc)) from None
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     console.print(f"seed: {seed}")
+    kept_log = log_path is not None
+    if log_path is None:  # in the command's temp root, removed at its end
+        fd, log_path = tempfile.mkstemp(prefix="eos-verify-", suffix=".log")
+        os.close(fd)
     try:
+        from eos_harness.process.server import own_output_to
         from eos_harness.stores.window_catalogue import is_window_store
 
-        if is_window_store(store):
+        with own_output_to(log_path):  # the driver's own import of a user's module may print or warn
+            window = is_window_store(store)
+        if window:
             from eos_harness.suites.windows.runner import verify as verify_windows
 
             result = verify_windows(store, seed, examples=examples, steps=steps, shrink=shrink)
         else:
-            result = verify(store, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout)
+            result = verify(store, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
+                            log=log_path)
     except StoreFactoryError as exc:
         raise click.UsageError(str(exc)) from None
     json_error = None
@@ -143,6 +161,15 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
                 console.print(f"#{number} {v['check']}: {v['observed']}\n{v['detail']}", markup=False, highlight=False)
     if result.get("error"):
         console.print(f"error: {result['error']}", markup=False, highlight=False, soft_wrap=True)
+    for warning in result.get("warnings", []):
+        console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    if result.get("points"):
+        console.print("crash points reached: " + ", ".join(
+            f"{p['name']} (crashed {p['crashes']}×{'' if p['declared'] else ', declared for this run'})"
+            for p in result["points"]), markup=False, highlight=False, soft_wrap=True)
+    if Path(log_path).stat().st_size:
+        where = log_path if kept_log else "not kept (keep it with --log FILE, or --json)"
+        console.print(f"the store's output: {where}", markup=False, highlight=False, soft_wrap=True)
     colour = {"pass": "green", "fail": "red"}.get(result["verdict"], "yellow")
     if result["verdict"] == "pass":
         console.print(f"[green]verdict: pass[/] ({len(result['cases'])} cases)")

@@ -9,6 +9,11 @@ the point on the pipe just before it SIGKILLs itself) or the driver's :meth:`Sto
 ``with StoreServer() as server: store = server.start("rocksdb-indexed", directory)`` — every child
 still alive when the block exits is killed and reaped, also when the block raises.
 
+A user's store module (``module:function``) is imported into the zygote once (:func:`preload_store`,
+called by :meth:`StoreServer.start`), so its children start with it loaded as they do with ours.
+Inside :func:`children_output`, every child's stdout and stderr go to a log file, not the terminal;
+a child that dies outside any crash point carries the first lines it wrote (``ChildCrashed.output``).
+
 Every call is bounded (``StoreServer(timeout=…)``, ``--store-timeout``): a store that does not answer
 in time is a :class:`StoreHang` carrying the operation and the child's stack; the child runs the
 store wrapped by :mod:`eos_harness.process.guard`, so a raise or a wrong return type comes back as a
@@ -17,9 +22,12 @@ store wrapped by :mod:`eos_harness.process.guard`, so a raise or a wrong return 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 from eos_harness.faults import points
@@ -33,12 +41,14 @@ from eos_harness.process.guard import (
     stack_and_kill,
 )
 
-__all__ = ["ChildCrashed", "StoreCallError", "StoreHang", "StoreProcess", "StoreServer", "forkserver_context"]
+__all__ = ["ChildCrashed", "StoreCallError", "StoreHang", "StoreProcess", "StoreServer", "children_output",
+           "forkserver_context", "own_output_to", "preload_store"]
 
 PRELOAD = ["eos_harness.stores.catalogue", "eos_harness.runtime", "eos_harness.broker.embedded", "eos_harness.suites.lifecycle.runner",
            "eos_harness.broker.kafka", "eos_harness.metadata.controller", "eos_harness.metadata.reader",
            "rocksdict"]  # (a module that fails to import is skipped)
 CALL_TIMEOUT_S = STORE_TIMEOUT_S  # the default bound on one call (StoreServer(timeout=…))
+OUTPUT_LINES = 20  # how many lines of a dead child's output its ChildCrashed carries
 
 _context = None
 
@@ -51,13 +61,89 @@ def forkserver_context():
     return _context
 
 
-class ChildCrashed(Exception):
-    """The store's process died: at crash point ``point``, or killed by the driver (``point`` None)."""
+def preload_store(spec: str, timeout: float = STORE_TIMEOUT_S) -> str | None:
+    """Import the module of a user's store ``module:function`` into the zygote (once per zygote), so
+    that its children do not each import it again. Returns why it could not (None when loaded, or
+    for a built-in store, which the zygote has already)."""
+    from eos_harness.stores import builtin_spec
 
-    def __init__(self, point: str | None, exitcode: int | None) -> None:
-        super().__init__(f"store process died at {point or 'an unnamed point'} (exit code {exitcode})")
+    if ":" not in spec or builtin_spec(spec) is not None:
+        return None
+    return forkserver_context().preload(spec.partition(":")[0], list(sys.path), timeout)
+
+
+@contextlib.contextmanager
+def children_output(path: str | Path) -> Iterator[Path]:
+    """Within the block, every child's stdout and stderr (and the zygote's imports') are appended to
+    ``path``, not written to the terminal."""
+    ctx = forkserver_context()
+    previous = ctx.output
+    ctx.set_output(str(path))
+    try:
+        yield Path(path)
+    finally:
+        with contextlib.suppress(zygote.ZygoteError, OSError):
+            ctx.set_output(previous)
+
+
+@contextlib.contextmanager
+def own_output_to(path: str | Path) -> Iterator[None]:
+    """Within the block, this process's own stdout and stderr (file descriptors 1 and 2) are appended
+    to ``path``: for the driver's own import of a user's store module, which may print or warn."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved = (os.dup(1), os.dup(2))
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for each in (fd, *saved):
+            os.close(each)
+
+
+def _output_since(offset: int | None, lines: int = OUTPUT_LINES) -> str:
+    """The first ``lines`` lines children wrote to the output file from ``offset`` on ("" if none)."""
+    path = forkserver_context().output
+    if path is None or offset is None:
+        return ""
+    with contextlib.suppress(OSError), open(path, "rb") as log:
+        log.seek(offset)
+        text = log.read(64 * 1024).decode("utf-8", "replace")
+        return "\n".join(text.splitlines()[:lines])
+    return ""
+
+
+def _output_offset() -> int | None:
+    path = forkserver_context().output
+    if path is None:
+        return None
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
+class ChildCrashed(Exception):
+    """The store's process died: at crash point ``point``, or killed by the driver (``point`` None).
+    ``output``: for a death outside any crash point, the first lines the child wrote (when its output
+    goes to a log file, :func:`children_output`)."""
+
+    def __init__(self, point: str | None, exitcode: int | None, output: str = "") -> None:
+        message = f"store process died at {point or 'an unnamed point'} (exit code {exitcode})"
+        if output:
+            message += f"; it wrote:\n{output}"
+        super().__init__(message)
         self.point = point
         self.exitcode = exitcode
+        self.output = output
 
 
 class StoreCallError(Exception):
@@ -106,6 +192,7 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
         store = guarded(resolve(spec))()
         store.init(StoreContext(directory=Path(directory)))
         for point, hit in arms:
+            points.declare_for_run(point)
             points.arm(point, hit)
         conn.send(("ok", None))
     except BaseException as exc:  # noqa: BLE001 - report, then die
@@ -118,6 +205,7 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
             os._exit(0)
         try:
             if method == "arm":
+                points.declare_for_run(args[0])  # a point of the store's own the probe found undeclared
                 points.arm(*args)
                 result = None
             elif method == "disarm":
@@ -144,11 +232,14 @@ class StoreProcess:
     """A client for one store child. ``call(method, *args)`` mirrors the store protocol; read-committed
     view calls are ``rc_get``, ``rc_range``, ``rc_all``."""
 
-    def __init__(self, process, conn, stacks=None, timeout: float = STORE_TIMEOUT_S) -> None:
+    def __init__(self, process, conn, stacks=None, timeout: float = STORE_TIMEOUT_S,
+                 crashes: Counter | None = None, output_offset: int | None = None) -> None:
         self.process = process
         self.conn = conn
         self.stacks = stacks  # the pipe the child writes its stack into on SIGUSR1
         self.timeout = timeout
+        self.crashes = crashes if crashes is not None else Counter()  # crash point -> times it fired
+        self.output_offset = output_offset  # where this child's output starts in the log file
 
     @property
     def pid(self) -> int:
@@ -160,7 +251,9 @@ class StoreProcess:
             self.process.kill()
             self.process.join()
         self._close_pipes()
-        return ChildCrashed(point, self.process.exitcode)
+        if point is not None:
+            self.crashes[point] += 1
+        return ChildCrashed(point, self.process.exitcode, "" if point else _output_since(self.output_offset))
 
     def _close_pipes(self) -> None:
         self.conn.close()
@@ -211,9 +304,11 @@ class StoreProcess:
 class StoreServer:
     """Starts store children and guarantees none outlives the ``with`` block."""
 
-    def __init__(self, timeout: float = STORE_TIMEOUT_S) -> None:
+    def __init__(self, timeout: float = STORE_TIMEOUT_S, crashes: Counter | None = None) -> None:
         self.children: list[StoreProcess] = []
         self.timeout = timeout
+        # crash point -> how many times a child died there
+        self.crashes: Counter[str] = crashes if crashes is not None else Counter()
 
     def __enter__(self) -> StoreServer:
         return self
@@ -225,7 +320,9 @@ class StoreServer:
               trace: bool = False) -> StoreProcess:
         """A child with the store opened (``init``) in ``directory``; raises StoreHang or StoreCallError
         when the store cannot be opened."""
+        preload_store(spec, self.timeout)
         ctx = forkserver_context()
+        offset = _output_offset()
         parent, child = ctx.Pipe()
         stacks, stack_writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_serve, args=(spec, str(directory), list(sys.path), arms or [], child,
@@ -233,7 +330,7 @@ class StoreServer:
         proc.start()
         child.close()
         stack_writer.close()
-        client = StoreProcess(proc, parent, stacks, self.timeout)
+        client = StoreProcess(proc, parent, stacks, self.timeout, self.crashes, offset)
         self.children = [c for c in self.children if c.alive]
         self.children.append(client)
         client._receive("init")

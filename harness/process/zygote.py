@@ -10,7 +10,10 @@ inherits the driver's threads, e.g. librdkafka's or a thread pool's) and forks d
 - the zygote forks, and hands back the child's pid and a *pidfd* (Linux >= 5.3), through which the
   driver waits for, and signals, exactly that process (no pid-reuse race);
 - the zygote reaps its children and reports each exit code (``-9`` for SIGKILL, as
-  multiprocessing does).
+  multiprocessing does);
+- on request it imports more modules (a user's store module, :meth:`ZygoteContext.preload`), so that
+  its children do not each import them again, and sends its own and its children's stdout and stderr
+  to a file (:meth:`ZygoteContext.set_output`).
 
 Children die with the zygote (``PR_SET_PDEATHSIG``), and the zygote kills its children and exits
 when the driver's end of the socket closes; the driver kills live children at exit. So nothing
@@ -90,8 +93,42 @@ def _child(target, args, fds: list[int], keep: set[int], close: list[int]) -> No
         os._exit(code)
 
 
+def _import_all(modules: list[str], sys_path: list[str]) -> dict[str, str]:
+    """Import ``modules`` (after putting ``sys_path`` in front); {module: why it failed}."""
+    import importlib
+
+    sys.path[:0] = [p for p in sys_path if p not in sys.path]
+    failed = {}
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 - the children import it themselves and report it
+            failed[name] = f"{type(exc).__name__}: {exc}"
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    return failed
+
+
+_original_output: tuple[int, int] | None = None
+
+
+def _set_output(fd: int | None) -> None:
+    """Point the zygote's stdout and stderr (and so its children's) at ``fd``; None: back to the originals."""
+    global _original_output
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    if _original_output is None:
+        _original_output = (os.dup(1), os.dup(2))
+    out, err = (fd, fd) if fd is not None else _original_output
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+
+
 def _zygote_main(conn: Connection) -> None:
-    """The zygote's loop: fork on request, reap children, report their exit codes."""
+    """The zygote's loop: fork on request, import modules or redirect output on request, reap
+    children, report their exit codes."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C goes to the driver; it cleans up
     sock = socket.socket(fileno=os.dup(conn.fileno()))
@@ -110,14 +147,25 @@ def _zygote_main(conn: Connection) -> None:
                     conn.send(("exit", pid, os.waitstatus_to_exitcode(status)))
                     continue
                 try:
-                    _, target, args, nfds = conn.recv()
+                    request = conn.recv()
+                    if request[0] == "import":
+                        conn.send(("imported", _import_all(*request[1:])))
+                        continue
+                    if request[0] == "output":
+                        fds = recvfds(sock, 1) if request[1] else []
+                        _set_output(fds[0] if fds else None)
+                        for fd in fds:
+                            os.close(fd)
+                        conn.send(("output set",))
+                        continue
+                    _, target, args, nfds = request
                     fds = recvfds(sock, nfds) if nfds else []
                 except EOFError:
                     return
                 pid = os.fork()
                 if pid == 0:
                     _child(target, args, fds, set(fds),
-                           [conn.fileno(), sock.fileno(), selector.fileno(), *children])
+                           [conn.fileno(), sock.fileno(), selector.fileno(), *children, *(_original_output or ())])
                 for fd in fds:
                     os.close(fd)
                 pidfd = os.pidfd_open(pid)
@@ -187,6 +235,22 @@ class _Zygote:
                 message = self._read_one()
                 if message[0] == "started":
                     return message[1], recvfds(self._sock, 1)[0]
+
+    def request(self, message: tuple, answer: str, fds: list[int] = (), timeout: float | None = None):
+        """Send ``message`` (and ``fds``), return the zygote's ``answer`` message; None after ``timeout``."""
+        deadline = None if timeout is None else _now() + timeout
+        with self._lock:
+            if not self._process.is_alive():
+                raise ZygoteError(f"the zygote (pid {self._process.pid}) is gone (exit code {self._process.exitcode})")
+            self._conn.send(message)
+            if fds:
+                sendfds(self._sock, list(fds))
+            while True:
+                if deadline is not None and not self._conn.poll(max(0.0, deadline - _now())):
+                    return None
+                message = self._read_one()
+                if message[0] == answer:
+                    return message
 
     def exitcode(self, pid: int, wait: float) -> int | None:
         """The exit code of ``pid`` (already dead), as soon as the zygote reports it."""
@@ -289,6 +353,8 @@ class ZygoteContext:
         self._preload = list(preload)
         self._zygote: _Zygote | None = None
         self._lock = threading.Lock()
+        self._imported: dict[str, str | None] = {}  # module -> why it failed in the zygote (None: loaded)
+        self._output: str | None = None
 
     def _get(self) -> _Zygote:
         with self._lock:
@@ -296,8 +362,53 @@ class ZygoteContext:
                 if not hasattr(os, "pidfd_open"):
                     raise ZygoteError("the store server needs Linux >= 5.3 (os.pidfd_open) for its zygote")
                 self._zygote = _Zygote(self._preload)
+                self._imported = {}
                 atexit.register(self.shutdown)
+                if self._output is not None:
+                    self._send_output(self._zygote, self._output)
             return self._zygote
+
+    def preload(self, module: str, sys_path: list[str], timeout: float) -> str | None:
+        """Import ``module`` into the zygote once (its children then start with it loaded). Returns
+        None when it is loaded, else why not (an import that raised, or that took longer than
+        ``timeout``: that zygote is then stopped and a fresh one starts on the next request); the
+        children then import it themselves, and report what goes wrong as they do for any store."""
+        zygote = self._get()
+        if module in self._imported:
+            return self._imported[module]
+        answer = zygote.request(("import", [module], list(sys_path)), "imported", timeout=timeout)
+        if answer is None:
+            why = f"importing {module!r} took longer than {timeout:g} s"
+            self.shutdown()
+        else:
+            why = answer[1].get(module)
+            self._imported[module] = why
+        return why
+
+    @property
+    def output(self) -> str | None:
+        """The file children's stdout and stderr go to (None: the command's own)."""
+        return self._output
+
+    def set_output(self, path: str | None) -> None:
+        """Send the stdout and stderr of every child started from now on (and of the zygote's imports)
+        to the file ``path`` (appended to); None: back to the command's own."""
+        self._output = path
+        with self._lock:
+            zygote = self._zygote
+        if zygote is not None:
+            self._send_output(zygote, path)
+
+    @staticmethod
+    def _send_output(zygote: _Zygote, path: str | None) -> None:
+        if path is None:
+            zygote.request(("output", False), "output set")
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            zygote.request(("output", True), "output set", [fd])
+        finally:
+            os.close(fd)
 
     @staticmethod
     def Pipe(duplex: bool = True):  # noqa: N802 - multiprocessing's name

@@ -167,6 +167,19 @@ class StoreProbe:
                 f"`declare({example!r}, \"what has happened when the point is reached\")`")
 
 
+    def undeclared_warning(self, store: str) -> str | None:
+        """The warning when ``undeclared`` points are declared for the run (verify): names them and
+        says how to declare them (None when every point is declared)."""
+        if not self.undeclared:
+            return None
+        many = len(self.undeclared) > 1
+        names = ", ".join(repr(p) for p in self.undeclared)
+        return (f"store {store!r} reaches crash point{'s' if many else ''} {names}, never declared: declared for "
+                f"this run only. Declare {'them' if many else 'it'} in the store's module, at import time: "
+                f"`from eos_harness.faults.points import declare` and "
+                f"`declare({self.undeclared[0]!r}, \"what has happened when the point is reached\")`")
+
+
 class StoreProbeFailed(RuntimeError):
     """Probing a store found it broke the protocol (``finding``)."""
 

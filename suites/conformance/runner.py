@@ -17,20 +17,30 @@ Checks: ``read_your_own_writes``, ``read_committed_isolation``, ``no_uncommitted
 ``recover_trust``; and about the store's calls themselves (:mod:`eos_harness.process.guard`):
 ``store_hang`` (a call did not return within ``store_timeout``: the suite stops there, with the
 store's stack), ``store_raised`` (with the store's traceback), ``store_return_type``.
-A crash point the store reaches but never declared makes the verdict ``error``: the harness
-cannot arm it, and says how to declare it.
+A crash point the store reaches but never declared is declared for the run (a warning names it and
+says how to declare it) and used like any other. The verdict lists the points reached and how often
+the store crashed at each (``points``); every child's output goes to a log file (``log``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 from eos_harness.models.kv import KVModel
 from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
-from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreServer
+from eos_harness.process.server import (
+    ChildCrashed,
+    StoreCallError,
+    StoreHang,
+    StoreServer,
+    children_output,
+    own_output_to,
+)
 from eos_harness.store import StoreContext
 from eos_harness.stores import probe_store, resolve
 from eos_harness.verdict import Violation, verdict_of
@@ -392,43 +402,54 @@ def run_case(server: StoreServer, spec: str, workload: str, point: str | None) -
 # -- verify -------------------------------------------------------------------------------------------
 
 def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True,
-           store_timeout: float = STORE_TIMEOUT_S) -> dict:
+           store_timeout: float = STORE_TIMEOUT_S, log: str | Path | None = None) -> dict:
     """Run the matrix and the state machine against ``spec``; return the verdict object.
 
     ``shrink=False`` reports the first failing sequence as found, without shrinking it (faster,
     for when only the verdict matters). Every call into the store is bounded by ``store_timeout``
-    seconds; a store that hangs ends the suite with a ``store_hang`` violation."""
-    resolve(spec)  # clear error for a bad spec before any process starts
+    seconds; a store that hangs ends the suite with a ``store_hang`` violation. The store's output
+    (its children's stdout and stderr, its module's import) goes to ``log`` (default: a file in the
+    temp directory)."""
+    if log is None:
+        fd, log = tempfile.mkstemp(prefix="eos-verify-", suffix=".log")
+        os.close(fd)
+    with own_output_to(log):
+        resolve(spec)  # clear error for a bad spec before any process starts
     repro = f"eos-harness verify {spec} --seed {seed} --examples {examples} --steps {steps}"
     if store_timeout != STORE_TIMEOUT_S:
         repro += f" --store-timeout {store_timeout:g}"
     violations: list[Violation] = []
     cases: list[str] = ["probe: open, write, commit, close, reopen, recover (finds the crash points reached)"]
-    probe = probe_store(spec, store_timeout)
-    error = probe.error or probe.undeclared_message(spec)
-    if probe.finding is not None:
-        violations.append(finding_violation(probe.finding, cases[0]))
-    elif probe.error is None:
-        try:
-            _run_suite(spec, seed, examples, steps, shrink, store_timeout, probe.points, violations, cases)
-        except StoreAbandoned as exc:
-            violations.append(exc.violation)
+    crashes: Counter[str] = Counter()
+    with children_output(log):
+        probe = probe_store(spec, store_timeout)
+        reached = [*probe.points, *probe.undeclared]
+        if probe.finding is not None:
+            violations.append(finding_violation(probe.finding, cases[0]))
+        elif probe.error is None:
+            try:
+                _run_suite(spec, seed, examples, steps, shrink, store_timeout, reached, violations, cases, crashes)
+            except StoreAbandoned as exc:
+                violations.append(exc.violation)
     result = {
         "store": spec,
-        "verdict": verdict_of(violations, error=error),
+        "verdict": verdict_of(violations, error=probe.error),
         "seed": seed,
         "cases": cases,
         "violations": [v.to_json() for v in violations],
         "repro": repro,
+        "points": [{"name": p, "declared": p not in probe.undeclared, "crashes": crashes[p]} for p in reached],
+        "warnings": [w for w in [probe.undeclared_warning(spec)] if w],
+        "log": str(log),
     }
-    if error:
-        result["error"] = error
+    if probe.error:
+        result["error"] = probe.error
     return result
 
 
 def _run_suite(spec: str, seed: int, examples: int, steps: int, shrink: bool, store_timeout: float,
-               crash_points: list[str], violations: list[Violation], cases: list[str]) -> None:
-    with StoreServer(timeout=store_timeout) as server:
+               crash_points: list[str], violations: list[Violation], cases: list[str], crashes: Counter) -> None:
+    with StoreServer(timeout=store_timeout, crashes=crashes) as server:
         for workload, point in matrix_cases(crash_points):
             name = f"matrix: {workload} × {point or 'kill before commit'}"
             cases.append(name)

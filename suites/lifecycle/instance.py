@@ -36,7 +36,7 @@ from eos_harness.process.guard import (
     install_stack_dump,
     stack_and_kill,
 )
-from eos_harness.process.server import forkserver_context
+from eos_harness.process.server import forkserver_context, preload_store
 from eos_harness.runtime import Task, TaskConfig
 from eos_harness.suites.lifecycle.schedule import Fault
 
@@ -80,6 +80,7 @@ class Instance:
 
     def __init__(self, config: TaskConfig, fault: Fault | None, mode: str, number: int, history: History,
                  cluster=None, store_timeout: float = STORE_TIMEOUT_S) -> None:
+        preload_store(config.store, store_timeout)  # a user's store module: imported once, into the zygote
         ctx = forkserver_context()
         self.config, self.cluster, self.store_timeout = config, cluster, store_timeout
         self._broker_fault: threading.Thread | None = None
