@@ -1,0 +1,52 @@
+"""What a store implementer sees of ``verify``, through the CLI: a user's store module is imported
+once per run (not once per child), its output goes to the log file and not to the terminal, and a
+crash point of its own that it never declared is used, with a warning, and judged on its behaviour."""
+
+from __future__ import annotations
+
+import json
+
+from tests.test_reliability_store import eos
+
+NOISE = "slow_noisy_store: heavy dependency loaded"  # what the fixture's module warns and prints on import
+
+
+def test_verify_imports_a_user_store_module_once_and_keeps_its_output_off_the_terminal(tmp_path, monkeypatch):
+    imports = tmp_path / "imports.txt"
+    monkeypatch.setenv("EOS_TEST_IMPORT_LOG", str(imports))
+    out = tmp_path / "verdict.json"
+    proc, _ = eos("verify", "slow_noisy_store:make_store", "--seed", "3", "--examples", "4", "--no-shrink",
+                  "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["verdict"] == "pass"
+    # Every case restarted the store in a new child, many times over; the module was imported by the
+    # command itself (to check the factory) and once more, by the zygote all children are forked from.
+    crashes = sum(p["crashes"] for p in result["points"])
+    assert crashes >= 5, result["points"]  # and each crash restarted the store in a new child
+    importers = [line.split()[-1] for line in imports.read_text().splitlines()]
+    assert len(importers) == 2 and len(set(importers)) == 2, importers
+    # Quiet: the terminal shows the verdict, none of the store's warnings; the log file has them.
+    assert NOISE not in proc.stdout + proc.stderr
+    assert "verdict: pass" in proc.stdout
+    assert result["log"] == str(tmp_path / "verdict.log")
+    assert NOISE in (tmp_path / "verdict.log").read_text()
+    assert "UserWarning" in (tmp_path / "verdict.log").read_text()
+    assert f"the store's output: {result['log']}" in proc.stdout.replace("\n", "")
+
+
+def test_an_undeclared_crash_point_where_offsets_are_written_before_data_is_caught_by_atomic_commit(tmp_path):
+    out = tmp_path / "verdict.json"
+    proc, _ = eos("verify", "offsets_first_store:make_store", "--seed", "1", "--examples", "3", "--no-shrink",
+                  "--json", str(out))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert result["verdict"] == "fail"
+    assert {v["check"] for v in result["violations"]} == {"atomic_commit"}, result["violations"]
+    assert any("user.commit.between_files" in v["case"] for v in result["violations"])
+    [warning] = result["warnings"]
+    assert "'user.commit.between_files'" in warning and "declare(" in warning
+    assert result["points"] == [{"name": "user.commit.between_files", "declared": False,
+                                 "crashes": result["points"][0]["crashes"]}]
+    assert result["points"][0]["crashes"] >= 3
+    assert "user.commit.between_files" in proc.stdout and "warning:" in proc.stdout
