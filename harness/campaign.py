@@ -10,10 +10,17 @@ It stops early, keeping what finished, when:
 
 - the command is interrupted (Ctrl-C or SIGTERM): no scenario starts, every process the run
   started is killed, the scenarios cut short are dropped (they have no verdict);
+- ``stop_after`` says so of a finished result (``--until-failure``: the first failure it was
+  looking for): no scenario starts, the running ones are cut short as on an interrupt;
 - the environment is broken: :data:`GIVE_UP_AFTER` scenarios in a row end in ``error`` for the
   same kind of environmental cause (no space left, too many open files, a broker that stopped
   answering), or ``results.jsonl`` cannot be written. Running thousands of error scenarios on a
   full disk tells nothing.
+
+A stopped campaign can be resumed (``--resume RUN_DIR``): its options are kept in the run
+directory (:data:`STATE_FILE`, written when it starts), :func:`finished_results` reads what
+finished from ``results.jsonl``, and ``run_plan(skip=…)`` draws the same plan again, running only
+the scenarios whose plan index has no result yet.
 """
 
 from __future__ import annotations
@@ -25,17 +32,20 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eos_harness.session import STOPPING, kill_started_processes, signal_name
 
-__all__ = ["GIVE_UP_AFTER", "CampaignRun", "environment_cause", "run_plan"]
+__all__ = ["GIVE_UP_AFTER", "STATE_FILE", "UNTIL_FAILURE", "CampaignRun", "ResumeError", "environment_cause",
+           "finished_results", "load_state", "run_plan", "save_state"]
 
 GIVE_UP_AFTER = 3  # environmental errors in a row before the campaign gives up
 STOP_WAIT_S = 5.0  # how long an interrupted campaign waits for its cut-short scenarios to unwind
+STATE_FILE = "campaign.json"  # in the run directory: the campaign's options, what a resume needs
+UNTIL_FAILURE = "until-failure"  # the ``why`` of a campaign stopped by ``stop_after``
 
 _ERRNOS = {
     errno.ENOSPC: "no space left on device (ENOSPC)",
@@ -100,12 +110,15 @@ class CampaignRun:
     stopped: str | None = None  # None: ran to its end; else the message saying why it stopped
     interrupted: BaseException | None = None  # the KeyboardInterrupt (or SIGTERM's) that stopped it
     environment: str | None = None  # the environmental cause it gave up on
+    until: dict | None = None  # the result ``stop_after`` stopped the campaign at
 
     @property
     def stop_json(self) -> dict | None:
         """The campaign JSON's ``stopped`` field."""
         if self.stopped is None:
             return None
+        if self.until is not None:
+            return {"why": UNTIL_FAILURE, "message": self.stopped}
         why = signal_name(self.interrupted) if self.interrupted is not None else "environment"
         return {"why": why, "message": self.stopped}
 
@@ -121,11 +134,16 @@ def run_plan(
     run_alone: Callable[[Any], bool] = lambda scenario: False,
     results_file: Path | None = None,
     fatal: tuple[type[BaseException], ...] = (),
+    skip: Collection[int] = (),
+    stop_after: Callable[[dict], str | None] = lambda result: None,
 ) -> CampaignRun:
-    """Run ``scenarios`` (``run_one(index, scenario)`` → a verdict object) while ``more(started)``.
+    """Run ``scenarios`` (``run_one(index, scenario)`` → a verdict object) while ``more(index)``
+    (``index``: the plan index of the next scenario).
 
     A scenario that raises becomes ``error_result(scenario, exc)`` (with ``"error"``), except for
     ``fatal`` exceptions (the campaign's own input is wrong), which stop the campaign and propagate.
+    ``skip``: plan indices that already have a result (a resumed campaign): drawn, not run.
+    ``stop_after(result)``: a message when the campaign must stop at this result, else None.
     """
     source = iter(scenarios)
     done: queue.Queue = queue.Queue()
@@ -154,6 +172,9 @@ def run_plan(
                 if scenario is None:
                     exhausted = True
                     break
+                if started in skip:  # finished before the campaign was resumed
+                    started += 1
+                    continue
                 if run_alone(scenario) and running:
                     pending = scenario
                     break
@@ -188,25 +209,38 @@ def run_plan(
                     run.stopped = (f"stopped: {run.environment}: cannot write the results to {results_file} "
                                    f"({write_error}); fix it and run again")
             on_result(result)
+            reason = stop_after(result) if run.stopped is None else None
+            if reason is not None:
+                run.until, run.stopped = result, reason
+                _cut_short(done, running)
+                break
             in_a_row = in_a_row + [cause] if cause else []
             if run.stopped is None and len(in_a_row) >= GIVE_UP_AFTER and len(set(in_a_row[-GIVE_UP_AFTER:])) == 1:
                 run.environment = cause
                 run.stopped = (f"stopped: {cause}: the last {GIVE_UP_AFTER} scenarios could not run; fix it and "
                                f"run again (last error: {str(result.get('error'))[:300]})")
     except KeyboardInterrupt as interrupt:
-        STOPPING.set()
-        kill_started_processes()
         run.interrupted = interrupt
         run.stopped = (f"interrupted ({signal_name(interrupt)}): {len(results)} finished scenario(s) kept, "
                        f"{len(running)} cut short and dropped")
-        _drain(done, running)
-        kill_started_processes()  # anything a cut-short scenario started while it unwound
+        _cut_short(done, running)
     finally:
         if jsonl is not None:
             with contextlib.suppress(OSError):
                 jsonl.close()
     run.results = [results[i] for i in sorted(results)]
     return run
+
+
+def _cut_short(done: queue.Queue, running: dict[int, Any]) -> None:
+    """Stop the running scenarios: no process starts any more, every one started is killed, and
+    the scenarios unwind (their results are dropped: they have no verdict)."""
+    if not running:
+        return
+    STOPPING.set()
+    kill_started_processes()
+    _drain(done, running)
+    kill_started_processes()  # anything a cut-short scenario started while it unwound
 
 
 def _drain(done: queue.Queue, running: dict[int, Any]) -> None:
@@ -218,3 +252,59 @@ def _drain(done: queue.Queue, running: dict[int, Any]) -> None:
         except queue.Empty:
             continue
         running.pop(index, None)
+
+
+class ResumeError(ValueError):
+    """A campaign cannot be resumed from this directory (a usage error: nothing was run)."""
+
+
+def save_state(run_dir: Path, state: dict) -> None:
+    """Write the campaign's options (and how long it has run) to ``run_dir``/:data:`STATE_FILE`."""
+    from eos_harness.rundir import write_text
+
+    write_text(Path(run_dir) / STATE_FILE, json.dumps(state, indent=2))
+
+
+def load_state(run_dir: str | Path, suite: str) -> dict:
+    """The options of the campaign of ``suite`` that ran in ``run_dir``, or :class:`ResumeError`
+    saying why it cannot be resumed."""
+    path = Path(run_dir) / STATE_FILE
+    if not Path(run_dir).is_dir():
+        raise ResumeError(f"--resume {run_dir}: no such directory; give the run directory of a stopped campaign")
+    try:
+        state = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ResumeError(f"--resume {run_dir}: holds no campaign ({STATE_FILE} is missing); give the run "
+                          "directory a chaos campaign printed when it stopped") from None
+    except (OSError, ValueError) as exc:
+        raise ResumeError(f"--resume {run_dir}: cannot read {path}: {exc}") from None
+    if not isinstance(state, dict) or "seed" not in state:
+        raise ResumeError(f"--resume {run_dir}: {path} is not a campaign's options (no seed)")
+    if state.get("suite") != suite:
+        raise ResumeError(f"--resume {run_dir}: a campaign of the {state.get('suite')!r} suite; resume it with "
+                          f"eos-harness chaos --suite {state.get('suite')} --resume {run_dir}")
+    return state
+
+
+def finished_results(results_file: Path) -> list[dict]:
+    """The results a campaign's ``results.jsonl`` holds, one per plan index (the last line of an
+    index wins), in plan order. A line cut short (the process was killed while writing it) and a
+    scenario whose error was environmental (no space left, …: it could not run) are left out, so
+    that a resume runs them again."""
+    by_index: dict[int, dict] = {}
+    try:
+        lines = Path(results_file).read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    for line in lines:
+        try:
+            result = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(result, dict) or not isinstance(result.get("index"), int):
+            continue
+        if result.get("verdict") == "error" and environment_cause(result.get("error")):
+            by_index.pop(result["index"], None)
+            continue
+        by_index[result["index"]] = result
+    return [by_index[i] for i in sorted(by_index)]

@@ -23,7 +23,7 @@ __all__ = ["MARKER", "RunDirError", "check_output_file", "claim", "is_marked", "
 MARKER = ".eos-harness-run"
 # What the harness writes at the top of a run directory (a campaign, a lifecycle or Spark scenario).
 HARNESS_MADE = (
-    MARKER, "scenario-*", "[0-9][0-9][0-9]-*", "chaos.json", "results.jsonl", "history.jsonl", "verdict.json",
+    MARKER, "scenario-*", "[0-9][0-9][0-9]-*", "chaos.json", "campaign.json", "results.jsonl", "history.jsonl", "verdict.json",
     "broker.sqlite*", "state", "state-*", "input", "output", "checkpoint", "run-*.config.json", "run-*.log",
     "run-*.report.jsonl", "snapshots",
 )

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from eos_harness.extras import needs_kafka
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, STORE_LIST, WORKLOAD_LIST, require_extra
 from eos_harness.models.workloads import WORKLOADS
@@ -62,11 +63,22 @@ def _run_dir(out: str | None, default: str, overwrite: bool) -> Path:
     return prepare(out or default, overwrite=overwrite, given=out is not None)
 
 
-def _check_json_path(json_path: str | None) -> None:
+def _check_json_path(json_path: str | None, option: str = "--json") -> None:
     from eos_harness.rundir import check_output_file
 
     if json_path:
-        check_output_file(json_path)
+        check_output_file(json_path, option)
+
+
+JUNIT_HELP = ("Write JUnit XML here (for CI): a testsuite per store, a testcase per check, a failure per broken "
+              "check with its violations and replay command.")
+UNTIL_FAILURE_HELP = ("Stop at the first failure of a store expected to pass (a bug found; a mutant caught is "
+                      "expected and does not stop it); when every store is a mutant or unsafe variant, at the first "
+                      "failure (caught). Everything that finished is written.")
+RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM, --until-failure) with its seed and "
+               "options, kept there when it started: the same plan, the scenarios that finished are not run again, "
+               "a --minutes campaign gets the time it had left; the JSON holds every scenario. --json, --junit, "
+               "--workers, --store-timeout and --until-failure may be given anew.")
 
 
 OVERWRITE_HELP = ("Reuse --out if it holds an earlier run's results (only what the harness wrote there is "
@@ -101,11 +113,12 @@ def _violations_table(result: dict) -> Table:
               help="Records processed between two commits of the task.")
 @click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
+@click.option("--junit", "junit_path", default=None, help=JUNIT_HELP)
 @click.option("--out", default=None, help="Run directory (default runs/run-<seed>).")
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
 @store_timeout_option
-def run_command(suite, store, workload, crash_at, broker, records, commit_interval, seed, json_path, out, overwrite,
-                store_timeout):
+def run_command(suite, store, workload, crash_at, broker, records, commit_interval, seed, json_path, junit_path, out,
+                overwrite, store_timeout):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
     from eos_harness.cluster import ClusterError
     from eos_harness.runtime import TaskConfig
@@ -124,6 +137,7 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
         scenario = Scenario(store, workload, seed, schedule, broker=broker, records=records,
                             commit_interval=commit_interval, store_timeout=store_timeout)
         _check_json_path(json_path)
+        _check_json_path(junit_path, "--junit")
         out_dir = _run_dir(out, f"runs/run-{seed}", overwrite)
         with local_broker(broker) as spec:
             try:
@@ -137,6 +151,11 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
     except ClusterError as exc:
         raise _incomplete(exc) from None
     json_error = _write_json(json_path, result)
+    if junit_path:
+        from eos_harness.junit import write_junit
+        from eos_harness.suites.lifecycle.junit import run_suites
+
+        json_error = json_error or write_junit(junit_path, run_suites(result), f"eos-harness run, seed {seed}")
     colour = "green" if result["verdict"] == "pass" else "red"
     took = f" ({result['seconds']} s)" if "seconds" in result else ""
     console.print(f"[{colour}]verdict: {result['verdict']}[/]{took}; crash points hit: "
@@ -240,24 +259,31 @@ def chaos_table(campaign: dict) -> Table:
 
 
 def run_chaos(seed, stores, workloads, minutes, scenarios, out: Path, json_path, workers, broker="embedded",
-              store_timeout=None) -> dict:
-    """Run a campaign in the (prepared) run directory ``out``; print its table; write its JSON."""
+              store_timeout=None, junit_path=None, until_failure=False, resume=False) -> dict:
+    """Run a campaign in the (prepared) run directory ``out`` (``resume``: continue the stopped one
+    there); print its table; write its JSON and JUnit."""
     with local_broker(broker) as spec:
         return _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker,
-                          store_timeout)
+                          store_timeout, junit_path, until_failure, resume)
 
 
 def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker,
-               store_timeout=None) -> dict:
+               store_timeout=None, junit_path=None, until_failure=False, resume=False) -> dict:
+    from eos_harness.campaign import finished_results
     from eos_harness.suites.lifecycle.campaign import run_campaign
 
     out_dir = out
     console.print(f"seed: {seed}   broker: {broker}   results: {out_dir}")
+    finished = len(finished_results(out_dir / "results.jsonl")) if resume else 0
+    if resume:
+        console.print(f"resuming the campaign of {out_dir}: {finished} scenario(s) finished before are kept")
     started = time.monotonic()
     total = scenarios
+    outputs = {"json": str(Path(json_path).absolute()) if json_path else None,
+               "junit": str(Path(junit_path).absolute()) if junit_path else None}
     with Progress(TextColumn("[bold]chaos"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
                   TimeElapsedColumn(), console=console, transient=False) as progress:
-        task = progress.add_task("chaos", total=total, status="")
+        task = progress.add_task("chaos", total=total, completed=finished, status="")
         counts = {"fail": 0, "error": 0}
 
         def on_result(result: dict) -> None:
@@ -269,10 +295,19 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
 
         campaign = run_campaign(seed, out_dir, stores=stores, workloads=workloads, minutes=minutes,
                                 scenarios=scenarios, workers=workers, on_result=on_result, broker=spec,
-                                repro_broker=broker, **({} if store_timeout is None else {"store_timeout": store_timeout}))
+                                repro_broker=broker, until_failure=until_failure, resume=resume, outputs=outputs,
+                                **({} if store_timeout is None else {"store_timeout": store_timeout}))
     campaign["seconds"] = round(time.monotonic() - started, 1)
     json_file = Path(json_path) if json_path else out_dir / "chaos.json"
     json_error = _write_json(json_file, campaign)
+    junit_error = None
+    if junit_path:
+        from eos_harness.junit import write_junit
+        from eos_harness.suites.lifecycle.junit import campaign_suites
+
+        junit_error = write_junit(junit_path, campaign_suites(campaign), f"eos-harness chaos, seed {seed}")
+    # REPORT (issue 17 part 1): the HTML report of the run directory is written here, after the JSON and the
+    # JUnit file, whether the campaign ran to its end or was stopped (Ctrl-C, SIGTERM, --until-failure).
     console.print(chaos_table(campaign))
     summary = campaign["summary"]
     console.print(f"{summary['total']} scenarios in {campaign['seconds']} s "
@@ -304,9 +339,16 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
                       "as far as it could be written", soft_wrap=True)
     else:
         console.print(f"results: {json_file} (histories under {out_dir})")
+    if junit_error:
+        campaign["junit_error"] = junit_error
+        console.print(f"[red]{junit_error}[/]", soft_wrap=True)
+    elif junit_path:
+        console.print(f"JUnit: {junit_path}")
     stopped = campaign.get("stopped")
-    if stopped:  # last, where it is seen: why the campaign did not run to its end
+    if stopped:  # last, where it is seen: why the campaign did not run to its end, and how to go on
         console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
+        console.print(f"to resume: eos-harness chaos --resume {out_dir}", soft_wrap=True, markup=False,
+                      highlight=False)
     return campaign
 
 
@@ -318,7 +360,8 @@ def _campaign_exit(campaign: dict) -> int:
     stopped = campaign.get("stopped") or {}
     if stopped.get("why") in ("SIGINT", "SIGTERM"):
         return 128 + int(getattr(signal, stopped["why"]))
-    return campaign_exit_code(campaign)
+    code = campaign_exit_code(campaign)
+    return EXIT_INCOMPLETE if code == 0 and campaign.get("junit_error") else code
 
 
 @click.command("chaos")
@@ -339,25 +382,60 @@ def _campaign_exit(campaign: dict) -> int:
               "campaign adds broker faults (broker-kill, broker-pause, coordinator-kill, txn-timeout)")
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
 @store_timeout_option
-def chaos_command(suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
-                  store_timeout):
+@click.option("--junit", "junit_path", default=None, help=JUNIT_HELP + " A mutant caught is an expected failure "
+              "(skipped, with its evidence); a mutant not caught is the failure of its testcase 'caught'.")
+@click.option("--until-failure", is_flag=True, help=UNTIL_FAILURE_HELP)
+@click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=RESUME_HELP)
+@click.pass_context
+def chaos_command(ctx, suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
+                  store_timeout, junit_path, until_failure, resume_dir):
     """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
+    from eos_harness.campaign import ResumeError, load_state
     from eos_harness.cluster import ClusterError
     from eos_harness.stores import StoreFactoryError
+    from eos_harness.suites.lifecycle.campaign import SUITE
 
+    if resume_dir is not None:
+        try:
+            state = load_state(resume_dir, SUITE)
+        except ResumeError as exc:
+            raise click.UsageError(str(exc)) from None
+        _refuse_with_resume(ctx, ("stores", "workloads", "minutes", "scenarios", "seed", "out", "broker", "overwrite"))
+        if state.get("finished"):
+            raise click.UsageError(f"--resume {resume_dir}: that campaign ran to its end; nothing to resume "
+                                   "(start a new one, or give a longer one --minutes/--scenarios)")
+        seed, stores, workloads, broker = state["seed"], state["stores"], state["workloads"], state["broker"]
+        minutes, scenarios = state["minutes"], state["scenarios"]
+        # Not the plan: these may be given anew.
+        if ctx.get_parameter_source("workers") is not ParameterSource.COMMANDLINE:
+            workers = state.get("workers", workers)
+        if ctx.get_parameter_source("store_timeout") is not ParameterSource.COMMANDLINE:
+            store_timeout = state.get("store_timeout", store_timeout)
+        until_failure = until_failure or state.get("until_failure", False)
+        json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
     _require_kafka_extra(broker)
     seed = _seed(seed)
     try:
         parse_broker(broker)
         _check_json_path(json_path)
-        out_dir = _run_dir(out, f"runs/chaos-{seed}", overwrite)
+        _check_json_path(junit_path, "--junit")
+        out_dir = Path(resume_dir) if resume_dir is not None else _run_dir(out, f"runs/chaos-{seed}", overwrite)
         campaign = run_chaos(seed, stores, workloads, minutes, scenarios, out_dir, json_path, workers, broker,
-                             store_timeout)
+                             store_timeout, junit_path, until_failure, resume=resume_dir is not None)
     except (StoreFactoryError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
         raise _incomplete(exc) from None
     sys.exit(_campaign_exit(campaign))
+
+
+def _refuse_with_resume(ctx: click.Context, names: tuple[str, ...]) -> None:
+    """A usage error when an option that shapes the plan is given with --resume (the campaign keeps its own)."""
+    given = [f"--{name.replace('_', '-')}" for name in names
+             if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: a resumed campaign keeps the options it started with "
+                               "(the same plan); drop them, or start a new campaign")
 
 
 @click.command("demo")

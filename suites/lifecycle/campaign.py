@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from eos_harness.campaign import run_plan
+from eos_harness.campaign import UNTIL_FAILURE, finished_results, load_state, run_plan, save_state
 from eos_harness.models.workloads import WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
 from eos_harness.rundir import claim
@@ -40,6 +40,8 @@ from eos_harness.suites.lifecycle.plan import (
 )
 from eos_harness.suites.lifecycle.runner import Scenario, ScheduleError, error_verdict, run_scenario, verdict
 from eos_harness.verdict import ERROR, FAIL, exit_code
+
+SUITE = "eos"  # how campaign.json names this suite (``--suite eos``)
 
 
 @dataclass
@@ -78,13 +80,22 @@ def run_campaign(
     broker: str = "embedded",
     repro_broker: str | None = None,
     store_timeout: float = STORE_TIMEOUT_S,
+    until_failure: bool = False,
+    resume: bool = False,
+    outputs: dict | None = None,
 ) -> dict:
     """Run a campaign; returns the chaos JSON object (``seed``, ``minutes``, ``scenarios``, ``summary``).
 
     Each store is first probed once in a child (:func:`probe_stores`): a store that hangs, raises or
     returns a wrong type there is a result of its own (verdict ``fail``, ``"probe": true``) and is not
     planned; one that reaches a crash point it never declared is an ``error`` result and is planned
-    without that point."""
+    without that point.
+
+    The options are kept in ``out_dir`` (:data:`~eos_harness.campaign.STATE_FILE`, with ``outputs``:
+    the JSON and JUnit paths) so that a stopped campaign can be resumed: ``resume`` continues the
+    campaign of ``out_dir`` (the same options, the same plan) with the scenarios that have no result
+    yet, and for ``minutes`` the time it had left; its JSON holds every result. ``until_failure``:
+    stop at the first failure :func:`until_failure_rule` looks for."""
     stores = stores or default_stores()
     for store in stores:
         resolve(base_store(store))
@@ -94,16 +105,38 @@ def run_campaign(
             raise ValueError(f"unknown workload {wl!r}: choose among {', '.join(WORKLOADS)}")
     if minutes is None and scenarios is None:
         minutes = 1.0
-    deadline = time.monotonic() + minutes * 60 if minutes is not None else None
-    claim(out_dir)
+    earlier: list[dict] = []
+    spent = 0.0
+    if resume:
+        earlier, spent = finished_results(out_dir / "results.jsonl"), load_state(out_dir, SUITE).get("spent_seconds", 0.0)
+    else:
+        claim(out_dir)
+    started = time.monotonic()
+    deadline = started + minutes * 60 - spent if minutes is not None else None
+    state = {"suite": SUITE, "seed": seed, "stores": stores, "workloads": workloads, "minutes": minutes,
+             "scenarios": scenarios, "broker": repro_broker or broker, "workers": workers,
+             "store_timeout": store_timeout, "until_failure": until_failure, **(outputs or {}),
+             "spent_seconds": spent, "finished": False}
+    save_state(out_dir, state)
+
+    def recorded(result: dict) -> None:
+        state["spent_seconds"] = round(spent + time.monotonic() - started, 3)
+        save_state(out_dir, state)
+        on_result(result)
+
     faults = kafka_faults(broker)
     reached, probed = probe_stores(stores, seed, store_timeout, broker, workers)
     for result in probed:
         on_result(result)
+    stop_after = until_failure_rule(stores) if until_failure else lambda result: None
+    # A store expected to pass that broke the protocol in its probe is the failure --until-failure looks for.
+    stopped_by_probe = next((reason for reason in map(stop_after, probed) if reason is not None), None)
     planned = [s for s in stores if s in reached]
     source = (replace(scenario, store_timeout=store_timeout)
               for scenario in plan(seed, planned, workloads, broker=broker, broker_faults=faults,
                                    repro_broker=repro_broker, reached=reached)) if planned else iter(())
+    if stopped_by_probe is not None:
+        source = iter(())
 
     def more(started: int) -> bool:
         if not started:
@@ -115,20 +148,45 @@ def run_campaign(
     # A fault that kills or stops a broker hits every scenario on the cluster, not only its own:
     # such a scenario runs alone, after the running ones finish.
     run = run_plan(source, lambda index, scenario: run_scenario(scenario, out_dir / f"scenario-{index:05d}", False),
-                   workers=workers, more=more, run_alone=affects_cluster, on_result=on_result,
+                   workers=workers, more=more, run_alone=affects_cluster, on_result=recorded,
                    error_result=error_verdict, results_file=out_dir / "results.jsonl",
-                   fatal=(ScheduleError, StoreFactoryError))
+                   fatal=(ScheduleError, StoreFactoryError), skip={r["index"] for r in earlier},
+                   stop_after=stop_after)
+    stop_json = run.stop_json or ({"why": UNTIL_FAILURE, "message": stopped_by_probe} if stopped_by_probe else None)
+    state.update(spent_seconds=round(spent + time.monotonic() - started, 3), finished=stop_json is None)
+    save_state(out_dir, state)
+    results = sorted(earlier + run.results, key=lambda r: r["index"])
     campaign = {
         "seed": seed,
         "broker": repro_broker or broker,
         "kafka_faults": faults,
         "minutes": minutes,
-        "scenarios": probed + run.results,
-        "summary": summarize(probed + run.results, stores),
+        "scenarios": probed + results,
+        "summary": summarize(probed + results, stores),
     }
-    if run.stopped is not None:
-        campaign["stopped"] = run.stop_json
+    if until_failure:
+        campaign["until_failure"] = True
+    if stop_json is not None:
+        campaign["stopped"] = stop_json
     return campaign
+
+
+def until_failure_rule(stores: list[str]) -> Callable[[dict], str | None]:
+    """What ``--until-failure`` stops at: the first failure of a store expected to pass (a bug
+    found); a mutant's failure is what the campaign expects, so it goes on. Only when every store
+    of the campaign is expected to fail (``--stores mutant-x``) does the first failure of any stop
+    it: the mutant was caught, there is nothing else to find."""
+    hunted = {s for s in stores if not expected_to_fail(s)} or set(stores)
+
+    def stop(result: dict) -> str | None:
+        if result["verdict"] != FAIL or result["store"] not in hunted:
+            return None
+        checks = ", ".join(sorted({v["check"] for v in result["violations"]}))
+        where = "the probe" if result.get("probe") else f"scenario {result['index']}"
+        return (f"stopped at the first failure (--until-failure): {where} ({result['store']}) "
+                f"broke {checks}; replay: {result['repro']}")
+
+    return stop
 
 
 def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: str,
@@ -198,9 +256,12 @@ def campaign_exit_code(campaign: dict) -> int:
     """The exit code of a campaign (:func:`eos_harness.verdict.exit_code`): 1 for an unexpected result,
     else 3 if it did not test what it planned (a scenario that could not be run to its end, a scheduled
     fault that could not be injected, a campaign stopped early or whose JSON could not be written), else 0.
-    A campaign stopped early is judged on its real stores only: a mutant not yet caught says nothing."""
+    A campaign stopped early is judged on its real stores only: a mutant not yet caught says nothing.
+    Stopped by ``--until-failure``, it ran as asked: not incomplete."""
     summary = campaign["summary"]
-    cut_short = campaign.get("stopped") is not None or bool(campaign.get("json_error"))
+    stopped = campaign.get("stopped")
+    cut_short = stopped is not None or bool(campaign.get("json_error"))
     unexpected = [s for s in summary["unexpected"] if not cut_short or summary["stores"][s]["expected"] == "pass"]
+    incomplete = (cut_short and (stopped or {}).get("why") != UNTIL_FAILURE) or bool(campaign.get("json_error"))
     return exit_code([r["verdict"] for r in campaign["scenarios"]], unexpected=bool(unexpected),
-                     incomplete=cut_short or bool(summary.get("fault_errors")))
+                     incomplete=incomplete or bool(summary.get("fault_errors")))

@@ -1,0 +1,169 @@
+"""JUnit XML of any suite's results, so that a CI system shows each broken promise where it shows
+every other test failure.
+
+The mapping, the same for every suite: a ``<testsuite>`` per store (or Spark pipeline
+configuration), a ``<testcase>`` per check (promise) of the suite, named by the check. A check
+that never fired is a passing testcase. A check that fired is a ``<failure>`` whose message names
+the check, how many scenarios broke it, the first violation (key, expected, observed) and the
+command that replays it; its text lists the first few scenarios with their violations and repro
+commands. Scenarios that could not be run to their end are an ``<error>`` of the testcase
+``completed``. The JUnit file agrees with the exit code: a failure a campaign expects (a mutant
+caught) is not a JUnit failure but ``<skipped type="expected-failure">`` with the same evidence
+(as pytest reports an ``xfail``), and a mutant that was *not* caught is the failure of its
+testcase ``caught``.
+
+The suites turn their results into :class:`Case` lists (``suites/<suite>/junit.py``); this module
+groups violations and writes the file with ``junitparser``.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["COMPLETED", "Case", "Scenario", "Suite", "check_cases", "completed_case", "write_junit"]
+
+PASSED, FAILED, ERRORED, SKIPPED, EXPECTED_FAILURE = "passed", "failed", "error", "skipped", "expected-failure"
+COMPLETED = "completed"  # the testcase that every scenario ran to its end (errors land here)
+SHOWN_SCENARIOS = 5  # scenarios listed in a testcase's text
+SHOWN_VIOLATIONS = 3  # violations listed per scenario
+VALUE_CHARS = 300  # a key, expected or observed value is cut to this many characters
+
+
+@dataclass(frozen=True)
+class Case:
+    """One ``<testcase>``: ``outcome`` one of passed, failed, error, skipped, expected-failure."""
+
+    name: str
+    classname: str
+    outcome: str = PASSED
+    message: str = ""
+    text: str = ""
+    seconds: float | None = None
+
+
+@dataclass
+class Suite:
+    """One ``<testsuite>``: a store or a pipeline configuration, its checks as cases."""
+
+    name: str
+    cases: list[Case] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What a testcase says of one scenario: where it is in the plan, its replay command, its
+    counted violations (as JSON dicts) and, for one that could not finish, why."""
+
+    label: str  # "scenario 12", "run 0", …
+    repro: str
+    violations: Sequence[dict] = ()
+    error: str | None = None
+
+
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_safe(text: str) -> str:
+    """``text`` with the characters XML 1.0 cannot hold (NUL, other control characters) escaped."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _cut(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS] + f"… ({len(text)} chars)"
+
+
+def describe_violation(violation: dict) -> str:
+    event = violation.get("event")
+    where = f" (event {event})" if event is not None else ""
+    case = violation.get("case")
+    steps = f"\n      case: {_cut(case)}" if case else ""
+    return (f"key={_cut(violation.get('key'))} expected={_cut(violation.get('expected'))} "
+            f"observed={_cut(violation.get('observed'))}{where}{steps}")
+
+
+def _scenario_lines(scenarios: Sequence[Scenario], check: str | None) -> str:
+    lines = []
+    for scenario in scenarios[:SHOWN_SCENARIOS]:
+        lines.append(f"{scenario.label}: {scenario.repro}")
+        if scenario.error is not None:
+            lines.append(f"    error: {_cut(scenario.error)}")
+        mine = [v for v in scenario.violations if check is None or v.get("check") == check]
+        lines.extend(f"    {v.get('check')}: {describe_violation(v)}" for v in mine[:SHOWN_VIOLATIONS])
+        if len(mine) > SHOWN_VIOLATIONS:
+            lines.append(f"    … {len(mine) - SHOWN_VIOLATIONS} more violation(s) of {check}")
+    if len(scenarios) > SHOWN_SCENARIOS:
+        lines.append(f"… {len(scenarios) - SHOWN_SCENARIOS} more scenario(s)")
+    return "\n".join(lines)
+
+
+def check_cases(classname: str, checks: Iterable[str], scenarios: Sequence[Scenario], total: int,
+                expected_to_fail: bool = False) -> list[Case]:
+    """A case per check (``checks`` first, in their order, then any other check that fired): passed
+    when no scenario broke it, else failed (``expected-failure`` for a store expected to fail) with
+    the first violation and its replay command in the message."""
+    names = list(dict.fromkeys([*checks, *(v.get("check") for s in scenarios for v in s.violations)]))
+    cases = []
+    for check in names:
+        broke = [s for s in scenarios if any(v.get("check") == check for v in s.violations)]
+        if not broke:
+            cases.append(Case(check, classname))
+            continue
+        first = next(v for v in broke[0].violations if v.get("check") == check)
+        outcome = EXPECTED_FAILURE if expected_to_fail else FAILED
+        prefix = "expected failure (caught): " if expected_to_fail else ""
+        message = (f"{prefix}{check} broken in {len(broke)} of {total} scenario(s); first: "
+                   f"{describe_violation(first)}; replay: {broke[0].repro}")
+        cases.append(Case(check, classname, outcome, message, _scenario_lines(broke, check)))
+    return cases
+
+
+def completed_case(classname: str, scenarios: Sequence[Scenario], total: int) -> Case:
+    """The case ``completed``: an error when some scenario could not be run to its end (or a
+    scheduled fault could not be injected: ``error`` set on its :class:`Scenario`)."""
+    cut = [s for s in scenarios if s.error is not None]
+    if not cut:
+        return Case(COMPLETED, classname)
+    message = (f"{len(cut)} of {total} scenario(s) could not be run to their end; first: "
+               f"{_cut(cut[0].error)}; replay: {cut[0].repro}")
+    return Case(COMPLETED, classname, ERRORED, message, _scenario_lines(cut, None))
+
+
+def write_junit(path: str | Path, suites: Sequence[Suite], name: str) -> str | None:
+    """Write the JUnit XML file (via a temporary file renamed into place); returns why it could not
+    be written, or None."""
+    from eos_harness.rundir import write_text
+    from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
+
+    xml = JUnitXml(name)
+    for suite in suites:
+        junit_suite = TestSuite(suite.name)
+        for key, value in suite.properties.items():
+            junit_suite.add_property(key, str(value))
+        for case in suite.cases:
+            testcase = TestCase(case.name, case.classname, case.seconds)
+            message = _xml_safe(case.message)
+            if case.outcome == FAILED:
+                testcase.result = [Failure(message, "violation")]
+            elif case.outcome == ERRORED:
+                testcase.result = [Error(message, "error")]
+            elif case.outcome in (SKIPPED, EXPECTED_FAILURE):
+                testcase.result = [Skipped(message, case.outcome)]
+            if case.text and testcase.result:
+                testcase.result[0].text = _xml_safe(case.text)
+            junit_suite.add_testcase(testcase)
+        junit_suite.update_statistics()
+        xml.add_testsuite(junit_suite)
+    xml.update_statistics()
+    buffer = io.BytesIO()
+    xml.write(buffer)
+    try:
+        write_text(Path(path), buffer.getvalue().decode("utf-8"))
+    except OSError as exc:
+        return f"could not write {path}: {exc.strerror or exc}"
+    return None

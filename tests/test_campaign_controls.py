@@ -1,0 +1,218 @@
+"""Campaign controls and JUnit, through the CLI as a user runs it: Ctrl-C keeps and writes what
+finished and says how to resume; ``--resume`` completes the same plan; ``--until-failure`` stops at
+the failure it looks for; ``--junit`` is read back by a JUnit parser (``junitparser``) as CI reads it.
+
+A "real" store with a bug is a mutant given by its factory (``eos_harness.stores.mutants:…``): the
+harness judges a ``module:function`` store as a user's store, expected to pass.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+from junitparser import Failure, JUnitXml, Skipped
+
+EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
+BUGGY_REAL_STORE = "eos_harness.stores.mutants:RecoverKeepsUncommitted"  # fails in its first scenario
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([EOS_BIN, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def start(*args: str) -> subprocess.Popen:
+    """The CLI in its own session (so that the SIGINT we send is the only one it gets)."""
+    return subprocess.Popen([EOS_BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def interrupt(proc: subprocess.Popen, sig: int = signal.SIGINT) -> tuple[str, float, list[psutil.Process]]:
+    """Send ``sig``; returns the output, how long the command took to exit, and what it had started."""
+    started = psutil.Process(proc.pid).children(recursive=True)
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    output, _ = proc.communicate(timeout=60)
+    return output, time.monotonic() - sent, started
+
+
+def wait_for_results(run_dir: Path, count: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    results = run_dir / "results.jsonl"
+    while time.monotonic() < deadline and proc.poll() is None:
+        if results.exists() and len(results.read_text().splitlines()) >= count:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {count} results after {timeout} s (exit {proc.poll()})")
+
+
+def scenario_keys(campaign: dict) -> list[tuple]:
+    return [(r["index"], r["store"], r["workload"], tuple(r["schedule"]), r["seed"], r["verdict"])
+            for r in campaign["scenarios"]]
+
+
+def junit_cases(path: Path) -> dict[tuple[str, str], object]:
+    """(testsuite, testcase) → the testcase, as a JUnit parser reads the file."""
+    return {(suite.name, case.name): case for suite in JUnitXml.fromfile(str(path)) for case in suite}
+
+
+def results_of(case) -> list:
+    return list(case.result)
+
+
+def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_continues_the_plan(tmp_path):
+    from eos_harness.models.workloads import WORKLOADS
+    from eos_harness.suites.lifecycle.plan import default_stores, plan
+
+    out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
+    proc = start("chaos", "--minutes", "1", "--seed", "7", "--workers", "2", "--out", str(out), "--junit", str(junit))
+    time.sleep(8)
+    output, took, children = interrupt(proc)
+    assert proc.returncode == 130, output
+    assert took < 8, f"Ctrl-C took {took:.1f} s to stop the campaign"
+    assert children, "the campaign had started no process: nothing was tested"
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE], "left running"
+    assert f"to resume: eos-harness chaos --resume {out}" in output
+    campaign = json.loads((out / "chaos.json").read_text())
+    assert campaign["stopped"]["why"] == "SIGINT"
+    finished = scenario_keys(campaign)
+    assert finished, "no scenario finished in 8 s"
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["index"] for line in lines) == [k[0] for k in finished]
+    cases = junit_cases(junit)  # the JUnit file of the stopped campaign: its stores that ran
+    ran = {r["store"] for r in campaign["scenarios"]}
+    assert {suite for suite, _ in cases if (suite, "completed") in cases} == ran
+
+    # Resumed, then stopped again (SIGTERM) a few seconds in: the scenarios are the plan's, by index,
+    # those finished before are kept as they were, none ran twice.
+    proc = start("chaos", "--resume", str(out))
+    wait_for_results(out, len(lines) + 1, proc)
+    output, _, _ = interrupt(proc, signal.SIGTERM)
+    assert proc.returncode == 143, output
+    assert "resuming the campaign" in output and f"--resume {out}" in output
+    resumed = json.loads((out / "chaos.json").read_text())
+    keys = scenario_keys(resumed)
+    assert len(keys) > len(finished) and set(finished) <= set(keys)
+    assert len({k[0] for k in keys}) == len(keys)
+    expected_plan = plan(7, default_stores(), list(WORKLOADS))
+    by_index = {}
+    for index, scenario in enumerate(expected_plan):
+        if index > max(k[0] for k in keys):
+            break
+        by_index[index] = (scenario.store, scenario.workload, tuple(map(str, scenario.schedule)), scenario.seed)
+    assert [k[1:5] for k in keys] == [by_index[k[0]] for k in keys]
+    assert json.loads((out / "campaign.json").read_text())["spent_seconds"] > 8
+
+
+def test_resume_completes_an_interrupted_campaign_as_an_uninterrupted_run_would(tmp_path):
+    args = ["--stores", "mutant-split-offsets-write,memory", "--scenarios", "12", "--seed", "7", "--workers", "2"]
+    out, junit = tmp_path / "stopped", tmp_path / "stopped.xml"
+    proc = start("chaos", *args, "--out", str(out), "--junit", str(junit))
+    wait_for_results(out, 3, proc)
+    output, _, _ = interrupt(proc)
+    assert proc.returncode == 130, output
+    stopped = scenario_keys(json.loads((out / "chaos.json").read_text()))
+    assert 3 <= len(stopped) < 12
+
+    refused = cli("chaos", "--resume", str(out), "--seed", "8")
+    assert refused.returncode == 2 and "--seed" in refused.stderr and "keeps the options" in refused.stderr
+    resumed = cli("chaos", "--resume", str(out))  # the JUnit path too is the campaign's own
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    whole = cli("chaos", *args, "--out", str(tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+
+    union = json.loads((out / "chaos.json").read_text())
+    uninterrupted = json.loads((tmp_path / "whole" / "chaos.json").read_text())
+    assert scenario_keys(union) == scenario_keys(uninterrupted)
+    assert [k[0] for k in scenario_keys(union)] == list(range(12))
+    assert set(stopped) <= set(scenario_keys(union))
+    assert union["summary"] == uninterrupted["summary"]
+    assert "stopped" not in union
+    again = cli("chaos", "--resume", str(out))
+    assert again.returncode == 2 and "ran to its end" in again.stderr
+
+    # The JUnit file rewritten by the resume: the mutant's broken check is an expected failure with
+    # its evidence, it is caught; every testcase of the real store passes.
+    cases = junit_cases(junit)
+    atomic = results_of(cases[("mutant-split-offsets-write", "atomic_commit")])
+    assert len(atomic) == 1 and isinstance(atomic[0], Skipped) and atomic[0].type == "expected-failure"
+    assert "eos-harness run --store mutant-split-offsets-write" in atomic[0].message
+    assert "observed=" in atomic[0].message
+    assert cases[("mutant-split-offsets-write", "caught")].is_passed
+    memory = [case for (suite, _), case in cases.items() if suite == "memory"]
+    assert memory and all(case.is_passed for case in memory)
+
+
+def test_until_failure_stops_a_mutant_campaign_at_its_first_failure(tmp_path):
+    out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
+    proc = start("chaos", "--until-failure", "--stores", "mutant-split-offsets-write", "--seed", "7",
+                 "--minutes", "5", "--out", str(out), "--junit", str(junit))
+    first_failure = None
+    while proc.poll() is None:  # when the failure is recorded, as results.jsonl shows it
+        results = out / "results.jsonl"
+        if first_failure is None and results.exists() and '"verdict": "fail"' in results.read_text():
+            first_failure = time.monotonic()
+        time.sleep(0.1)
+    stopped_after = time.monotonic() - (first_failure or time.monotonic())
+    output = proc.stdout.read()
+    assert proc.returncode == 0, output  # the mutant was caught: what was expected
+    campaign = json.loads((out / "chaos.json").read_text())
+    failing = [r for r in campaign["scenarios"] if r["verdict"] == "fail"]
+    assert len(failing) == 1, "it must stop at the first failure"
+    assert campaign["stopped"]["why"] == "until-failure"
+    assert failing[0]["repro"] in campaign["stopped"]["message"] and failing[0]["repro"] in output
+    assert stopped_after < 10, f"it went on for {stopped_after:.1f} s after the failure"
+    assert f"--resume {out}" in output
+    case = junit_cases(junit)[("mutant-split-offsets-write", "atomic_commit")]
+    assert isinstance(results_of(case)[0], Skipped)
+
+
+def test_until_failure_goes_past_caught_mutants_and_stops_at_a_real_store_failing(tmp_path):
+    out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
+    result = cli("chaos", "--until-failure", "--stores", f"mutant-recover-keeps-uncommitted,{BUGGY_REAL_STORE}",
+                 "--seed", "7", "--minutes", "5", "--out", str(out), "--junit", str(junit))
+    assert result.returncode == 1, result.stdout + result.stderr  # a store expected to pass failed
+    campaign = json.loads((out / "chaos.json").read_text())
+    caught = [r for r in campaign["scenarios"] if r["store"] == "mutant-recover-keeps-uncommitted"]
+    real = [r for r in campaign["scenarios"] if r["store"] == BUGGY_REAL_STORE]
+    assert any(r["verdict"] == "fail" for r in caught), "the mutant's failures did not stop the campaign"
+    assert [r["verdict"] for r in real] == ["fail"]
+    assert real[0]["repro"] in campaign["stopped"]["message"]
+
+    # JUnit: one failure per check the real store broke, each with its violation and replay command.
+    cases = junit_cases(junit)
+    broken = sorted({v["check"] for v in real[0]["violations"]})
+    failures = {name: results_of(case) for (suite, name), case in cases.items()
+                if suite == BUGGY_REAL_STORE and not case.is_passed}
+    assert sorted(failures) == broken
+    for name in broken:
+        (failure,) = failures[name]
+        assert isinstance(failure, Failure)
+        assert real[0]["repro"] in failure.message and "expected=" in failure.message
+        assert real[0]["repro"] in failure.text
+    assert all(not isinstance(r, Failure) for (suite, _), case in cases.items()
+               if suite == "mutant-recover-keeps-uncommitted" for r in results_of(case))
+
+
+def test_junit_path_is_checked_before_anything_runs(tmp_path):
+    result = cli("chaos", "--scenarios", "1", "--out", str(tmp_path / "out"), "--junit",
+                 str(tmp_path / "missing" / "x.xml"))
+    assert result.returncode == 2 and "--junit" in result.stderr and "does not exist" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_junit_has_a_failure_per_broken_check(tmp_path):
+    command = ["run", "--store", BUGGY_REAL_STORE, "--crash-at", "task.process.mid_batch@11", "--seed", "1"]
+    junit = tmp_path / "run.xml"
+    result = cli(*command, "--out", str(tmp_path / "run"), "--junit", str(junit))
+    assert result.returncode == 1, result.stdout + result.stderr
+    cases = junit_cases(junit)
+    failed = [name for (_, name), case in cases.items() if not case.is_passed]
+    assert failed and all(f"--store {BUGGY_REAL_STORE}" in results_of(cases[(BUGGY_REAL_STORE, name)])[0].message
+                          for name in failed)
+    assert cases[(BUGGY_REAL_STORE, "completed")].is_passed
