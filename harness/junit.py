@@ -78,10 +78,11 @@ def _cut(value: object) -> str:
     return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS] + f"… ({len(text)} chars)"
 
 
-def describe_violation(violation: dict) -> str:
+def describe_violation(violation: dict, with_case: bool = True) -> str:
+    """``key=… expected=… observed=… (event n)``, then the conformance case's steps when ``with_case``."""
     event = violation.get("event")
     where = f" (event {event})" if event is not None else ""
-    case = violation.get("case")
+    case = violation.get("case") if with_case else None
     steps = f"\n      case: {_cut(case)}" if case else ""
     return (f"key={_cut(violation.get('key'))} expected={_cut(violation.get('expected'))} "
             f"observed={_cut(violation.get('observed'))}{where}{steps}")
@@ -103,7 +104,7 @@ def _scenario_lines(scenarios: Sequence[Scenario], check: str | None) -> str:
 
 
 def check_cases(classname: str, checks: Iterable[str], scenarios: Sequence[Scenario], total: int,
-                expected_to_fail: bool = False) -> list[Case]:
+                expected_to_fail: bool = False, unit: str = "scenario") -> list[Case]:
     """A case per check (``checks`` first, in their order, then any other check that fired): passed
     when no scenario broke it, else failed (``expected-failure`` for a store expected to fail) with
     the first violation and its replay command in the message."""
@@ -117,8 +118,8 @@ def check_cases(classname: str, checks: Iterable[str], scenarios: Sequence[Scena
         first = next(v for v in broke[0].violations if v.get("check") == check)
         outcome = EXPECTED_FAILURE if expected_to_fail else FAILED
         prefix = "expected failure (caught): " if expected_to_fail else ""
-        message = (f"{prefix}{check} broken in {len(broke)} of {total} scenario(s); first: "
-                   f"{describe_violation(first)}; replay: {broke[0].repro}")
+        message = (f"{prefix}{check} broken in {len(broke)} of {total} {unit}(s); first: "
+                   f"{describe_violation(first, with_case=False)}; replay: {broke[0].repro}")
         cases.append(Case(check, classname, outcome, message, _scenario_lines(broke, check)))
     return cases
 

@@ -216,3 +216,51 @@ def test_run_junit_has_a_failure_per_broken_check(tmp_path):
     assert failed and all(f"--store {BUGGY_REAL_STORE}" in results_of(cases[(BUGGY_REAL_STORE, name)])[0].message
                           for name in failed)
     assert cases[(BUGGY_REAL_STORE, "completed")].is_passed
+
+
+def test_verify_junit_has_a_passing_testcase_per_conformance_check(tmp_path):
+    from eos_harness.suites.conformance.runner import CHECKS
+
+    junit = tmp_path / "verify.xml"
+    result = cli("verify", "memory", "--seed", "1", "--examples", "1", "--steps", "5", "--junit", str(junit))
+    assert result.returncode == 0, result.stdout + result.stderr
+    cases = junit_cases(junit)
+    assert sorted(name for _, name in cases) == sorted(CHECKS)
+    assert all(case.is_passed for case in cases.values())
+
+
+def test_spark_results_in_junit_count_as_the_verdict_counts(tmp_path):
+    """The Spark mapping over results shaped as the runner writes them: a broken check of a real sink
+    is a failure with its repro; an at-least-once duplicate fails only under --strict; the mutant
+    sink caught is an expected failure; a refused configuration is skipped; an error is an error."""
+    from eos_harness.junit import write_junit
+    from eos_harness.suites.spark.junit import spark_suites
+    from eos_harness.verdict import Violation
+
+    def result(sink: str, violations: list[Violation], **fields) -> dict:
+        return {"pipeline": "count", "sink": sink, "seed": 5, "schedule": ["sink@2"], "strict": False,
+                "configuration": {"state_provider": "rocksdb", "changelog_checkpointing": False,
+                                  "checkpoint_format": 1, "source": "file"},
+                "repro": f"eos-harness run --suite spark --pipeline count --sink {sink} --seed 5",
+                "verdict": "fail" if any(not v.strict_only for v in violations) else "pass",
+                "violations": [v.to_json() for v in violations], "expected": "pass", **fields}
+
+    lost = Violation("no_loss", '["a", 1]', "1×", "0× (lost)", 12)
+    duplicate = Violation("exactly_once_output", '["b", 2]', "1×", "2×", 14, strict_only=True)
+    results = [result("file", [lost]), result("kafka", [duplicate]),
+               result("foreach-nocheck", [lost], expected="caught"),
+               result("foreach", [], verdict="not_applicable", reason="Spark refuses it"),
+               {**result("foreach", []), "pipeline": "dedup", "verdict": "error", "error": "RuntimeError: no Java"}]
+    for strict in (False, True):
+        path = tmp_path / f"spark-{strict}.xml"
+        assert write_junit(path, spark_suites(results, strict), "spark") is None
+        cases = junit_cases(path)
+        (failure,) = results_of(cases[("count/file/rocksdb/fmt1", "no_loss")])
+        assert isinstance(failure, Failure) and "--sink file" in failure.message and "0× (lost)" in failure.message
+        kafka = results_of(cases[("count/kafka/rocksdb/fmt1", "exactly_once_output")])
+        assert bool(kafka) == strict and all(isinstance(r, Failure) for r in kafka)
+        (caught,) = results_of(cases[("count/foreach-nocheck/rocksdb/fmt1", "no_loss")])
+        assert isinstance(caught, Skipped) and caught.type == "expected-failure"
+        assert cases[("count/foreach-nocheck/rocksdb/fmt1", "caught")].is_passed
+        assert cases[("count/foreach/rocksdb/fmt1", "not_applicable")].is_skipped
+        assert cases[("dedup/foreach/rocksdb/fmt1", "completed")].is_error

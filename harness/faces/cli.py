@@ -92,8 +92,10 @@ def points_command(as_json: bool) -> None:
 @click.option("--log", "log_path", default=None, metavar="FILE",
               help="Write the store's own output (its processes' stdout and stderr) here [default: beside --json "
                    "as NAME.log; without --json, not kept].")
+@click.option("--junit", "junit_path", default=None,
+              help="Write JUnit XML here (for CI): a testcase per conformance check, a failure per broken check.")
 def verify_command(store: str, seed: int | None, examples: int, steps: int, shrink: bool, json_path: str | None,
-                   store_timeout: float, log_path: str | None) -> None:
+                   store_timeout: float, log_path: str | None, junit_path: str | None) -> None:
     """Run the conformance suite against STORE (a built-in name or module:function); a window store
     (its kind, or a store with ``window_config``) gets the window store suite."""
     import os
@@ -114,6 +116,8 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     try:
         if json_path:
             check_output_file(json_path)
+        if junit_path:
+            check_output_file(junit_path, "--junit")
         if log_path:
             check_output_file(log_path, "--log")
             Path(log_path).write_text("")  # this run's output only
@@ -146,6 +150,11 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
             write_text(Path(json_path), json.dumps(result, indent=2))
         except OSError as exc:
             json_error = f"could not write {json_path}: {exc.strerror or exc}"
+    if junit_path:
+        from eos_harness.junit import write_junit
+        from eos_harness.suites.conformance.junit import verify_suites
+
+        json_error = json_error or write_junit(junit_path, verify_suites(result), f"eos-harness verify {store}")
     table = Table(title=f"conformance of {store}: {len(result['cases'])} cases")
     table.add_column("#", no_wrap=True)
     table.add_column("check", no_wrap=True)

@@ -12,10 +12,15 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
+from eos_harness.campaign import ResumeError, load_state
+from eos_harness.faces.lifecycle import JUNIT_HELP, RESUME_HELP, _refuse_with_resume
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, require_extra
+from eos_harness.junit import write_junit
 from eos_harness.rundir import RunDirError, check_output_file, prepare, write_text
 from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
-from eos_harness.suites.spark.campaign import campaign_exit_code, counted_violations, run_campaign
+from eos_harness.suites.spark.campaign import SUITE, campaign_exit_code, counted_violations, run_campaign
+from eos_harness.suites.spark.junit import spark_suites
 from eos_harness.suites.spark.plan import MATRIX_SINKS, MIN_BATCHES
 from eos_harness.verdict import exit_code
 from rich.console import Console
@@ -183,11 +188,12 @@ def _print_result(result: dict) -> None:
 @click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
 @click.option("--broker", default=None, help=BROKER_HELP)
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
+@click.option("--junit", "junit_path", default=None, help=JUNIT_HELP)
 @click.option("--out", default=None, help="Run directory (default runs/spark-<seed>).")
 @click.option("--overwrite", is_flag=True, help="Reuse --out if it holds an earlier run's results (only what the "
               "harness wrote there is removed; a directory it did not make is never emptied).")
 def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_format, source, crash_at, batches, strict,
-                      seed, broker, json_path, out, overwrite):
+                      seed, broker, json_path, junit_path, out, overwrite):
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model."""
     from eos_harness.suites.spark.runner import SparkScenario, error_result, run_spark_scenario
 
@@ -202,6 +208,8 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
         scenario.validate()
         if json_path:
             check_output_file(json_path)
+        if junit_path:
+            check_output_file(junit_path, "--junit")
         run_dir = prepare(out or f"runs/spark-{seed}", overwrite=overwrite, given=out is not None)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -213,6 +221,9 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
     except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
         result = error_result(scenario, exc)
     json_error = _write_json(json_path, result)
+    if junit_path:
+        json_error = json_error or write_junit(junit_path, spark_suites([result], strict), f"eos-harness run --suite "
+                                               f"spark, seed {seed}")
     _print_result(result)
     if json_error:
         console.print(f"[red]{json_error}[/]")
@@ -245,9 +256,31 @@ def _write_json(path: str | Path | None, obj: dict) -> str | None:
 @click.option("--broker", default=None, help=BROKER_HELP)
 @click.option("--overwrite", is_flag=True, help="Reuse --out if it holds an earlier run's results (only what the "
               "harness wrote there is removed; a directory it did not make is never emptied).")
-def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_path, out, workers, sinks, broker,
-                        overwrite):
+@click.option("--junit", "junit_path", default=None, help=JUNIT_HELP + " The mutant sink caught is an expected "
+              "failure (skipped, with its evidence).")
+@click.option("--until-failure", is_flag=True, help="Stop at the first unexpected failure (a real sink failing; "
+              "the mutant sink is expected to fail); write everything.")
+@click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=RESUME_HELP)
+@click.pass_context
+def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, json_path, out, workers, sinks, broker,
+                        overwrite, junit_path, until_failure, resume_dir):
     """Run a Spark chaos campaign over pipeline × sink × state provider × checkpoint format × crash window."""
+    if resume_dir is not None:
+        try:
+            state = load_state(resume_dir, SUITE)
+        except ResumeError as exc:
+            raise click.UsageError(str(exc)) from None
+        _refuse_with_resume(ctx, ("source", "minutes", "scenarios", "strict", "seed", "out", "sinks", "broker",
+                                  "overwrite"))
+        if state.get("finished"):
+            raise click.UsageError(f"--resume {resume_dir}: that campaign ran to its end; nothing to resume")
+        seed, minutes, scenarios, source, strict = (state["seed"], state["minutes"], state["scenarios"],
+                                                    state["source"], state["strict"])
+        sinks, broker = ",".join(state["sinks"]), state.get("broker")
+        if ctx.get_parameter_source("workers") is not ParameterSource.COMMANDLINE:
+            workers = state.get("workers", workers)
+        until_failure = until_failure or state.get("until_failure", False)
+        json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
     chosen = tuple(s.strip() for s in sinks.split(",") if s.strip())
     wrong = [s for s in chosen if s not in MATRIX_SINKS]
     if wrong or not chosen:
@@ -261,7 +294,10 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
     try:
         if json_path:
             check_output_file(json_path)
-        out_dir = prepare(out or f"runs/spark-chaos-{seed}", overwrite=overwrite, given=out is not None)
+        if junit_path:
+            check_output_file(junit_path, "--junit")
+        out_dir = (Path(resume_dir) if resume_dir is not None
+                   else prepare(out or f"runs/spark-chaos-{seed}", overwrite=overwrite, given=out is not None))
     except RunDirError as exc:
         raise click.UsageError(str(exc)) from None
     console.print(f"seed: {seed}   results: {out_dir}")
@@ -270,9 +306,18 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
         console.print(f"  {result['verdict']:<15} {result['repro']}", markup=False, highlight=False)
 
     with _Kafka(bootstrap, source == "kafka" or "kafka" in chosen) as kafka:
-        campaign = run_campaign(seed, out_dir, minutes, scenarios, source, strict, on_result, workers, chosen, kafka)
+        options = {"broker": broker, "json": str(Path(json_path).absolute()) if json_path else None,
+                   "junit": str(Path(junit_path).absolute()) if junit_path else None}
+        campaign = run_campaign(seed, out_dir, minutes, scenarios, source, strict, on_result, workers, chosen, kafka,
+                                until_failure=until_failure, resume=resume_dir is not None, options=options)
     json_file = Path(json_path) if json_path else out_dir / "chaos.json"
     json_error = _write_json(json_file, campaign)
+    if junit_path:
+        json_error = json_error or write_junit(junit_path, spark_suites(
+            campaign["scenarios"], strict, cut_short=campaign.get("stopped") is not None), f"eos-harness chaos --suite "
+            f"spark, seed {seed}")
+    # REPORT (issue 17 part 1): the HTML report of the run directory is written here, after the JSON and the
+    # JUnit file, whether the campaign ran to its end or was stopped (Ctrl-C, SIGTERM, --until-failure).
     console.print(_matrix_table(campaign["scenarios"], f"spark chaos, seed {seed}: {campaign['summary']['total']} "
                                                        "scenarios by configuration"))
     failing = [r for r in campaign["scenarios"] if r["verdict"] != "pass"]
@@ -296,8 +341,10 @@ def spark_chaos_command(suite, source, minutes, scenarios, strict, seed, json_pa
     else:
         console.print(f"results: {json_file}")
     stopped = campaign.get("stopped") or {}
-    if stopped:  # last, where it is seen: why the campaign did not run to its end
+    if stopped:  # last, where it is seen: why the campaign did not run to its end, and how to go on
         console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
+        console.print(f"to resume: eos-harness chaos --suite spark --resume {out_dir}", markup=False, highlight=False,
+                      soft_wrap=True)
     if stopped.get("why") in ("SIGINT", "SIGTERM"):
         sys.exit(128 + int(getattr(signal, stopped["why"])))
     sys.exit(campaign_exit_code(campaign, strict))

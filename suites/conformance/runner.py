@@ -50,7 +50,13 @@ from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
-__all__ = ["ConformanceViolation", "StoreAbandoned", "machine_for", "matrix_cases", "run_case", "verify"]
+__all__ = ["CHECKS", "ConformanceViolation", "StoreAbandoned", "machine_for", "matrix_cases", "run_case", "verify"]
+
+# The checks (promises) of the suite, by their public names (violations' ``check``; JUnit testcases):
+# the model's, then those about the store's calls themselves (:mod:`eos_harness.process.guard`).
+CHECKS = ("read_your_own_writes", "read_committed_isolation", "no_uncommitted_survives", "atomic_commit",
+          "committed_durable", "committed_offset_durable", "clean_close_durable", "recover_trust", "store_error",
+          "store_raised", "store_return_type", "store_hang")
 
 # The changelog partition the store's context names (the store server opens every store with the
 # default context): the suite commits offsets for it, as a task commits for its store's changelog.

@@ -10,12 +10,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from eos_harness.campaign import run_plan
+from eos_harness.campaign import UNTIL_FAILURE, finished_results, load_state, run_plan, save_state
 from eos_harness.rundir import claim
 from eos_harness.suites.spark.plan import MATRIX_SINKS, MUTANT_SINK, matrix, plan
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, exit_code, verdict_of
 
-__all__ = ["campaign_exit_code", "counted_violations", "judge", "run_campaign", "summarize", "unexpected"]
+SUITE = "spark"  # how campaign.json names this suite (``--suite spark``)
+
+__all__ = ["SUITE", "campaign_exit_code", "counted_violations", "judge", "run_campaign", "summarize", "unexpected"]
 
 
 def counted_violations(result: dict, strict: bool) -> list[dict]:
@@ -43,12 +45,38 @@ def unexpected(result: dict, strict: bool) -> bool:
 
 def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None, source: str = "file",
                  strict: bool = False, on_result=None, workers: int = 1, sinks: tuple[str, ...] = MATRIX_SINKS,
-                 kafka: str | None = None) -> dict:
-    """Run :func:`plan`'s scenarios; ``kafka``: the broker of Kafka sources and sinks (needed when any is planned)."""
+                 kafka: str | None = None, until_failure: bool = False, resume: bool = False,
+                 options: dict | None = None) -> dict:
+    """Run :func:`plan`'s scenarios; ``kafka``: the broker of Kafka sources and sinks (needed when any is planned).
+
+    As the lifecycle campaign: the options are kept in ``out`` (with ``options``: what else a resume
+    needs, the broker and output paths), ``resume`` continues the stopped campaign of ``out`` with
+    the scenarios that have no result yet, and ``until_failure`` stops at the first unexpected
+    failure (a real sink failing; the mutant sink is expected to fail)."""
     from eos_harness.suites.spark.runner import error_result, run_spark_scenario
 
-    started = time.monotonic()
-    claim(out)
+    earlier: list[dict] = []
+    spent = 0.0
+    if resume:
+        earlier, spent = finished_results(out / "results.jsonl"), load_state(out, SUITE).get("spent_seconds", 0.0)
+    else:
+        claim(out)
+    started = time.monotonic() - spent
+    state = {"suite": SUITE, "seed": seed, "minutes": minutes, "scenarios": count, "source": source,
+             "strict": strict, "workers": workers, "sinks": list(sinks), "until_failure": until_failure,
+             **(options or {}), "spent_seconds": spent, "finished": False}
+    save_state(out, state)
+
+    def recorded(result: dict) -> None:
+        state["spent_seconds"] = round(time.monotonic() - started, 3)
+        save_state(out, state)
+        (on_result or (lambda result: None))(result)
+
+    def stop_after(result: dict) -> str | None:
+        if not until_failure or result["expected"] == "caught" or judge(result, strict) != FAIL:
+            return None
+        return (f"stopped at the first unexpected failure (--until-failure): scenario {result['index']} "
+                f"({result['pipeline']}/{result['sink']}); replay: {result['repro']}")
 
     def expected(scenario) -> str:
         return "caught" if scenario.sink == MUTANT_SINK else "pass"
@@ -65,11 +93,16 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
         return minutes is None or not count_started or time.monotonic() - started <= minutes * 60
 
     run = run_plan(plan(seed, count, source, sinks=sinks, strict=strict), one, workers=workers, more=more,
-                   error_result=error, on_result=on_result or (lambda result: None),
-                   results_file=out / "results.jsonl")
-    campaign = {"suite": "spark", "seed": seed, "source": source, "sinks": list(sinks), "scenarios": run.results,
-                "summary": summarize(run.results, strict, source, sinks),
+                   error_result=error, on_result=recorded, results_file=out / "results.jsonl",
+                   skip={r["index"] for r in earlier}, stop_after=stop_after)
+    state.update(spent_seconds=round(time.monotonic() - started, 3), finished=run.stopped is None)
+    save_state(out, state)
+    results = sorted(earlier + run.results, key=lambda r: r["index"])
+    campaign = {"suite": "spark", "seed": seed, "source": source, "sinks": list(sinks), "scenarios": results,
+                "summary": summarize(results, strict, source, sinks),
                 "seconds": round(time.monotonic() - started, 1)}
+    if until_failure:
+        campaign["until_failure"] = True
     if run.stopped is not None:
         campaign["stopped"] = run.stop_json
     return campaign
@@ -91,4 +124,6 @@ def campaign_exit_code(campaign: dict, strict: bool) -> int:
     its real sinks only: a mutant not yet caught says nothing."""
     cut_short = campaign.get("stopped") is not None or bool(campaign.get("json_error"))
     broken = [r for r in campaign["scenarios"] if unexpected(r, strict) and not (cut_short and r["expected"] == "caught")]
-    return exit_code([judge(r, strict) for r in campaign["scenarios"]], unexpected=bool(broken), incomplete=cut_short)
+    incomplete = (cut_short and (campaign.get("stopped") or {}).get("why") != UNTIL_FAILURE) or bool(
+        campaign.get("json_error"))
+    return exit_code([judge(r, strict) for r in campaign["scenarios"]], unexpected=bool(broken), incomplete=incomplete)

@@ -11,8 +11,10 @@ from pathlib import Path
 from eos_harness.models.spark import PipelineModel, model_for
 from eos_harness.verdict import Violation
 
-__all__ = ["check_at_least_once", "check_output", "check_watermarks", "recorded_watermarks", "check_restarts", "check_state", "normalise_state", "read_file_sink", "read_store_sink"]
+__all__ = ["CHECKS", "check_at_least_once", "check_output", "check_watermarks", "recorded_watermarks", "check_restarts", "check_state", "normalise_state", "read_file_sink", "read_store_sink"]
 
+# The checks (promises) of the suite, by their public names (violations' ``check``; JUnit testcases).
+CHECKS = ("exactly_once_output", "no_loss", "state_matches_model", "restart_liveness", "watermark_not_ahead")
 EXACTLY_ONCE_SINKS = ("file", "foreach", "foreach-nocheck", "foreach-return-early")
 
 
