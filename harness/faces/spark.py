@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 from eos_harness.campaign import ResumeError, load_state
-from eos_harness.faces.lifecycle import JUNIT_HELP, RESUME_HELP, _refuse_with_resume
+from eos_harness.faces.lifecycle import JUNIT_HELP, _refuse_with_resume
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, require_extra
 from eos_harness.junit import write_junit
 from eos_harness.rundir import RunDirError, check_output_file, prepare, write_text
@@ -241,6 +241,12 @@ def _write_json(path: str | Path | None, obj: dict) -> str | None:
     return None
 
 
+SPARK_RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM, --until-failure) with its seed "
+                     "and options, kept there when it started: the same plan, the scenarios that finished are not "
+                     "run again, a --minutes campaign gets the time it had left; the JSON holds every scenario. "
+                     "--json, --junit, --workers and --until-failure may be given anew.")
+
+
 @click.command("chaos")
 @click.option("--suite", type=click.Choice(["eos", "spark", "metadata"]), default="spark")
 @click.option("--source", type=click.Choice(["file", "kafka"]), default="file", show_default=True)
@@ -260,7 +266,7 @@ def _write_json(path: str | Path | None, obj: dict) -> str | None:
               "failure (skipped, with its evidence).")
 @click.option("--until-failure", is_flag=True, help="Stop at the first unexpected failure (a real sink failing; "
               "the mutant sink is expected to fail); write everything.")
-@click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=RESUME_HELP)
+@click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=SPARK_RESUME_HELP)
 @click.pass_context
 def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, json_path, out, workers, sinks, broker,
                         overwrite, junit_path, until_failure, resume_dir):
