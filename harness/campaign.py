@@ -212,7 +212,8 @@ def run_plan(
             reason = stop_after(result) if run.stopped is None else None
             if reason is not None:
                 run.until, run.stopped = result, reason
-                _cut_short(done, running)
+                if running:
+                    _cut_short(done, running)
                 break
             in_a_row = in_a_row + [cause] if cause else []
             if run.stopped is None and len(in_a_row) >= GIVE_UP_AFTER and len(set(in_a_row[-GIVE_UP_AFTER:])) == 1:
@@ -235,8 +236,6 @@ def run_plan(
 def _cut_short(done: queue.Queue, running: dict[int, Any]) -> None:
     """Stop the running scenarios: no process starts any more, every one started is killed, and
     the scenarios unwind (their results are dropped: they have no verdict)."""
-    if not running:
-        return
     STOPPING.set()
     kill_started_processes()
     _drain(done, running)
