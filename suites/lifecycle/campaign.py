@@ -129,8 +129,9 @@ def run_campaign(
     for result in probed:
         on_result(result)
     stop_after = until_failure_rule(stores) if until_failure else lambda result: None
-    # A store expected to pass that broke the protocol in its probe is the failure --until-failure looks for.
-    stopped_by_probe = next((reason for reason in map(stop_after, probed) if reason is not None), None)
+    # A store expected to pass that broke the protocol in its probe is the failure --until-failure looks for
+    # (once: a resumed campaign goes on past it, as past a scenario that failed).
+    stopped_by_probe = None if resume else next((r for r in map(stop_after, probed) if r is not None), None)
     planned = [s for s in stores if s in reached]
     source = (replace(scenario, store_timeout=store_timeout)
               for scenario in plan(seed, planned, workloads, broker=broker, broker_faults=faults,
