@@ -154,7 +154,8 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
         from eos_harness.junit import write_junit
         from eos_harness.suites.conformance.junit import verify_suites
 
-        json_error = json_error or write_junit(junit_path, verify_suites(result), f"eos-harness verify {store}")
+        json_error = json_error or write_junit(junit_path, verify_suites(result, window),
+                                                 f"eos-harness verify {store}")
     table = Table(title=f"conformance of {store}: {len(result['cases'])} cases")
     table.add_column("#", no_wrap=True)
     table.add_column("check", no_wrap=True)

@@ -11,9 +11,13 @@ from eos_harness.suites.conformance.runner import CHECKS
 __all__ = ["verify_suites"]
 
 
-def verify_suites(result: dict) -> list[Suite]:
+def verify_suites(result: dict, window: bool = False) -> list[Suite]:
+    """``window``: the result is the window store suite's (its own checks)."""
+    checks = CHECKS
+    if window:
+        from eos_harness.suites.windows.checks import CHECKS as checks
     store = result["store"]
     found = [Scenario(f"case {(v.get('case') or '?').splitlines()[0]}", result["repro"], [v])
              for v in result["violations"]]
-    cases = check_cases(f"verify.{store}", CHECKS, found, len(result["cases"]), unit="case")
+    cases = check_cases(f"verify.{store}", checks, found, len(result["cases"]), unit="case")
     return [Suite(store, cases, {"seed": result["seed"], "cases": len(result["cases"]), "verdict": result["verdict"]})]
