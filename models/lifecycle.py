@@ -12,6 +12,7 @@ import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from eos_harness.models.windows import WindowConfig, WindowStoreModel
 from eos_harness.models.workloads import Effects, Workload
 
 Key = bytes
@@ -33,14 +34,47 @@ class DictView:
         return iter([(k, self._data[k]) for k in keys[start:end]])
 
 
+class WindowedState:
+    """A window store model seen through windowed keys ``key@window_start``: what a windowed workload's
+    processor reads and writes, with the drops and expiry of the store's declared semantics."""
+
+    def __init__(self, config: WindowConfig) -> None:
+        self.model = WindowStoreModel(config)
+
+    @staticmethod
+    def _split(windowed: Key) -> tuple[Key, int]:
+        key, _, start = windowed.rpartition(b"@")
+        return key, int(start)
+
+    def get(self, key: Key) -> Value | None:
+        return self.model.fetch_window(*self._split(key))
+
+    def range(self, lo: Key, hi: Key) -> Iterator[tuple[Key, Value]]:
+        return iter([(k, v) for k, v in sorted(self.snapshot().items()) if lo <= k <= hi])
+
+    def write(self, key: Key, value: Value | None) -> None:
+        plain, start = self._split(key)
+        self.model.put(plain, value, start)
+
+    def snapshot(self) -> dict[Key, Value]:
+        return {b"%s@%013d" % (k, s): v for k, s, v in self.model.all()}
+
+
 @dataclass
 class LifecycleModel:
+    """``window_semantics``: for a windowed workload, the semantics the window store declares
+    (``seed`` or ``retention-only``): its drops decide what the processor reads."""
+
     workload: Workload
     records: list[tuple[Key, Value]]
+    window_semantics: str | None = None
     effects: list[Effects] = field(init=False)
     _states: list[dict[Key, Value]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.workload.windowed:
+            self._run_windowed()
+            return
         state: dict[Key, Value] = {}
         self._states = [dict(state)]
         self.effects = []
@@ -53,6 +87,20 @@ class LifecycleModel:
                     state[k] = v
             self.effects.append(eff)
             self._states.append(dict(state))
+
+    def _run_windowed(self) -> None:
+        args = self.workload.window_store
+        config = WindowConfig.of(str(args["name"]), int(args["retention_period"]), int(args["window_size"]),
+                                 int(args["grace_period"]), self.window_semantics or "seed")
+        state = WindowedState(config)
+        self._states = [state.snapshot()]
+        self.effects = []
+        for key, value in self.records:
+            eff = self.workload.process(key, value, state)
+            for k, v in eff.writes:
+                state.write(k, v)
+            self.effects.append(eff)
+            self._states.append(state.snapshot())
 
     def state_at(self, position: int) -> dict[Key, Value]:
         """The store contents once the first ``position`` input records are committed."""

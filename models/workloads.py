@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
+
+from eos_harness.models.windows import WindowSpec, windows_of
 
 Key = bytes
 Value = bytes
@@ -43,6 +45,13 @@ class Workload:
     # The store operations the processor and the task's writer use (a mistake in one of them only
     # shows on a workload that uses it).
     operations: frozenset[str] = frozenset({"get", "put"})
+    # A windowed workload runs on a window store created with these arguments (name, retention_period,
+    # window_size, grace_period); its store keys are windowed keys ``key@window_start``.
+    window_store: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def windowed(self) -> bool:
+        return bool(self.window_store)
 
 
 def _counter_gen(rng: random.Random, n: int) -> list[tuple[Key, Value]]:
@@ -126,6 +135,48 @@ def _many_keys(key: Key, value: Value, store: ReadView) -> Effects:
     return Effects(((key, b"seen"),), ((key, b"dup" if seen else b"new"),))
 
 
+def windowed_key(key: Key, window_start: int) -> Key:
+    """A window's key in a key-value view: ``key@window_start`` (the same as ``harness.window_store``'s)."""
+    return b"%s@%013d" % (key, window_start)
+
+
+def _event_times_gen(rng: random.Random, n: int) -> list[tuple[Key, Value]]:
+    """Event times that mostly advance (2 ms a record), with out-of-order records (up to 15 ms back)
+    and late ones (25 to 90 ms back: past the grace, some past the retention)."""
+    out, now = [], 0
+    for _ in range(n):
+        now += rng.randint(0, 4)
+        roll = rng.random()
+        ts = now - rng.randint(1, 15) if roll < 0.2 else now - rng.randint(25, 90) if roll < 0.3 else now
+        out.append((f"w{rng.randrange(4)}".encode(), b"%d" % max(0, ts)))
+    return out
+
+
+def _windowed_count(spec: WindowSpec) -> Processor:
+    def process(key: Key, value: Value, store: ReadView) -> Effects:
+        """Count the record in each window of its event time (read-modify-write of the window's count);
+        the store drops what its semantics says is late or expired, so a late record reads the count
+        as the store kept it."""
+        writes, outputs = [], []
+        for start, _ in windows_of(int(value), spec):
+            if start < 0:
+                continue  # windows start at 0 (Kafka's TimeWindows.windowsFor)
+            windowed = windowed_key(key, start)
+            count = str(int(store.get(windowed) or b"0") + 1).encode()
+            writes.append((windowed, count))
+            outputs.append((windowed, count))
+        return Effects(tuple(writes), tuple(outputs))
+    return process
+
+
+TUMBLING = WindowSpec(size=10, advance=10, grace=20, retention=60)
+HOPPING = WindowSpec(size=20, advance=5, grace=30, retention=80)
+
+
+def _window_store_args(spec: WindowSpec) -> dict[str, object]:
+    return {"name": "store", "retention_period": spec.retention_ms, "window_size": spec.size, "grace_period": spec.grace}
+
+
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
@@ -138,6 +189,11 @@ WORKLOADS: dict[str, Workload] = {
                  operations=frozenset({"get", "put_all"})),
         Workload("large-values", "16 KiB values", _large_gen, _large_values, default_records=60),
         Workload("many-keys", "a new key per record", _many_gen, _many_keys),
+        Workload("tumbling-count", "window store: counts in 10 ms tumbling windows, out-of-order and late records",
+                 _event_times_gen, _windowed_count(TUMBLING), window_store=_window_store_args(TUMBLING)),
+        Workload("hopping-count", "window store: counts in 20 ms windows every 5 ms, out-of-order and late records",
+                 _event_times_gen, _windowed_count(HOPPING), default_records=80, operations=frozenset({"get", "put_all"}),
+                 window_store=_window_store_args(HOPPING)),
     )
 }
 

@@ -48,3 +48,46 @@ def test_verify_picks_the_window_suite_from_the_kind(tmp_path):
     verdict = json.loads(out.read_text())
     assert verdict["suite"] == "windows" and verdict["semantics"] == "seed"
     assert {v["check"] for v in verdict["violations"]} == {"late_write_dropped"}
+
+
+def test_chaos_runs_windowed_workloads_on_window_stores_through_every_lifecycle_crash_point(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from eos_harness.models.workloads import WORKLOADS
+    from eos_harness.runtime import P_MID_REPLAY
+    from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS
+
+    out = tmp_path / "chaos.json"
+    eos = str(Path(sys.executable).with_name("eos-harness"))
+    proc = subprocess.run([eos, "chaos", "--scenarios", "17", "--seed", "7", "--stores", "memory-window,rocksdb-window-txn",
+                           "--json", str(out), "--out", str(tmp_path / "c")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    campaign = json.loads(out.read_text())
+    scenarios = campaign["scenarios"]
+    assert {s["workload"] for s in scenarios} == {name for name, w in WORKLOADS.items() if w.windowed}
+    assert all(s["verdict"] == "pass" and s["violations"] == [] for s in scenarios)
+    for store in ("memory-window", "rocksdb-window-txn"):
+        hit = {p for s in scenarios if s["store"] == store for p in s["crash_points"]}
+        assert set(LIFECYCLE_POINTS) | {P_MID_REPLAY} <= hit, (store, hit)
+    assert {"window.rocksdb.commit.before_write", "window.rocksdb.commit.after_write"} <= {
+        p for s in scenarios for p in s["crash_points"]}
+
+
+@pytest.mark.slow
+def test_chaos_catches_every_window_mutant_the_runtime_can_reach(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from eos_harness.stores.window_catalogue import SUITE_ONLY
+
+    reachable = [m for m in WINDOW_MUTANTS if m not in SUITE_ONLY]
+    out = tmp_path / "chaos.json"
+    eos = str(Path(sys.executable).with_name("eos-harness"))
+    proc = subprocess.run([eos, "chaos", "--scenarios", "40", "--seed", "7", "--stores", ",".join(reachable),
+                           "--json", str(out), "--out", str(tmp_path / "c")], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    stores = json.loads(out.read_text())["summary"]["stores"]
+    assert {name: tally["status"] for name, tally in stores.items()} == {m: "caught" for m in reachable}

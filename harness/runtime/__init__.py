@@ -155,6 +155,11 @@ class Task:
         self.emit = emit
         self.workload: Workload = workload(config.workload)
         self.factory = guarded(resolve(config.store))  # every call checked against the protocol, timed
+        spec = builtin_spec(config.store)
+        if self.workload.windowed or (spec is not None and spec.window):
+            from eos_harness.stores.window_catalogue import task_store_factory
+
+            self.factory = guarded(task_store_factory(config.store, self.workload))  # a window store, as key-value
         self.broker: Broker | None = None
         self.producer: TransactionalProducer | None = None
         self.store: StateStore | None = None

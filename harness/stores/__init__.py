@@ -194,6 +194,11 @@ def probe_store(store: str, timeout: float | None = None) -> StoreProbe:
     from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreServer
     from eos_harness.process.zygote import ZygoteError
 
+    spec = builtin_spec(store)
+    if spec is not None and spec.window:  # a window store: traced through the window protocol
+        from eos_harness.stores.window_catalogue import reached_window_points
+
+        return StoreProbe(reached_window_points(store))
     resolve(store)  # a clear usage error for a bad spec before any process starts
     tmp = Path(tempfile.mkdtemp(prefix="eos-points-"))
     tp = StoreContext(directory=tmp).changelog
@@ -242,11 +247,6 @@ def _unique(trace: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
 def reached_points(store: str, timeout: float | None = None) -> list[str]:
     """The declared crash points a store reaches in put/commit/recover (found by running it in a
     child); raises StoreProbeFailed when the store broke the protocol on the way."""
-    spec = builtin_spec(store)
-    if spec is not None and spec.window:
-        from eos_harness.stores.window_catalogue import reached_window_points
-
-        return reached_window_points(store)
     probe = probe_store(store, timeout)
     if probe.finding is not None:
         raise StoreProbeFailed(store, probe.finding)

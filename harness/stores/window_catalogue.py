@@ -121,4 +121,34 @@ def reached_window_points(store: str) -> list[str]:
     return seen
 
 
+
+# -- window stores under the EOS task runtime ---------------------------------------------------------
+
+# Window mutants whose mistake only the window suite can see: no task ever creates a store with
+# invalid arguments, so a chaos campaign leaves them out.
+SUITE_ONLY = ("mutant-window-validation-grace",)
+
+
+def task_store_factory(spec: str, workload) -> Callable[[], object]:
+    """The factory the task runtime opens for a windowed workload: the window store ``spec`` created
+    with the workload's arguments, seen as a key-value store over windowed keys."""
+    from eos_harness.window_store import WindowedKeyValueStore
+
+    if not workload.windowed:
+        raise StoreFactoryError(f"{spec!r} is a window store; run it with a windowed workload "
+                                "(tumbling-count, hopping-count)")
+    if not is_window_store(spec):
+        raise StoreFactoryError(f"workload {workload.name!r} needs a window store; {spec!r} is a key-value store "
+                                "(try --store memory-window)")
+    factory = resolve_window(spec)
+    return lambda: WindowedKeyValueStore(factory(**workload.window_store))
+
+
+def declared_semantics(spec: str) -> str | None:
+    """The semantics a window store declares (``seed``/``retention-only``); None for a key-value store."""
+    if not is_window_store(spec):
+        return None
+    return resolve_window(spec)().window_config().semantics
+
+
 from eos_harness.stores import window_mutants  # noqa: E402,F401  (registers the window mutants)

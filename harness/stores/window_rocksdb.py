@@ -296,6 +296,7 @@ class RocksWindowStore:
             family.close()
         self._segments = {}
         self._meta.close()
+        self._meta = self._meta_handle = None  # a column family handle keeps the database open
         self._db.close()
         self._db = None
 

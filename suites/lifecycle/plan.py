@@ -30,7 +30,18 @@ POINT_HITS = {P_MID_BATCH: lambda rng, commit_interval: rng.randint(1, 3 * commi
 
 
 def default_stores() -> list[str]:
-    return [s.name for s in builtin_specs() if not s.window]  # window stores: the window suite (not yet in chaos)
+    from eos_harness.stores.window_catalogue import SUITE_ONLY
+
+    return [s.name for s in builtin_specs() if s.name not in SUITE_ONLY]
+
+
+def workloads_for(store: str, workloads: list[str]) -> list[str]:
+    """The workloads of ``workloads`` that ``store`` runs: the windowed ones on a window store, the
+    others on a key-value store (every one of its kind when ``workloads`` has none of them)."""
+    spec = builtin_spec(base_store(store))
+    window = spec is not None and spec.window
+    mine = [w for w in workloads if WORKLOADS[w].windowed == window]
+    return mine or [name for name, w in WORKLOADS.items() if w.windowed == window]
 
 
 def expected_to_fail(store: str) -> bool:
@@ -98,12 +109,13 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
     per_store: list[list[Scenario]] = []
     for store in stores:
         first = len(coverage)
+        runs = workloads_for(store, workloads)
         for point in list(LIFECYCLE_POINTS) + per_store_points[store]:
-            wl = workloads[len(coverage) % len(workloads)]  # one step per scenario: every workload in turn
+            wl = runs[len(coverage) % len(runs)]  # one step per scenario: every workload in turn
             hit = {P_MID_BATCH: rng.randint(1, 3 * commit_interval), P_CLOSE_MID: 1}.get(point, rng.randint(1, 3))
             coverage.append(Scenario(store, wl, rng.randrange(2**31), (Fault(point, hit),), commit_interval=commit_interval))
         # Recovery interrupted: roll-forward needed, then a crash in the middle of the replay.
-        wl = workloads[len(coverage) % len(workloads)]
+        wl = runs[len(coverage) % len(runs)]
         coverage.append(
             Scenario(store, wl, rng.randrange(2**31), (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY)), commit_interval=commit_interval)
         )
@@ -120,16 +132,18 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
         # Every Kafka fault once, on the stores expected to pass in turn, first; then the stores'
         # coverage lists, interleaved.
         faulted = [
-            Scenario(passing[i % len(passing)], workloads[i % len(workloads)], rng.randrange(2**31),
+            Scenario(passing[i % len(passing)], _nth(workloads_for(passing[i % len(passing)], workloads), i),
+                     rng.randrange(2**31),
                      (Fault(fault, _hit(rng, fault, commit_interval)),), commit_interval=commit_interval)
             for i, fault in enumerate(broker_faults)
         ]
         # Each store's scenarios rotate through every workload (some bugs show on one workload only):
         # a store expected to fail starts with the workloads that use the most store operations, so
         # that a short campaign (a few scenarios per store on Kafka) still reaches its mistake.
-        richest_first = sorted(workloads, key=lambda name: -len(WORKLOADS[name].operations))
-        per_store = [[replace(sc, workload=richest_first[k % len(workloads)] if expected_to_fail(sc.store)
-                              else workloads[(j + k) % len(workloads)]) for k, sc in enumerate(lst)]
+        def richest_first(store: str) -> list[str]:
+            return sorted(workloads_for(store, workloads), key=lambda name: -len(WORKLOADS[name].operations))
+        per_store = [[replace(sc, workload=_nth(richest_first(sc.store), k) if expected_to_fail(sc.store)
+                              else _nth(workloads_for(sc.store, workloads), j + k)) for k, sc in enumerate(lst)]
                      for j, lst in enumerate(per_store)]
         coverage = faulted + _interleave(per_store)
     yield from coverage
@@ -140,4 +154,9 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
         for _ in range(rng.randint(1, 3)):
             point = rng.choice(choices)
             schedule.append(Fault(point, _hit(rng, point, commit_interval)))
-        yield Scenario(store, rng.choice(workloads), rng.randrange(2**31), tuple(schedule), commit_interval=commit_interval)
+        yield Scenario(store, rng.choice(workloads_for(store, workloads)), rng.randrange(2**31), tuple(schedule),
+                       commit_interval=commit_interval)
+
+
+def _nth(items: list[str], n: int) -> str:
+    return items[n % len(items)]

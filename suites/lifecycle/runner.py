@@ -161,7 +161,9 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
         history.close()
     finally:
         broker.close()
-    model = LifecycleModel(workload(scenario.workload), records)
+    from eos_harness.stores.window_catalogue import declared_semantics
+
+    model = LifecycleModel(workload(scenario.workload), records, declared_semantics(config.store))
     violations = check_all(history.events, model)
     result = verdict(scenario, history.events, violations, recovery_report(history.events, model))
     result["seconds"] = round(time.perf_counter() - started, 3)
