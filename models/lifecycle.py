@@ -68,6 +68,7 @@ class LifecycleModel:
     workload: Workload
     records: list[tuple[Key, Value]]
     window_semantics: str | None = None
+    window_config: WindowConfig | None = field(init=False, default=None)  # a windowed workload's store
     effects: list[Effects] = field(init=False)
     _states: list[dict[Key, Value]] = field(init=False, repr=False)
 
@@ -90,9 +91,10 @@ class LifecycleModel:
 
     def _run_windowed(self) -> None:
         args = self.workload.window_store
-        config = WindowConfig.of(str(args["name"]), int(args["retention_period"]), int(args["window_size"]),
-                                 int(args["grace_period"]), self.window_semantics or "seed")
-        state = WindowedState(config)
+        self.window_config = WindowConfig.of(str(args["name"]), int(args["retention_period"]),
+                                             int(args["window_size"]), int(args["grace_period"]),
+                                             self.window_semantics or "seed")
+        state = WindowedState(self.window_config)
         self._states = [state.snapshot()]
         self.effects = []
         for key, value in self.records:
