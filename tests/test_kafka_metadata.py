@@ -139,7 +139,7 @@ def _assert_run_held(result: dict, plan: Plan) -> None:
 def test_kip868_plan_on_a_real_quorum_ci_sized():
     """One controller kill while 3 topics of 1,000 partitions are created, one bootstrap cut."""
     plan = Plan(seed=7, topics=3, partitions=1000, controller_kills=1, bootstrap_kills=1, brokers=2,
-                bootstrap_topic=False, settle_seconds=60)
+                bootstrap_topic=False)
     started = time.monotonic()
     result = run(plan)
     _assert_run_held(result, plan)
