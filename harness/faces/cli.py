@@ -8,6 +8,7 @@ import click
 from eos_harness.faces.kafka_metadata import kafka_metadata_command
 from eos_harness.faces.lifecycle import chaos_command, console, demo_command, kafka_log_command, run_command
 from eos_harness.faces.params import AT_LEAST_ONE
+from eos_harness.faces.report import report_command
 from eos_harness.faces.spark import SuiteGroup
 from eos_harness.process.guard import STORE_TIMEOUT_S
 
@@ -195,6 +196,7 @@ main.add_command(chaos_command)
 main.add_command(demo_command)
 main.add_command(kafka_log_command)
 main.add_command(kafka_metadata_command)
+main.add_command(report_command)
 
 if __name__ == "__main__":
     main()

@@ -15,6 +15,7 @@ import click
 from click.core import ParameterSource
 from eos_harness.extras import needs_kafka
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, STORE_LIST, WORKLOAD_LIST, require_extra
+from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
 from eos_harness.models.workloads import WORKLOADS
 from eos_harness.verdict import ERROR, EXIT_INCOMPLETE, error_reason, exit_code
 from rich.console import Console
@@ -117,8 +118,9 @@ def _violations_table(result: dict) -> Table:
 @click.option("--out", default=None, help="Run directory (default runs/run-<seed>).")
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
 @store_timeout_option
+@click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
 def run_command(suite, store, workload, crash_at, broker, records, commit_interval, seed, json_path, junit_path, out,
-                overwrite, store_timeout):
+                overwrite, store_timeout, no_report):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
     from eos_harness.cluster import ClusterError
     from eos_harness.runtime import TaskConfig
@@ -182,6 +184,8 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
         console.print(f"history: {result['history']}")
     if json_error:
         console.print(f"[red]{json_error}[/] (the verdict is above and in {out_dir / 'verdict.json'})")
+    if not no_report:
+        write_run_report(out_dir)
     sys.exit(exit_code([result["verdict"]], incomplete=bool(result["fault_errors"] or json_error)))
 
 
@@ -259,16 +263,16 @@ def chaos_table(campaign: dict) -> Table:
 
 
 def run_chaos(seed, stores, workloads, minutes, scenarios, out: Path, json_path, workers, broker="embedded",
-              store_timeout=None, junit_path=None, until_failure=False, resume=False) -> dict:
+              store_timeout=None, junit_path=None, until_failure=False, resume=False, report=True) -> dict:
     """Run a campaign in the (prepared) run directory ``out`` (``resume``: continue the stopped one
-    there); print its table; write its JSON and JUnit."""
+    there); print its table; write its JSON, JUnit and report."""
     with local_broker(broker) as spec:
         return _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker,
-                          store_timeout, junit_path, until_failure, resume)
+                          store_timeout, junit_path, until_failure, resume, report)
 
 
 def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker,
-               store_timeout=None, junit_path=None, until_failure=False, resume=False) -> dict:
+               store_timeout=None, junit_path=None, until_failure=False, resume=False, report=True) -> dict:
     from eos_harness.campaign import finished_results
     from eos_harness.suites.lifecycle.campaign import run_campaign
 
@@ -344,6 +348,8 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
         console.print(f"[red]{junit_error}[/]", soft_wrap=True)
     elif junit_path:
         console.print(f"JUnit: {junit_path}")
+    if report:
+        write_run_report(out_dir, None if json_error else json_file)
     stopped = campaign.get("stopped")
     if stopped:  # last, where it is seen: why the campaign did not run to its end, and how to go on
         console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
@@ -386,9 +392,10 @@ def _campaign_exit(campaign: dict) -> int:
               "(skipped, with its evidence); a mutant not caught is the failure of its testcase 'caught'.")
 @click.option("--until-failure", is_flag=True, help=UNTIL_FAILURE_HELP)
 @click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=RESUME_HELP)
+@click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
 @click.pass_context
 def chaos_command(ctx, suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
-                  store_timeout, junit_path, until_failure, resume_dir):
+                  store_timeout, junit_path, until_failure, resume_dir, no_report):
     """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
     from eos_harness.campaign import ResumeError, load_state
     from eos_harness.cluster import ClusterError
@@ -421,7 +428,8 @@ def chaos_command(ctx, suite, stores, workloads, minutes, scenarios, seed, json_
         _check_json_path(junit_path, "--junit")
         out_dir = Path(resume_dir) if resume_dir is not None else _run_dir(out, f"runs/chaos-{seed}", overwrite)
         campaign = run_chaos(seed, stores, workloads, minutes, scenarios, out_dir, json_path, workers, broker,
-                             store_timeout, junit_path, until_failure, resume=resume_dir is not None)
+                             store_timeout, junit_path, until_failure, resume=resume_dir is not None,
+                             report=not no_report)
     except (StoreFactoryError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:

@@ -16,6 +16,7 @@ from click.core import ParameterSource
 from eos_harness.campaign import ResumeError, load_state
 from eos_harness.faces.lifecycle import JUNIT_HELP, _refuse_with_resume
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, require_extra
+from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
 from eos_harness.junit import write_junit
 from eos_harness.rundir import RunDirError, check_output_file, prepare, write_text
 from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
@@ -192,8 +193,9 @@ def _print_result(result: dict) -> None:
 @click.option("--out", default=None, help="Run directory (default runs/spark-<seed>).")
 @click.option("--overwrite", is_flag=True, help="Reuse --out if it holds an earlier run's results (only what the "
               "harness wrote there is removed; a directory it did not make is never emptied).")
+@click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
 def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_format, source, crash_at, batches, strict,
-                      seed, broker, json_path, junit_path, out, overwrite):
+                      seed, broker, json_path, junit_path, out, overwrite, no_report):
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model."""
     from eos_harness.suites.spark.runner import SparkScenario, error_result, run_spark_scenario
 
@@ -227,6 +229,8 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
     _print_result(result)
     if json_error:
         console.print(f"[red]{json_error}[/]")
+    if not no_report:
+        write_run_report(run_dir)
     sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
 
 
@@ -267,9 +271,10 @@ SPARK_RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM,
 @click.option("--until-failure", is_flag=True, help="Stop at the first unexpected failure (a real sink failing; "
               "the mutant sink is expected to fail); write everything.")
 @click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=SPARK_RESUME_HELP)
+@click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
 @click.pass_context
 def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, json_path, out, workers, sinks, broker,
-                        overwrite, junit_path, until_failure, resume_dir):
+                        overwrite, junit_path, until_failure, resume_dir, no_report):
     """Run a Spark chaos campaign over pipeline × sink × state provider × checkpoint format × crash window."""
     if resume_dir is not None:
         try:
@@ -346,6 +351,8 @@ def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, js
         console.print(f"[red]{json_error}[/]; the scenarios that finished are in {out_dir / 'results.jsonl'}")
     else:
         console.print(f"results: {json_file}")
+    if not no_report:
+        write_run_report(out_dir, None if json_error else json_file)
     stopped = campaign.get("stopped") or {}
     if stopped:  # last, where it is seen: why the campaign did not run to its end, and how to go on
         console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)

@@ -1,0 +1,547 @@
+"""Read a run directory of any suite into one neutral shape, :class:`RunView`, that the HTML
+renderer draws. It reads only files (never a live system) and never raises on a damaged run:
+every file it cannot read in full becomes a :class:`Problem` naming the file and what is wrong,
+and the view holds what could be read. A directory with no run in it raises :class:`NoRun`.
+
+What it recognises (the files the suites write, see ``suites/*/runner.py`` and ``campaign.py``):
+
+- a lifecycle campaign: ``chaos.json`` (or, when it is missing or unreadable, ``results.jsonl``)
+  with ``scenario-NNNNN/{verdict.json,history.jsonl}``;
+- a Spark campaign: the same, with ``"suite": "spark"`` and ``NNN-<pipeline>-<sink>/`` folders;
+- a single lifecycle or Spark run: ``verdict.json`` and ``history.jsonl``.
+
+The counts shown (verdict table, totals) are the JSON's own summary fields where the run wrote
+them; they are checked against the scenarios list, and a disagreement is a problem, not a silent fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eos_harness.rundir import MARKER
+from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, verdict_of
+
+__all__ = ["Event", "NoRun", "Problem", "RunView", "ScenarioView", "SubjectRow", "load_run"]
+
+MAX_TIMELINES = 40  # failing scenarios drawn with a timeline; the rest are listed with their repro
+
+
+class NoRun(ValueError):
+    """The directory holds no run of the harness (nothing to report)."""
+
+
+@dataclass
+class Problem:
+    """A file of the run that could not be read in full."""
+
+    file: str
+    what: str
+
+
+@dataclass
+class Event:
+    """One history event placed on a timeline."""
+
+    seq: int
+    lane: str  # "instance 2", "run 1", "driver"
+    category: str  # operation, commit, crash, recovery, fault, lifecycle, output, other
+    type: str
+    time: float  # seconds since the scenario started, or the seq when the history has no clock
+    text: str  # what the event says, for the hover
+
+
+@dataclass
+class ScenarioView:
+    name: str
+    index: int | None
+    subject: str  # the store, or the Spark configuration
+    verdict: str
+    expected: str | None  # "pass" or "fail" (a mutant must be caught); None for a single run
+    faults: list[str]  # the fault kinds its schedule names (crash points, kill, sink, …)
+    schedule: list[str]
+    seed: int | None
+    workload: str | None
+    violations: list[dict]
+    repro: str
+    error: str | None = None
+    seconds: float | None = None
+    started_at: float | None = None
+    recovery: list[dict] = field(default_factory=list)
+    kill_to_first_batch: list[float] = field(default_factory=list)
+    history: str | None = None
+    events: list[Event] | None = None  # loaded for failing scenarios only
+    timed: bool = False  # the events' time is seconds (else the history's seq)
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == FAIL
+
+    @property
+    def unexpected(self) -> bool:
+        if self.expected is None:
+            return self.verdict == FAIL
+        return self.verdict != ERROR and (self.verdict == FAIL) != (self.expected == "fail")
+
+
+@dataclass
+class SubjectRow:
+    """One row of the verdict table: a store, or a Spark pipeline configuration."""
+
+    name: str
+    expected: str | None
+    scenarios: int
+    failed: int
+    errors: int
+    not_applicable: int
+    status: str
+    checks: dict[str, int]
+
+    @property
+    def passed(self) -> int:
+        return self.scenarios - self.failed - self.errors - self.not_applicable
+
+
+@dataclass
+class RunView:
+    suite: str  # "lifecycle" | "spark"
+    kind: str  # "campaign" | "run"
+    directory: Path
+    seed: int | None = None
+    seconds: float | None = None
+    broker: str | None = None
+    command: str | None = None  # the command that reproduces the campaign (or the run)
+    subjects: list[SubjectRow] = field(default_factory=list)
+    scenarios: list[ScenarioView] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)  # stores / repro commands whose result was unexpected
+    not_run: list[str] = field(default_factory=list)
+    stopped: dict | None = None
+    problems: list[Problem] = field(default_factory=list)
+    timelines_left_out: int = 0
+
+    @property
+    def subject_word(self) -> str:
+        return "configuration" if self.suite == "spark" else "store"
+
+    @property
+    def total(self) -> int:
+        return len(self.scenarios)
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for s in self.scenarios if s.verdict == verdict)
+
+    @property
+    def failing(self) -> list[ScenarioView]:
+        return [s for s in self.scenarios if s.failed]
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+
+def _read_json(path: Path, problems: list[Problem]) -> dict | None:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        problems.append(Problem(str(path), f"cannot be read: {exc.strerror or exc}"))
+        return None
+    if not text.strip():
+        problems.append(Problem(str(path), "is empty (the run was cut short before it was written?)"))
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problems.append(Problem(str(path), f"is not valid JSON (truncated or corrupt): {exc.msg} at line "
+                                           f"{exc.lineno}, column {exc.colno}"))
+        return None
+    if not isinstance(data, dict):
+        problems.append(Problem(str(path), f"holds a JSON {type(data).__name__}, not an object"))
+        return None
+    return data
+
+
+def _read_jsonl(path: Path, problems: list[Problem], what: str) -> list[dict]:
+    """The JSON objects of a JSON-lines file, up to its first bad line (named in a problem)."""
+    rows: list[dict] = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        problems.append(Problem(str(path), f"cannot be read: {exc.strerror or exc}"))
+        return rows
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            last = number == len(lines)
+            problems.append(Problem(str(path), f"line {number} of {len(lines)} is not valid JSON "
+                                               f"({'truncated last line' if last else 'corrupt'}: {exc.msg}); "
+                                               f"the {what} before it are shown, {len(lines) - number} line(s) "
+                                               "after it are not"))
+            break
+        if not isinstance(row, dict):
+            problems.append(Problem(str(path), f"line {number} is a JSON {type(row).__name__}, not an object"))
+            break
+        rows.append(row)
+    return rows
+
+
+def _marker_command(directory: Path) -> str | None:
+    """The command line that made the run directory, from its marker file."""
+    try:
+        first = (directory / MARKER).read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    _, sep, command = first.partition("): ")
+    return command.strip() if sep and command.strip() else None
+
+
+_DROPPED = {"--out": 1, "--json": 1, "--junit": 1, "--minutes": 1, "--scenarios": 1, "--seed": 1,
+            "--overwrite": 0, "--no-report": 0, "--resume": 1}
+
+
+def reproduce_command(typed: str | None, seed: int | None, scenarios: int, fallback: list[str]) -> str:
+    """The command that runs the same campaign again: the command as typed (or ``fallback``) with
+    the seed made explicit and ``--scenarios N`` (the plan is a function of the seed, so the same
+    seed's first N scenarios are the same scenarios, however the original was bounded), without
+    the options that name output files."""
+    try:
+        words = shlex.split(typed) if typed else list(fallback)
+    except ValueError:
+        words = list(fallback)
+    kept: list[str] = []
+    skip = 0
+    for word in words:
+        if skip:
+            skip -= 1
+            continue
+        name = word.split("=", 1)[0]
+        if name in _DROPPED:
+            skip = 0 if "=" in word else _DROPPED[name]
+            continue
+        kept.append(word)
+    if kept and kept[0].endswith("eos-harness"):
+        kept[0] = "eos-harness"
+    if seed is not None:
+        kept += ["--seed", str(seed)]
+    kept += ["--scenarios", str(scenarios)]
+    return shlex.join(kept)
+
+
+# ---------------------------------------------------------------------------------------------- load
+
+
+def load_run(directory: str | Path, campaign_json: str | Path | None = None) -> RunView:
+    """The run in ``directory`` as a :class:`RunView`. ``campaign_json``: where the campaign JSON
+    was written when not ``directory/chaos.json`` (``chaos --json FILE``). Raises :class:`NoRun`."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise NoRun(f"{directory}: not a directory; give the run directory a `run` or `chaos` wrote (its --out)")
+    problems: list[Problem] = []
+    chaos_path = Path(campaign_json) if campaign_json else directory / "chaos.json"
+    results_path = directory / "results.jsonl"
+    verdict_path = directory / "verdict.json"
+    if chaos_path.exists() or results_path.exists():
+        campaign = _read_json(chaos_path, problems) if chaos_path.exists() else None
+        if campaign is not None and not isinstance(campaign.get("scenarios"), list):
+            problems.append(Problem(str(chaos_path), "has no list of scenarios"))
+            campaign = None
+        if campaign is None:
+            if not results_path.exists():
+                raise NoRun(f"{directory}: {chaos_path} {problems[-1].what}, and there is no results.jsonl "
+                            "to report from")
+            if not chaos_path.exists():
+                problems.append(Problem(str(chaos_path), "is missing (the campaign was cut short before its "
+                                                         "end?); the report is built from results.jsonl"))
+            rows = _read_jsonl(results_path, problems, "scenarios")
+            campaign = {"scenarios": rows}
+            if rows and "pipeline" in rows[0]:
+                campaign["suite"] = "spark"
+        view = _spark_campaign(campaign, directory, problems) if campaign.get("suite") == "spark" \
+            else _lifecycle_campaign(campaign, directory, problems)
+    elif verdict_path.exists():
+        verdict = _read_json(verdict_path, problems)
+        if verdict is None:
+            view = RunView("lifecycle", "run", directory)
+        elif "pipeline" in verdict:
+            view = _spark_run(verdict, directory, problems)
+        else:
+            view = _lifecycle_run(verdict, directory, problems)
+    else:
+        held = sorted(p.name for p in directory.iterdir())[:5]
+        raise NoRun(f"{directory}: holds no run of eos-harness (no chaos.json, results.jsonl or verdict.json"
+                    f"{'; it holds ' + ', '.join(held) if held else '; it is empty'}); give the directory "
+                    "that `eos-harness run` or `chaos` wrote (its --out)")
+    view.problems = problems
+    _load_histories(view, directory)
+    return view
+
+
+def _fault_kind(entry: str) -> str:
+    """``task.commit.after_eos@3`` → ``task.commit.after_eos``; ``kill@40`` → ``kill``; ``sink@2`` → ``sink``."""
+    return re.sub(r"@[^,]*$", "", entry)
+
+
+def _lifecycle_scenario(r: dict, directory: Path, expected: str | None) -> ScenarioView:
+    index = r.get("index")
+    schedule = [str(f) for f in r.get("schedule", [])]
+    return ScenarioView(
+        name=f"scenario {index}" if index is not None else f"{r.get('store')} / {r.get('workload')}",
+        index=index, subject=str(r.get("store", "?")), verdict=str(r.get("verdict", "?")), expected=expected,
+        faults=[_fault_kind(f) for f in schedule] or ["(no fault)"], schedule=schedule, seed=r.get("seed"),
+        workload=r.get("workload"), violations=list(r.get("violations", [])), repro=str(r.get("repro", "")),
+        error=r.get("error"), seconds=r.get("seconds"), started_at=r.get("started_at"),
+        recovery=list(r.get("recovery", [])), history=r.get("history"))
+
+
+def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]) -> RunView:
+    summary = campaign.get("summary")
+    rows = [r for r in campaign["scenarios"] if isinstance(r, dict)]
+    stores_json = (summary or {}).get("stores") or {}
+    expected = {s: t.get("expected") for s, t in stores_json.items()}
+    if not stores_json:  # no summary (results.jsonl): the expected result from the store registry
+        from eos_harness.suites.lifecycle.plan import expected_to_fail
+
+        for r in rows:
+            expected.setdefault(r.get("store"), "fail" if expected_to_fail(str(r.get("store"))) else "pass")
+    scenarios = [_lifecycle_scenario(r, directory, expected.get(r.get("store"))) for r in rows]
+    view = RunView("lifecycle", "campaign", directory, seed=campaign.get("seed"), seconds=campaign.get("seconds"),
+                   broker=campaign.get("broker"), scenarios=scenarios, stopped=campaign.get("stopped"))
+    computed = _tally(scenarios, lambda s: s.subject)
+    if summary:
+        for store, t in stores_json.items():
+            view.subjects.append(SubjectRow(store, t.get("expected"), int(t.get("scenarios", 0)),
+                                            int(t.get("failed", 0)), int(t.get("errors", 0)), 0,
+                                            str(t.get("status", "")), dict(t.get("checks", {}))))
+        view.unexpected = list(summary.get("unexpected", []))
+        view.not_run = list(summary.get("not_run", []))
+        _compare(view, summary, computed, directory / "chaos.json", problems)
+    else:
+        for store, (n, failed, errors, na, checks) in computed.items():
+            exp = expected.get(store)
+            status = ("caught" if failed else "NOT CAUGHT") if exp == "fail" else ("FAILED" if failed else "ok")
+            view.subjects.append(SubjectRow(store, exp, n, failed, errors, na, status, checks))
+        view.unexpected = sorted({s.subject for s in scenarios if s.unexpected})
+    typed = _marker_command(directory)
+    stores = list(stores_json) or sorted({s.subject for s in scenarios})
+    fallback = ["eos-harness", "chaos", "--stores", ",".join(stores)]
+    if view.broker and view.broker != "embedded":
+        fallback += ["--broker", str(view.broker)]
+    view.command = reproduce_command(typed if typed and " chaos" in typed else None, view.seed, len(scenarios),
+                                     fallback)
+    return view
+
+
+def _tally(scenarios: list[ScenarioView], key) -> dict[str, tuple[int, int, int, int, dict[str, int]]]:
+    out: dict[str, list] = {}
+    for s in scenarios:
+        row = out.setdefault(key(s), [0, 0, 0, 0, Counter()])
+        row[0] += 1
+        row[1] += s.verdict == FAIL
+        row[2] += s.verdict == ERROR
+        row[3] += s.verdict == NOT_APPLICABLE
+        if s.verdict == FAIL:
+            for v in s.violations:
+                row[4][v.get("check", "?")] += 1
+    return {k: (n, f, e, na, dict(c)) for k, (n, f, e, na, c) in out.items()}
+
+
+def _compare(view: RunView, summary: dict, computed: dict, path: Path, problems: list[Problem]) -> None:
+    """A summary that disagrees with its own scenarios list is reported, not smoothed over."""
+    if summary.get("total") is not None and summary["total"] != view.total:
+        problems.append(Problem(str(path), f"its summary counts {summary['total']} scenarios but its scenarios list "
+                                           f"holds {view.total}"))
+    if summary.get("failed") is not None and summary["failed"] != view.count(FAIL):
+        problems.append(Problem(str(path), f"its summary counts {summary['failed']} failed scenarios but its scenarios "
+                                           f"list holds {view.count(FAIL)}"))
+    for row in view.subjects:
+        n, failed, *_ = computed.get(row.name, (0, 0, 0, 0, {}))
+        if (row.scenarios, row.failed) != (n, failed):
+            problems.append(Problem(str(path), f"its summary of {row.name} says {row.scenarios} scenarios, {row.failed} "
+                                               f"failed; its scenarios list says {n}, {failed}"))
+
+
+def _lifecycle_run(verdict: dict, directory: Path, problems: list[Problem]) -> RunView:
+    scenario = _lifecycle_scenario(verdict, directory, None)
+    scenario.name = f"{scenario.subject} / {scenario.workload}"
+    view = RunView("lifecycle", "run", directory, seed=verdict.get("seed"), seconds=verdict.get("seconds"),
+                   broker=verdict.get("broker"), scenarios=[scenario], command=scenario.repro)
+    n, failed, errors, na, checks = _tally([scenario], lambda s: s.subject)[scenario.subject]
+    view.subjects = [SubjectRow(scenario.subject, None, n, failed, errors, na, scenario.verdict, checks)]
+    view.unexpected = [scenario.subject] if scenario.failed else []
+    return view
+
+
+# ---------------------------------------------------------------------------------------------- Spark
+
+
+def spark_configuration(r: dict) -> str:
+    """The configuration label of a Spark result, as the terminal's matrix table groups them."""
+    conf = r.get("configuration") or {}
+    state = str(conf.get("state_provider", "?")) + ("+changelog" if conf.get("changelog_checkpointing") else "")
+    source = conf.get("source", "file")
+    sink = str(r.get("sink", "?")) + ("" if source == "file" else f" ({source} source)")
+    return f"{r.get('pipeline', '?')} → {sink} · {state} · fmt {conf.get('checkpoint_format', '?')}"
+
+
+def _spark_verdict(r: dict) -> str:
+    """As ``suites.spark.campaign.judge``: violations marked ``strict_only`` fail only under --strict."""
+    verdict = str(r.get("verdict", "?"))
+    if verdict in (NOT_APPLICABLE, ERROR) or not isinstance(r.get("violations"), list):
+        return verdict
+    try:
+        return verdict_of([Violation.from_json(v) for v in r["violations"]], bool(r.get("strict")))
+    except TypeError:
+        return verdict
+
+
+def _kill_to_first_batch(r: dict) -> list[float]:
+    """Seconds from each kill to the first batch the restarted run committed (``runs[].first_commit_s``
+    of a run that follows a killed one)."""
+    runs = r.get("runs") or []
+    return [float(run["first_commit_s"]) for before, run in zip(runs, runs[1:], strict=False)
+            if before.get("killed") and run.get("first_commit_s") is not None]
+
+
+def _spark_scenario(r: dict, name: str, expected: str | None) -> ScenarioView:
+    schedule = [str(t) for t in r.get("schedule", [])]
+    strict = bool(r.get("strict"))
+    violations = [v for v in r.get("violations", []) if strict or not v.get("strict_only")]
+    return ScenarioView(
+        name=name, index=r.get("index"), subject=spark_configuration(r), verdict=_spark_verdict(r),
+        expected=expected, faults=[_fault_kind(t) for t in schedule] or ["(no kill)"], schedule=schedule,
+        seed=r.get("seed"), workload=r.get("pipeline"), violations=violations, repro=str(r.get("repro", "")),
+        error=r.get("error") or r.get("reason"), seconds=r.get("seconds"), started_at=r.get("started_at"),
+        kill_to_first_batch=_kill_to_first_batch(r), history=r.get("history"))
+
+
+def _spark_campaign(campaign: dict, directory: Path, problems: list[Problem]) -> RunView:
+    rows = [r for r in campaign["scenarios"] if isinstance(r, dict)]
+    scenarios = []
+    for r in rows:
+        expected = {"caught": "fail", "pass": "pass"}.get(r.get("expected", "pass"), "pass")
+        scenarios.append(_spark_scenario(r, f"scenario {r.get('index')}", expected))
+    view = RunView("spark", "campaign", directory, seed=campaign.get("seed"), seconds=campaign.get("seconds"),
+                   scenarios=scenarios, stopped=campaign.get("stopped"))
+    for subject, (n, failed, errors, na, checks) in sorted(_tally(scenarios, lambda s: s.subject).items()):
+        members = [s for s in scenarios if s.subject == subject]
+        exp = "fail" if any(s.expected == "fail" for s in members) else "pass"
+        if exp == "fail":
+            status = "caught" if failed else "ERROR" if errors else "NOT CAUGHT"
+        else:
+            status = "FAILED" if failed else "ERROR" if errors else "n/a" if na == n else "ok"
+        view.subjects.append(SubjectRow(subject, exp, n, failed, errors, na, status, checks))
+    summary = campaign.get("summary")
+    view.unexpected = list((summary or {}).get("unexpected", [s.repro for s in scenarios if s.unexpected]))
+    if summary:
+        _compare(view, summary, {}, directory / "chaos.json", problems)
+    typed = _marker_command(directory)
+    fallback = ["eos-harness", "chaos", "--suite", "spark", "--source", str(campaign.get("source", "file")),
+                "--sinks", ",".join(campaign.get("sinks") or ["file", "foreach", "kafka"])]
+    view.command = reproduce_command(typed if typed and " chaos" in typed else None, view.seed, len(scenarios),
+                                     fallback)
+    return view
+
+
+def _spark_run(verdict: dict, directory: Path, problems: list[Problem]) -> RunView:
+    scenario = _spark_scenario(verdict, spark_configuration(verdict), None)
+    view = RunView("spark", "run", directory, seed=verdict.get("seed"), seconds=verdict.get("seconds"),
+                   scenarios=[scenario], command=scenario.repro)
+    n, failed, errors, na, checks = _tally([scenario], lambda s: s.subject)[scenario.subject]
+    view.subjects = [SubjectRow(scenario.subject, None, n, failed, errors, na, scenario.verdict, checks)]
+    view.unexpected = [scenario.repro] if scenario.failed else []
+    return view
+
+
+# ---------------------------------------------------------------------------------------------- histories
+
+
+def _history_path(scenario: ScenarioView, directory: Path) -> Path | None:
+    """The scenario's history: the recorded path, or the same file under ``directory`` (a run
+    directory that was moved or copied keeps its layout)."""
+    candidates = []
+    if scenario.history:
+        recorded = Path(scenario.history)
+        candidates += [directory / recorded.parent.name / recorded.name, directory / recorded.name, recorded]
+    if scenario.index is not None:
+        candidates.append(directory / f"scenario-{scenario.index:05d}" / "history.jsonl")
+    for path in candidates:
+        if path.is_file():
+            return path
+    return candidates[0] if candidates else None
+
+
+def _load_histories(view: RunView, directory: Path) -> None:
+    failing = sorted(view.failing, key=lambda s: (not s.unexpected, s.index if s.index is not None else 0))
+    drawn = failing[:MAX_TIMELINES]
+    view.timelines_left_out = len(failing) - len(drawn)
+    for scenario in drawn:
+        path = _history_path(scenario, directory)
+        if path is None or not path.is_file():
+            view.problems.append(Problem(str(path or f"the history of {scenario.name}"),
+                                         f"is missing: the timeline of {scenario.name} cannot be drawn"))
+            scenario.events = []
+            continue
+        rows = _read_jsonl(path, view.problems, "events")
+        scenario.events, scenario.timed = timeline_events(rows, view.suite)
+
+
+_CATEGORIES = {
+    "read": "operation", "op": "operation", "state": "operation",
+    "commit": "commit", "store_commit_begin": "commit", "store_commit": "commit",
+    "crash": "crash", "frozen": "crash", "hang": "crash", "aborted": "crash", "exit": "lifecycle",
+    "recover": "recovery", "recovery_restart": "recovery", "resumed": "recovery",
+    "broker_fault": "fault", "stalled": "fault", "migrated": "fault", "fenced": "fault", "fault_fired": "fault",
+    "target_not_reached": "fault",
+    "start": "lifecycle", "done": "lifecycle", "verified": "lifecycle", "scenario": "lifecycle", "kafka": "lifecycle",
+    "output": "output", "file": "commit",
+    "error": "crash", "state_error": "crash", "follower_error": "crash",
+}
+_SHOWN = ("point", "fault", "key", "own", "committed", "input_position", "changelog_position", "store_offset",
+          "replayed_records", "wiped", "exitcode", "mode", "target", "root", "path", "window", "batch", "phase",
+          "code", "seconds", "error", "committed_position")
+
+
+def _describe(event: dict) -> str:
+    parts = [f"#{event.get('seq')} {event.get('type')}"]
+    for name in _SHOWN:
+        if name in event and event[name] is not None:
+            value = str(event[name])
+            parts.append(f"{name}={value[:120]}{'…' if len(value) > 120 else ''}")
+    return " ".join(parts)
+
+
+def timeline_events(rows: list[dict], suite: str) -> tuple[list[Event], bool]:
+    """History rows → timeline events. Spark events carry ``at`` (seconds since the scenario started)
+    where the driver measured it; the others take the time of the event before them. Lifecycle
+    histories have no clock: their axis is the history's sequence number (the order of events)."""
+    timed = any(isinstance(r.get("at"), int | float) for r in rows)
+    events: list[Event] = []
+    now = 0.0
+    starts: dict[object, float] = {}
+    for position, row in enumerate(rows):
+        seq = row.get("seq", position)
+        if suite == "spark":
+            lane = f"run {row['run']}" if "run" in row else "driver"
+        else:
+            instance = row.get("instance", 0)
+            lane = f"instance {instance}" if instance else "driver"
+        if timed:
+            if isinstance(row.get("at"), int | float):
+                now = float(row["at"])
+                if row.get("type") == "start":
+                    starts[row.get("run")] = now
+            elif row.get("type") == "exit" and isinstance(row.get("seconds"), int | float) \
+                    and row.get("run") in starts:
+                now = max(now, starts[row.get("run")] + float(row["seconds"]))
+            time = now
+        else:
+            time = float(seq) if isinstance(seq, int | float) else float(position)
+        kind = str(row.get("type", "?"))
+        events.append(Event(int(seq) if isinstance(seq, int) else position, lane, _CATEGORIES.get(kind, "other"),
+                            kind, time, _describe(row)))
+    return events, timed
