@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 RUN_DIR ?= runs/demo
 
-.PHONY: demo test setup jars lint bench clean docker-image test-docker
+.PHONY: demo test setup jars lint bench clean docker-image test-docker test-browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ docker-image: $(STAMP) jars
 
 test-docker: $(STAMP) jars
 	$(BIN)/python -m pytest -m docker tests/test_docker_kafka.py
+
+# Opt-in browser tier (root, for apt-get): the HTML report rendered in Debian's headless chromium.
+test-browser: $(STAMP)
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+	$(BIN)/python -m pytest -m browser tests/test_report_browser.py
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
