@@ -17,6 +17,7 @@ __all__ = ["campaign_rate", "kill_to_first_batch", "plotly_js", "recovery_vs_sta
 CATEGORY_STYLE = {  # category → (colour, marker symbol)
     "operation": ("#9aa5b1", "circle"),
     "commit": ("#2b8a3e", "square"),
+    "file written": ("#0ca678", "square-open"),
     "crash": ("#c92a2a", "x-thin-open"),
     "recovery": ("#1971c2", "diamond"),
     "fault": ("#e8590c", "star"),
@@ -134,12 +135,14 @@ def kill_to_first_batch(view: RunView, div_id: str) -> str | None:
         times = [(t, s) for s in view.scenarios if s.subject == subject for t in s.kill_to_first_batch]
         if times:
             points += len(times)
-            fig.add_trace(go.Box(y=[t for t, _ in times], name=subject, boxpoints="all", jitter=0.3,
-                                 hovertext=[f"{s.name} ({', '.join(s.schedule)}): {t:.1f} s" for t, s in times],
-                                 hoverinfo="text+y"))
+            fig.add_trace(go.Scatter(x=[subject] * len(times), y=[t for t, _ in times], name=subject,
+                                     mode="markers", marker={"size": 11, "opacity": 0.8},
+                                     hovertext=[f"{s.name} ({', '.join(s.schedule)}): {t:.1f} s" for t, s in times],
+                                     hoverinfo="text"))
     if not points:
         return None
     _layout(fig, f"Kill to first committed batch after the restart ({points} kills)", "configuration",
             "seconds", height=420)
+    fig.update_yaxes(rangemode="tozero")
     fig.update_layout(showlegend=False)
     return _html(fig, div_id)

@@ -224,8 +224,8 @@ def reproduce_command(typed: str | None, seed: int | None, scenarios: int, fallb
             skip = 0 if "=" in word else _DROPPED[name]
             continue
         kept.append(word)
-    if kept and kept[0].endswith("eos-harness"):
-        kept[0] = "eos-harness"
+    if kept and not kept[0].startswith("-"):
+        kept[0] = "eos-harness"  # however it was started (a script path, python -m …)
     if seed is not None:
         kept += ["--seed", str(seed)]
     kept += ["--scenarios", str(scenarios)]
@@ -366,13 +366,16 @@ def _compare(view: RunView, summary: dict, computed: dict, path: Path, problems:
 
 
 def _lifecycle_run(verdict: dict, directory: Path, problems: list[Problem]) -> RunView:
-    scenario = _lifecycle_scenario(verdict, directory, None)
-    scenario.name = f"{scenario.subject} / {scenario.workload}"
+    from eos_harness.suites.lifecycle.plan import expected_to_fail
+
+    store = str(verdict.get("store"))
+    scenario = _lifecycle_scenario(verdict, directory, "fail" if expected_to_fail(store) else "pass")
+    scenario.name = "the run"
     view = RunView("lifecycle", "run", directory, seed=verdict.get("seed"), seconds=verdict.get("seconds"),
                    broker=verdict.get("broker"), scenarios=[scenario], command=scenario.repro)
     n, failed, errors, na, checks = _tally([scenario], lambda s: s.subject)[scenario.subject]
-    view.subjects = [SubjectRow(scenario.subject, None, n, failed, errors, na, scenario.verdict, checks)]
-    view.unexpected = [scenario.subject] if scenario.failed else []
+    view.subjects = [SubjectRow(scenario.subject, scenario.expected, n, failed, errors, na, scenario.verdict, checks)]
+    view.unexpected = [scenario.subject] if scenario.unexpected else []
     return view
 
 
@@ -448,12 +451,14 @@ def _spark_campaign(campaign: dict, directory: Path, problems: list[Problem]) ->
 
 
 def _spark_run(verdict: dict, directory: Path, problems: list[Problem]) -> RunView:
-    scenario = _spark_scenario(verdict, spark_configuration(verdict), None)
+    from eos_harness.suites.spark.plan import MUTANT_SINK
+
+    scenario = _spark_scenario(verdict, "the run", "fail" if verdict.get("sink") == MUTANT_SINK else "pass")
     view = RunView("spark", "run", directory, seed=verdict.get("seed"), seconds=verdict.get("seconds"),
                    scenarios=[scenario], command=scenario.repro)
     n, failed, errors, na, checks = _tally([scenario], lambda s: s.subject)[scenario.subject]
-    view.subjects = [SubjectRow(scenario.subject, None, n, failed, errors, na, scenario.verdict, checks)]
-    view.unexpected = [scenario.repro] if scenario.failed else []
+    view.subjects = [SubjectRow(scenario.subject, scenario.expected, n, failed, errors, na, scenario.verdict, checks)]
+    view.unexpected = [scenario.repro] if scenario.unexpected else []
     return view
 
 
@@ -498,7 +503,7 @@ _CATEGORIES = {
     "broker_fault": "fault", "stalled": "fault", "migrated": "fault", "fenced": "fault", "fault_fired": "fault",
     "target_not_reached": "fault",
     "start": "lifecycle", "done": "lifecycle", "verified": "lifecycle", "scenario": "lifecycle", "kafka": "lifecycle",
-    "output": "output", "file": "commit",
+    "output": "output", "file": "file written",
     "error": "crash", "state_error": "crash", "follower_error": "crash",
 }
 _SHOWN = ("point", "fault", "key", "own", "committed", "input_position", "changelog_position", "store_offset",

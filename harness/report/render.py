@@ -30,7 +30,8 @@ def headline(view: RunView) -> tuple[str, str]:
         only = view.scenarios[0]
         if only.verdict == FAIL:
             checks = ", ".join(sorted({v.get("check", "?") for v in only.violations}))
-            return "bad", f"The run failed: {checks} broken ({len(only.violations)} violation(s))."
+            mutant = " (a mutant: failing is what it must do)" if only.expected == "fail" else ""
+            return "bad", f"The run failed: {checks} broken ({len(only.violations)} violation(s)){mutant}."
         if only.verdict == ERROR:
             return "warn", f"The run could not be completed: {only.error}"
         if only.verdict == NOT_APPLICABLE:
@@ -71,12 +72,11 @@ def coverage(view: RunView) -> dict:
     return {"faults": faults, "subjects": subjects, "cells": {f"{f}\x00{s}": c for (f, s), c in cells.items()}}
 
 
-def _minimal(scenario: ScenarioView) -> list[tuple[str, str]]:
-    """What the failing scenario needs to happen again, shortest first."""
+def _minimal(scenario: ScenarioView, suite: str) -> list[tuple[str, str]]:
+    """What the failing scenario needs to happen again: system, input, faults, seed."""
     rows = [("system", scenario.subject)]
     if scenario.workload:
-        rows.append(("workload" if scenario.index is None or "→" not in scenario.subject else "pipeline",
-                     scenario.workload))
+        rows.append(("pipeline" if suite == "spark" else "workload", scenario.workload))
     rows.append(("fault schedule", ", ".join(scenario.schedule) or "(none)"))
     rows.append(("seed", str(scenario.seed)))
     return rows
@@ -86,7 +86,7 @@ def render_html(view: RunView) -> str:
     """The report page of ``view``."""
     drawn = [s for s in view.failing if s.events is not None]
     drawn.sort(key=lambda s: (not s.unexpected, s.index if s.index is not None else 0))
-    failures = [{"s": s, "minimal": _minimal(s), "timeline": figures.timeline(s, f"timeline-{n}") if s.events else None}
+    failures = [{"s": s, "minimal": _minimal(s, view.suite), "timeline": figures.timeline(s, f"timeline-{n}") if s.events else None}
                 for n, s in enumerate(drawn)]
     undrawn = [s for s in view.failing if s.events is None]
     plots = []
