@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "eos_harness.faces.cli"]
 MUTANT = "mutant-recover-keeps-uncommitted"
 SPARK_RUN = ROOT / "tests" / "fixtures" / "spark-run"
+SPARK_CAMPAIGN = ROOT / "tests" / "fixtures" / "spark-campaign"
 
 
 def eos(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -253,6 +254,37 @@ def test_a_spark_run_report_shows_its_failure_and_kill_to_first_batch(tmp_path):
     first_batch = [r["first_commit_s"] for r in verdict["runs"][1:]]
     assert "Kill to first committed batch after the restart (1 kills)" in html and first_batch
     assert 'id="plot-restart"' in html
+
+
+def test_a_spark_campaign_report_holds_the_numbers_of_its_json(tmp_path):
+    """A recorded real Spark campaign (two scenarios, the first the mutant sink), read without Spark."""
+    run = tmp_path / "spark-campaign"
+    shutil.copytree(SPARK_CAMPAIGN, run)
+    campaign = json.loads((run / "chaos.json").read_text())
+    done = report(str(run))
+    assert done.returncode == 0, done.stdout
+    html, page = _page(run / "report.html")
+    summary = campaign["summary"]
+    assert int(page.fields["total"]) == summary["total"] == len(campaign["scenarios"])
+    assert int(page.fields["fail"]) == summary["failed"] == 1
+    assert int(page.fields["error"]) == summary["errors"]
+    by_configuration: dict[str, list[int]] = {}
+    for r in campaign["scenarios"]:
+        conf = r["configuration"]
+        state = conf["state_provider"] + ("+changelog" if conf["changelog_checkpointing"] else "")
+        name = f"{r['pipeline']} → {r['sink']} · {state} · fmt {conf['checkpoint_format']}"
+        row = by_configuration.setdefault(name, [0, 0])
+        row[0] += 1
+        row[1] += r["verdict"] == "fail"
+    assert {name: [int(row["scenarios"]), int(row["failed"])] for name, row in page.rows.items()} == by_configuration
+    (section,) = page.failures
+    (failing,) = [r for r in campaign["scenarios"] if r["verdict"] == "fail"]
+    assert section["repro"] == failing["repro"] and section["timeline"]
+    assert page.text_of["headline"].startswith("No unexpected result")
+    assert page.text_of["campaign-command"] == ("eos-harness chaos --suite spark --source file --sinks file,foreach "
+                                                "--seed 3 --scenarios 2")
+    assert 'id="plot-restart"' in html
+    assert "not drawn: the results do not record when each scenario started" in " ".join(html.split())
 
 
 def test_the_reproduce_command_makes_seed_and_count_explicit():

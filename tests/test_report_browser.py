@@ -4,8 +4,8 @@ runs its scripts, and the rendered page has the failure's timeline (plotly drew 
 violations and its repro command. A screenshot of each report is kept in the test's directory,
 and in ``$EOS_REPORT_SHOTS`` when set.
 
-The Spark report is of a recorded real Spark run (``tests/fixtures/spark-run``, the mutant sink):
-a live Spark run takes minutes."""
+The Spark report is of a recorded real Spark campaign (``tests/fixtures/spark-campaign``: the
+mutant sink, caught, and a real sink that passed): a live Spark campaign takes minutes."""
 
 from __future__ import annotations
 
@@ -91,13 +91,15 @@ def test_a_lifecycle_campaign_report_in_chromium(tmp_path):
     assert "No unexpected result" in _text(dom.split('id="summary-title"')[0])
 
 
-def test_a_spark_run_report_in_chromium(tmp_path):
-    run = tmp_path / "spark-run"
-    shutil.copytree(ROOT / "tests" / "fixtures" / "spark-run", run)
+def test_a_spark_campaign_report_in_chromium(tmp_path):
+    run = tmp_path / "spark-campaign"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "spark-campaign", run)
     from eos_harness.report import write_report
 
     report, _ = write_report(run)
-    dom = _rendered(report, tmp_path, "spark-run")
-    _assert_failure_rendered(dom, json.loads((run / "verdict.json").read_text()))
+    campaign = json.loads((run / "chaos.json").read_text())
+    (failing,) = [r for r in campaign["scenarios"] if r["verdict"] == "fail"]
+    dom = _rendered(report, tmp_path, "spark-campaign")
+    _assert_failure_rendered(dom, failing)
     assert 'id="plot-restart" class="plotly-graph-div js-plotly-plot"' in dom
-    assert "The run failed: exactly_once_output" in _text(dom.split('id="summary-title"')[0])
+    assert "No unexpected result" in _text(dom.split('id="summary-title"')[0])

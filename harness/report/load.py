@@ -430,7 +430,8 @@ def _spark_campaign(campaign: dict, directory: Path, problems: list[Problem]) ->
         scenarios.append(_spark_scenario(r, f"scenario {r.get('index')}", expected))
     view = RunView("spark", "campaign", directory, seed=campaign.get("seed"), seconds=campaign.get("seconds"),
                    scenarios=scenarios, stopped=campaign.get("stopped"))
-    for subject, (n, failed, errors, na, checks) in sorted(_tally(scenarios, lambda s: s.subject).items()):
+    computed = _tally(scenarios, lambda s: s.subject)
+    for subject, (n, failed, errors, na, checks) in sorted(computed.items()):
         members = [s for s in scenarios if s.subject == subject]
         exp = "fail" if any(s.expected == "fail" for s in members) else "pass"
         if exp == "fail":
@@ -441,7 +442,7 @@ def _spark_campaign(campaign: dict, directory: Path, problems: list[Problem]) ->
     summary = campaign.get("summary")
     view.unexpected = list((summary or {}).get("unexpected", [s.repro for s in scenarios if s.unexpected]))
     if summary:
-        _compare(view, summary, {}, directory / "chaos.json", problems)
+        _compare(view, summary, computed, directory / "chaos.json", problems)
     typed = _marker_command(directory)
     fallback = ["eos-harness", "chaos", "--suite", "spark", "--source", str(campaign.get("source", "file")),
                 "--sinks", ",".join(campaign.get("sinks") or ["file", "foreach", "kafka"])]
