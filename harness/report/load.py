@@ -108,7 +108,7 @@ class SubjectRow:
 
 @dataclass
 class RunView:
-    suite: str  # "lifecycle" | "spark"
+    suite: str  # "lifecycle" | "spark" | "metadata" (its results have the lifecycle's shape, "system" for "store")
     kind: str  # "campaign" | "run"
     directory: Path
     seed: int | None = None
@@ -125,7 +125,7 @@ class RunView:
 
     @property
     def subject_word(self) -> str:
-        return "configuration" if self.suite == "spark" else "store"
+        return {"spark": "configuration", "metadata": "system"}.get(self.suite, "store")
 
     @property
     def total(self) -> int:
@@ -291,7 +291,7 @@ def _lifecycle_scenario(r: dict, directory: Path, expected: str | None) -> Scena
     schedule = [str(f) for f in r.get("schedule", [])]
     return ScenarioView(
         name=f"scenario {index}" if index is not None else f"{r.get('store')} / {r.get('workload')}",
-        index=index, subject=str(r.get("store", "?")), verdict=str(r.get("verdict", "?")), expected=expected,
+        index=index, subject=str(r.get("store", r.get("system", "?"))), verdict=str(r.get("verdict", "?")), expected=expected,
         faults=[_fault_kind(f) for f in schedule] or ["(no fault)"], schedule=schedule, seed=r.get("seed"),
         workload=r.get("workload"), violations=list(r.get("violations", [])), repro=str(r.get("repro", "")),
         error=r.get("error"), seconds=r.get("seconds"), started_at=r.get("started_at"),
@@ -301,15 +301,16 @@ def _lifecycle_scenario(r: dict, directory: Path, expected: str | None) -> Scena
 def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]) -> RunView:
     summary = campaign.get("summary")
     rows = [r for r in campaign["scenarios"] if isinstance(r, dict)]
-    stores_json = (summary or {}).get("stores") or {}
+    stores_json = (summary or {}).get("stores") or (summary or {}).get("systems") or {}
     expected = {s: t.get("expected") for s, t in stores_json.items()}
-    if not stores_json:  # no summary (results.jsonl): the expected result from the store registry
+    if not stores_json and campaign.get("suite", "lifecycle") == "lifecycle":  # no summary: from the registry
         from eos_harness.suites.lifecycle.plan import expected_to_fail
 
         for r in rows:
             expected.setdefault(r.get("store"), "fail" if expected_to_fail(str(r.get("store"))) else "pass")
     scenarios = [_lifecycle_scenario(r, directory, expected.get(r.get("store"))) for r in rows]
-    view = RunView("lifecycle", "campaign", directory, seed=campaign.get("seed"), seconds=campaign.get("seconds"),
+    suite = str(campaign.get("suite") or (rows[0].get("suite") if rows else None) or "lifecycle")
+    view = RunView(suite, "campaign", directory, seed=campaign.get("seed"), seconds=campaign.get("seconds"),
                    broker=campaign.get("broker"), scenarios=scenarios, stopped=campaign.get("stopped"))
     computed = _tally(scenarios, lambda s: s.subject)
     if summary:
@@ -368,10 +369,11 @@ def _compare(view: RunView, summary: dict, computed: dict, path: Path, problems:
 def _lifecycle_run(verdict: dict, directory: Path, problems: list[Problem]) -> RunView:
     from eos_harness.suites.lifecycle.plan import expected_to_fail
 
-    store = str(verdict.get("store"))
-    scenario = _lifecycle_scenario(verdict, directory, "fail" if expected_to_fail(store) else "pass")
+    suite = str(verdict.get("suite") or "lifecycle")
+    mutant = suite == "lifecycle" and expected_to_fail(str(verdict.get("store")))
+    scenario = _lifecycle_scenario(verdict, directory, "fail" if mutant else "pass")
     scenario.name = "the run"
-    view = RunView("lifecycle", "run", directory, seed=verdict.get("seed"), seconds=verdict.get("seconds"),
+    view = RunView(suite, "run", directory, seed=verdict.get("seed"), seconds=verdict.get("seconds"),
                    broker=verdict.get("broker"), scenarios=[scenario], command=scenario.repro)
     n, failed, errors, na, checks = _tally([scenario], lambda s: s.subject)[scenario.subject]
     view.subjects = [SubjectRow(scenario.subject, scenario.expected, n, failed, errors, na, scenario.verdict, checks)]
