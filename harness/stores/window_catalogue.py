@@ -28,7 +28,7 @@ register(StoreSpec("memory-window-txn", "window-store",
                    "transactional in-memory window store (seed semantics): staged writes, read-committed view",
                    memory_window_txn))
 register(StoreSpec("rocksdb-window", "window-store",
-                   "persistent RocksDB window store, 16 ms segments dropped whole, not transactional",
+                   "persistent RocksDB window store, segments of half the retention dropped whole, not transactional",
                    rocksdb_window))
 register(StoreSpec("rocksdb-window-txn", "window-store",
                    "transactional RocksDB window store: data, stream time and offsets in one batch (KIP-892)",

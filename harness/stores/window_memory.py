@@ -14,6 +14,7 @@ The transactional variant stages writes (and the stream time they observed) in a
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 
 from eos_harness.faults.points import crash_point, declare
@@ -96,7 +97,8 @@ class MemoryWindowStore:
         self._stream_time = NO_TIMESTAMP  # committed (the only one when not transactional)
         self._staged: dict[tuple[int, bytes], bytes | None] = {}
         self._staged_stream_time = NO_TIMESTAMP
-        self._open_iterators: set[_HeldIterator] = set()
+        # Weak: an iterator dropped without close() stops holding expiry back once it is collected.
+        self._open_iterators: weakref.WeakSet[_HeldIterator] = weakref.WeakSet()
         self._via_processor = False
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -199,7 +201,13 @@ class MemoryWindowStore:
         return _HeldIterator(self, lo, starts, key_from, key_to, reverse, single_key)
 
     def fetch_window(self, key: bytes, window_start: int, committed: bool = False) -> bytes | None:
-        return next(iter(self._read(key, key, window_start, window_start, False, True, committed)), (None, None))[1]
+        self._expire_before_read()
+        if window_start < self._lower(window_start, committed):
+            return None
+        if self._transactional and not committed and (window_start, key) in self._staged:
+            return self._staged[(window_start, key)]
+        segment = self._segments.get(window_start)
+        return None if segment is None else segment.get(key)
 
     def fetch(self, key: bytes, time_from: int, time_to: int, committed: bool = False):
         return self._read(key, key, time_from, time_to, False, True, committed)

@@ -1,7 +1,8 @@
 """``rocksdb-window`` and ``rocksdb-window-txn``: persistent window stores on RocksDB, segmented as
 Kafka's ``RocksDBWindowStore`` is.
 
-Windows are grouped into segments of ``segment_interval`` milliseconds of window start, each its own
+Windows are grouped into segments of ``segment_interval`` milliseconds of window start (by default
+half the retention, as Kafka's ``max(retention / 2, 60 s)`` scaled down), each its own
 column family (``seg-<id>``) keyed by ``key + window_start`` (8 bytes, big-endian), so a fetch of one
 key is a seek and a short scan per segment. A segment is dropped whole, at once, when its last
 window start is expired; until then its expired windows are hidden by the fetch lower bound.
@@ -72,7 +73,9 @@ class _CommittedView:
 class RocksWindowStore:
     """Persistent; transactional when asked; a transactional one manages its offsets."""
 
-    def __init__(self, config: WindowConfig, transactional: bool = False, segment_interval: int = 16) -> None:
+    def __init__(self, config: WindowConfig, transactional: bool = False, segment_interval: int | None = None) -> None:
+        if segment_interval is None:  # Kafka's rule, scaled to milliseconds: half the retention
+            segment_interval = max(config.retention_period // 2, 1)
         if segment_interval <= 0:
             raise ValueError(f"segment_interval must be positive, got {segment_interval}")
         self.name = config.name
@@ -138,6 +141,8 @@ class RocksWindowStore:
 
     def _drop_expired_segments(self) -> None:
         bound = self._lower_bound(self._stream_time)
+        if not self._segments or (min(self._segments) + 1) * self._interval > bound:
+            return
         for segment_id in sorted(self._segments):
             if (segment_id + 1) * self._interval > bound:
                 break
@@ -220,7 +225,14 @@ class RocksWindowStore:
         return iter(rows)
 
     def fetch_window(self, key: bytes, window_start: int, committed: bool = False) -> bytes | None:
-        return next(self._read(key, key, window_start, window_start, False, True, committed), (None, None))[1]
+        if not self._transactional:
+            self._drop_expired_segments()
+        if window_start < self._lower_bound(self._observed(committed)):
+            return None
+        if self._transactional and not committed and (window_start, key) in self._staged:
+            return self._staged[(window_start, key)]
+        found = self._segments.get(window_start // self._interval)
+        return None if found is None else found[0].get(storage_key(key, window_start))
 
     def fetch(self, key: bytes, time_from: int, time_to: int, committed: bool = False):
         return self._read(key, key, time_from, time_to, False, True, committed)
@@ -306,11 +318,11 @@ def _config(semantics: str, kwargs: dict) -> WindowConfig:
     return WindowConfig.of(args["name"], args["retention_period"], args["window_size"], args["grace_period"], semantics)
 
 
-def rocksdb_window(segment_interval: int = 16, **kwargs) -> RocksWindowStore:
+def rocksdb_window(segment_interval: int | None = None, **kwargs) -> RocksWindowStore:
     """Not transactional, retention-only (as Kafka's RocksDB window store, grace left to the processor)."""
     return RocksWindowStore(_config(RETENTION_ONLY, kwargs), segment_interval=segment_interval)
 
 
-def rocksdb_window_txn(segment_interval: int = 16, **kwargs) -> RocksWindowStore:
+def rocksdb_window_txn(segment_interval: int | None = None, **kwargs) -> RocksWindowStore:
     """Transactional (KIP-892: data, stream time and offsets in one batch), retention-only."""
     return RocksWindowStore(_config(RETENTION_ONLY, kwargs), transactional=True, segment_interval=segment_interval)
