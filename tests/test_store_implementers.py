@@ -50,3 +50,13 @@ def test_an_undeclared_crash_point_where_offsets_are_written_before_data_is_caug
                                  "crashes": result["points"][0]["crashes"]}]
     assert result["points"][0]["crashes"] >= 3
     assert "user.commit.between_files" in proc.stdout and "warning:" in proc.stdout
+
+
+def test_points_lists_a_user_stores_own_points_with_their_meanings_and_the_undeclared_ones():
+    proc, _ = eos("points", "--store", "user_store:make_store")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "user.commit.before_rename" in proc.stdout and "not yet renamed into place" in proc.stdout
+    assert "task.commit.after_eos" not in proc.stdout  # only the store's own
+    proc, _ = eos("points", "--store", "offsets_first_store:make_store", "--json")
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert rows["user.commit.between_files"]["declared"] is False and rows["user.commit.between_files"]["reached"]

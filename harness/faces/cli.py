@@ -59,11 +59,17 @@ def stores_command(as_json: bool) -> None:
 
 @main.command("points")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def points_command(as_json: bool) -> None:
+@click.option("--store", "store", default=None, metavar="MODULE:FUNCTION",
+              help="List only the crash points of this store of yours: those its module declares, and those it "
+                   "reaches (run once, in a child) without declaring them.")
+def points_command(as_json: bool, store: str | None) -> None:
     """List every crash point and every fault kind a schedule can name, with its meaning."""
     from eos_harness.faults.kinds import kinds
     from eos_harness.faults.points import load_declarations
 
+    if store is not None:
+        _store_points(store, as_json)
+        return
     rows = [{"name": p.name, "description": p.description, "type": "crash point"} for p in load_declarations()]
     faults = [{"name": k.spelling, "description": k.meaning, "type": "fault kind", "suite": k.suite,
                "armed": k.armed, "needs": [n.what for n in k.needs], "stops_broker": k.stops_broker}
@@ -78,6 +84,37 @@ def points_command(as_json: bool) -> None:
     for r in faults:
         needs = f"; needs {r['needs'][-1]}" if r["needs"] else ""
         click.echo(f"  {r['name']:<43} {r['description']}\n  {'':<43} ({r['suite']} suite; armed {r['armed']}{needs})")
+
+
+def _store_points(store: str, as_json: bool) -> None:
+    """``points --store``: the crash points a user's store declares, and those it reaches undeclared."""
+    import os
+
+    from eos_harness.faults.points import load_declarations
+    from eos_harness.process.server import own_output_to
+    from eos_harness.stores import StoreFactoryError, probe_store, resolve
+
+    ours = {p.name for p in load_declarations()}
+    try:
+        with own_output_to(os.devnull):  # the module's own noise on import
+            resolve(store)
+        probe = probe_store(store)
+    except StoreFactoryError as exc:
+        raise click.UsageError(str(exc)) from None
+    rows = [{"name": p.name, "description": p.description, "declared": True, "reached": p.name in probe.points}
+            for p in load_declarations() if p.name not in ours]
+    rows += [{"name": name, "description": "reached, never declared (verify declares it for its run)",
+              "declared": False, "reached": True} for name in probe.undeclared]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"crash points of {store}:" if rows else f"store {store} declares and reaches no crash point of its own")
+    for r in rows:
+        click.echo(f"  {r['name']:<43} {r['description']}{'' if r['reached'] else ' (not reached by one probe run)'}")
+    if probe.undeclared:
+        click.echo(f"warning: {probe.undeclared_warning(store)}")
+    if probe.error or probe.finding:
+        click.echo(f"note: the probe run did not finish: {probe.error or probe.finding['observed']}")
 
 
 @main.command("verify")
@@ -189,6 +226,28 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     if json_error:
         console.print(f"[red]{json_error}[/] (the verdict is above)")
     sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
+
+
+@main.command("new-store")
+@click.argument("name")
+@click.option("--dir", "directory", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="Where to write NAME.py and test_NAME.py (an existing directory).")
+def new_store_command(name: str, directory: str) -> None:
+    """Write NAME.py, a ready-to-fill adapter of your store to the store protocol (every method with its
+    contract), and test_NAME.py, a pytest file running the conformance suite on it. Never overwrites a file."""
+    from pathlib import Path
+
+    from eos_harness.scaffold import ScaffoldError, write_scaffold
+
+    target = Path(directory)
+    if not target.is_dir():
+        raise click.UsageError(f"--dir {directory}: no such directory; create it first")
+    try:
+        written = write_scaffold(name, target)
+    except ScaffoldError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"wrote {written[0]} (fill in each method) and {written[1]}; then:\n"
+               f"  eos-harness verify {name}:make_store --json {name}.json\n  pytest {written[1].name}")
 
 
 main.add_command(run_command)

@@ -414,11 +414,15 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
     ``shrink=False`` reports the first failing sequence as found, without shrinking it (faster,
     for when only the verdict matters). Every call into the store is bounded by ``store_timeout``
     seconds; a store that hangs ends the suite with a ``store_hang`` violation. The store's output
-    (its children's stdout and stderr, its module's import) goes to ``log`` (default: a file in the
-    temp directory)."""
+    (its children's stdout and stderr, its module's import) goes to ``log`` (default: a temp file,
+    removed at the end: the verdict's ``log`` is then None)."""
     if log is None:
-        fd, log = tempfile.mkstemp(prefix="eos-verify-", suffix=".log")
+        fd, temp_log = tempfile.mkstemp(prefix="eos-verify-", suffix=".log")
         os.close(fd)
+        try:
+            return {**verify(spec, seed, examples, steps, shrink, store_timeout, temp_log), "log": None}
+        finally:
+            os.unlink(temp_log)
     with own_output_to(log):
         resolve(spec)  # clear error for a bad spec before any process starts
     repro = f"eos-harness verify {spec} --seed {seed} --examples {examples} --steps {steps}"

@@ -1,0 +1,54 @@
+"""Helpers for writing a store adapter (``eos-harness new-store`` generates a module that uses them).
+
+- :func:`merged_range`: the entries of a range scan with an open transaction's writes merged over
+  the committed data (tombstones hide keys), sorted: what ``range`` and ``all`` return;
+- :func:`with_crash_points`: put crash points before and after an existing method of a wrapped
+  object (the library's own ``commit``, ``write_batch``…), so that the harness can crash the store
+  at those steps without changing the library.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator, Mapping
+
+from eos_harness.faults.points import crash_point
+
+__all__ = ["merged_range", "with_crash_points"]
+
+
+def merged_range(committed: Iterable[tuple[bytes, bytes]] | Mapping[bytes, bytes],
+                 pending: Mapping[bytes, bytes | None], lo: bytes | None = None,
+                 hi: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+    """Live entries with ``lo <= key <= hi`` (None: unbounded), sorted by key: ``pending`` (the open
+    transaction's writes, ``None`` a tombstone) over ``committed`` (pairs, or a mapping)."""
+    items = committed.items() if isinstance(committed, Mapping) else committed
+    merged = {k: v for k, v in items if (lo is None or k >= lo) and (hi is None or k <= hi)}
+    for key, value in pending.items():
+        if (lo is not None and key < lo) or (hi is not None and key > hi):
+            continue
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return iter(sorted(merged.items()))
+
+
+def with_crash_points(obj: object, method: str, before: str | None = None, after: str | None = None) -> object:
+    """Wrap ``obj.method`` (on this object only) so that crash point ``before`` is reached just before
+    it runs and ``after`` just after it returns. Declare the points, with their meanings, at import
+    time of your module (``declare(name, meaning)``), so that ``eos-harness points --store`` lists
+    them. Returns ``obj``."""
+    original = getattr(obj, method)
+
+    @functools.wraps(original)
+    def wrapped(*args, **kwargs):
+        if before is not None:
+            crash_point(before)
+        result = original(*args, **kwargs)
+        if after is not None:
+            crash_point(after)
+        return result
+
+    setattr(obj, method, wrapped)
+    return obj
