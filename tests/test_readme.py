@@ -1,0 +1,60 @@
+"""Every command line the README shows is one the CLI accepts: each ``eos-harness …`` line of its code
+blocks is run with ``--help`` appended, and an unknown command or option (click's exit 2, "No such
+option") fails the test, naming the README line."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from eos_harness.faces.cli import main
+
+README = Path(__file__).parent.parent / "README.md"
+
+
+def readme_commands(text: str) -> list[str]:
+    """The ``eos-harness`` command lines of the README's fenced code blocks, continuation lines joined,
+    comments and any ``VAR=value`` prefix dropped."""
+    commands: list[str] = []
+    for block in re.findall(r"^ *```[^\n]*\n(.*?)^ *```", text, re.S | re.M):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            line = line.split(" # ")[0].split("\t#")[0].strip()
+            line = re.sub(r"^(\w+=\S+\s+)+", "", line)
+            if line.startswith("eos-harness "):
+                commands.append(line)
+    return commands
+
+
+def as_arguments(command: str) -> list[str]:
+    """The arguments of a README line with its placeholders made concrete: ``[...]`` optional parts
+    kept (their brackets dropped), ``A | B`` and ``a|b`` alternatives reduced to the first."""
+    text = command.removeprefix("eos-harness ")
+    text = re.sub(r"\[([^\[\]]*)\]", r"\1", text)  # [--json FILE] -> --json FILE; POINT[@n] -> POINT@n
+    text = re.sub(r"(\S+)(?: \| \S+(?: [A-Z]+)?)+", r"\1", text)  # --minutes M | --scenarios K -> --minutes M
+    return [word.split("|")[0] for word in shlex.split(text)]
+
+
+COMMANDS = readme_commands(README.read_text())
+
+
+def test_the_readme_shows_the_store_implementers_commands():
+    shown = " ".join(COMMANDS)
+    for command in ("new-store", "verify", "points --store", "chaos --stores", "run --store"):
+        assert f"eos-harness {command}" in shown, command
+    assert len(COMMANDS) >= 15
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_readme_command_line_is_accepted_by_the_cli(command):
+    result = CliRunner().invoke(main, [*as_arguments(command), "--help"], catch_exceptions=False)
+    assert result.exit_code == 0, f"README: {command}\n{result.output}"
+    assert "Usage:" in result.output and "No such" not in result.output
+
+
+def test_a_wrong_readme_line_would_be_caught():
+    result = CliRunner().invoke(main, [*as_arguments("eos-harness chaos --store x:y --seed N"), "--help"])
+    assert result.exit_code == 2 and "No such option" in result.output
