@@ -1,8 +1,9 @@
 """The broker port: what an EOS task needs from Kafka, shaped after Kafka's transactional producer.
 
 Adapters: ``embedded`` (SQLite as the transactional log; needs nothing installed) and ``kafka``
-(confluent-kafka against a real broker). ``connect(spec)`` opens one from a spec string:
-``embedded:PATH`` or ``kafka://HOST:PORT``.
+(confluent-kafka against a real broker). ``connect(spec)`` opens one from a spec
+(:mod:`.spec`: ``embedded:PATH`` or ``kafka://HOST:PORT``); :func:`.opening.open_broker` opens any
+``--broker`` spec for a suite (starting ``kafka-local``); :mod:`.kafka_client` makes every Kafka client.
 
 Offsets are Kafka's: every appended record takes the next offset of its partition, including
 records of transactions later aborted. A committed changelog offset is a *position*: the offset
@@ -15,11 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from eos_harness.broker.spec import BrokerSpec, parse
 from eos_harness.store import TopicPartition
 
 __all__ = [
     "Broker",
     "BrokerError",
+    "BrokerSpec",
     "ProducerFenced",
     "Record",
     "TransactionalProducer",
@@ -111,17 +114,20 @@ class Broker(Protocol):
     def close(self) -> None: ...
 
 
-def connect(spec: str) -> Broker:
-    """Open a broker from a spec string: ``embedded:PATH`` or ``kafka://HOST:PORT``."""
-    if spec.startswith("embedded:"):
+def connect(spec: BrokerSpec | str) -> Broker:
+    """Open a broker from a spec: ``embedded:PATH`` or ``kafka://HOST:PORT[?…]`` (a :class:`BrokerSpec`
+    or its text). ``kafka-local`` must be started first (:func:`eos_harness.broker.opening.open_broker`)."""
+    spec = parse(spec, internal=True)
+    if spec.kind == "embedded" and spec.path is not None:
         from eos_harness.broker.embedded import EmbeddedBroker
 
-        return EmbeddedBroker(spec.removeprefix("embedded:"))
-    if spec.startswith("kafka://"):
+        return EmbeddedBroker(spec.path)
+    if spec.kind == "kafka":
         from eos_harness.broker.kafka import KafkaBroker
 
-        return KafkaBroker(spec.removeprefix("kafka://"))
+        return KafkaBroker(spec)
     raise ValueError(
-        f"unknown broker spec {spec!r}: use 'embedded:PATH' (SQLite log, nothing to install) "
-        "or 'kafka://HOST:PORT' (a running Kafka cluster)"
+        f"broker {spec.cli_text!r} cannot be connected to as it is: open it with "
+        "eos_harness.broker.opening.open_broker (which starts kafka-local), or connect to "
+        "'embedded:PATH' (a SQLite log file) or 'kafka://HOST:PORT' (a running Kafka cluster)"
     )

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Mapping
-from urllib.parse import parse_qsl
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from eos_harness.broker import BrokerError, ProducerFenced, Record, TransactionAborted
+from confluent_kafka.admin import AdminClient
+from eos_harness.broker import BrokerError, ProducerFenced, Record, TransactionAborted, kafka_client
+from eos_harness.broker.kafka_client import error_of as _error_of
+from eos_harness.broker.spec import BrokerSpec, parse
 from eos_harness.faults.kafka import COMMIT_IN_FLIGHT
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.store import TopicPartition
@@ -46,32 +46,25 @@ P_COMMIT_IN_FLIGHT = declare(
 _FENCING_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
 
-def _error_of(exc: BaseException | None) -> KafkaError | None:
-    """The KafkaError an exception carries, also when confluent-kafka wrapped it: a fatal error
-    raised inside a delivery callback comes out as a SystemError whose cause is the KafkaException."""
-    seen = 0
-    while exc is not None and seen < 5:
-        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-            return exc.args[0]
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return None
-
-
 def _is_fencing(error: KafkaError) -> bool:
     return error.code() in _FENCING_CODES or error.fatal()
 
 
 class KafkaBroker:
-    """A connection to a Kafka cluster (bootstrap ``HOST:PORT[,HOST:PORT…][?client.setting=value&…]``)."""
+    """A connection to a Kafka cluster: a ``kafka://`` :class:`BrokerSpec`, or its text without the
+    scheme (``HOST:PORT[,HOST:PORT…][?client.setting=value&…]``)."""
 
-    def __init__(self, address: str) -> None:
-        bootstrap, _, query = address.partition("?")
-        if not bootstrap:
-            raise BrokerError("kafka broker spec needs an address: kafka://HOST:PORT")
-        self.bootstrap_servers = bootstrap
-        self.client_settings = dict(parse_qsl(query))
-        self.spec = f"kafka://{address}"
+    def __init__(self, address: BrokerSpec | str) -> None:
+        if isinstance(address, str):
+            try:
+                address = parse(address if address.startswith("kafka://") else f"kafka://{address}")
+            except ValueError as exc:
+                raise BrokerError(str(exc)) from None
+        if address.kind != "kafka":
+            raise BrokerError(f"the Kafka adapter needs a kafka://HOST:PORT spec, not {address.cli_text!r}")
+        self.bootstrap_servers = address.bootstrap_servers
+        self.client_settings = address.client_properties
+        self.spec = address.text
         self._admin: AdminClient | None = None
         self._plain_producer: Producer | None = None
         self._readers: dict[str, Consumer] = {}
@@ -81,11 +74,6 @@ class KafkaBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _base(self) -> dict:
-        # librdkafka's own log (connection refused while a broker restarts, …) stays quiet: every
-        # error that matters reaches the caller as an exception.
-        return {"bootstrap.servers": self.bootstrap_servers, "log_level": 2}
 
     def close(self) -> None:
         for reader in self._readers.values():
@@ -99,46 +87,21 @@ class KafkaBroker:
     # -- topics -------------------------------------------------------------------------------
     def _admin_client(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient(self._base())
+            self._admin = kafka_client.admin_client(self.bootstrap_servers)
         return self._admin
 
     def check_reachable(self, timeout: float = 10.0) -> None:
         """Raise BrokerError, naming the address, unless a broker answers a metadata request within ``timeout``."""
-        try:
-            self._admin_client().list_topics(timeout=timeout)
-        except KafkaException as exc:
-            error = _error_of(exc)
-            raise BrokerError(f"no Kafka broker answers at {self.bootstrap_servers} (waited {timeout:.0f} s: "
-                              f"{error.str() if error is not None else exc})") from None
+        kafka_client.check_reachable(self._admin_client(), self.bootstrap_servers, timeout)
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
-        if partitions < 1:
-            raise BrokerError(f"topic {name!r}: partitions must be >= 1, got {partitions}")
-        admin = self._admin_client()
-        future = admin.create_topics([NewTopic(name, num_partitions=partitions)], operation_timeout=OPERATION_TIMEOUT_S)[name]
-        try:
-            future.result(OPERATION_TIMEOUT_S)
-        except KafkaException as exc:
-            error = _error_of(exc)
-            if error is None or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise BrokerError(f"creating topic {name!r} failed: {exc}") from None
-        # Wait until every partition has a leader, so the first produce does not race the creation.
-        deadline = time.monotonic() + OPERATION_TIMEOUT_S
-        while True:
-            topic = admin.list_topics(name, timeout=10).topics.get(name)
-            if topic is not None and topic.error is None and len(topic.partitions) >= partitions and all(
-                p.leader >= 0 for p in topic.partitions.values()
-            ):
-                return
-            if time.monotonic() > deadline:
-                raise BrokerError(f"topic {name!r} has no leader for every partition after {OPERATION_TIMEOUT_S:.0f} s")
-            time.sleep(0.05)
+        kafka_client.create_topics(self._admin_client(), {name: partitions}, OPERATION_TIMEOUT_S)
 
     # -- writes -------------------------------------------------------------------------------
     def produce(self, topic: str, partition: int, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
         if self._plain_producer is None:
-            self._plain_producer = Producer({**self._base(), "enable.idempotence": True, "acks": "all",
-                                             "linger.ms": 5})
+            self._plain_producer = kafka_client.producer(
+                self.bootstrap_servers, **{"enable.idempotence": True, "acks": "all", "linger.ms": 5})
         producer = self._plain_producer
         errors: list[KafkaError] = []
 
@@ -167,10 +130,7 @@ class KafkaBroker:
     # -- reads --------------------------------------------------------------------------------
     def _reader(self, isolation: str) -> Consumer:
         if isolation not in self._readers:
-            self._readers[isolation] = Consumer({
-                **self._base(),
-                "group.id": f"eos-harness-reader-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
+            self._readers[isolation] = kafka_client.consumer(self.bootstrap_servers, **{
                 "enable.auto.offset.store": False,
                 "isolation.level": isolation,
                 "enable.partition.eof": True,
@@ -262,8 +222,9 @@ class KafkaBroker:
         # Not "stable": an open transaction's pending offsets are not committed yet; answer without them.
         key = f"{'stable' if stable else 'committed'}:{group_id}"
         if key not in self._readers:
-            self._readers[key] = Consumer({**self._base(), "group.id": group_id, "enable.auto.commit": False,
-                                           "isolation.level": "read_committed" if stable else "read_uncommitted"})
+            self._readers[key] = kafka_client.consumer(
+                self.bootstrap_servers, group_id,
+                **{"isolation.level": "read_committed" if stable else "read_uncommitted"})
         consumer = self._readers[key]
         deadline = time.monotonic() + OPERATION_TIMEOUT_S
         while True:
@@ -377,7 +338,6 @@ class KafkaProducer:
     def init_transactions(self) -> None:
         if self._producer is None:
             settings = {
-                **self.broker._base(),
                 "transactional.id": self.transactional_id,
                 "enable.idempotence": True,
                 "acks": "all",
@@ -391,7 +351,7 @@ class KafkaProducer:
                 "error_cb": self._on_error,
                 **self.broker.client_settings,
             }
-            self._producer = Producer(settings)
+            self._producer = kafka_client.producer(self.broker.bootstrap_servers, **settings)
         self._call("init_transactions", self._producer.init_transactions, OPERATION_TIMEOUT_S)
         self._open = False
         self._written.clear()
@@ -454,7 +414,7 @@ class KafkaProducer:
 
     def _metadata(self, group_id: str) -> object:
         if group_id not in self._group_metadata:
-            consumer = Consumer({**self.broker._base(), "group.id": group_id, "enable.auto.commit": False})
+            consumer = kafka_client.consumer(self.broker.bootstrap_servers, group_id)
             self._group_metadata[group_id] = consumer.consumer_group_metadata()
             consumer.close()
         return self._group_metadata[group_id]
