@@ -64,14 +64,15 @@ class Need:
 
     what: str
     how: str
-    met_by: Callable[[str], bool]
+    met_by: Callable[[object], bool]
 
 
-def _is_kafka(broker: str) -> bool:
-    return broker.startswith("kafka://")
+def _is_kafka(broker: object) -> bool:
+    """A ``kafka://`` broker: a BrokerSpec (whose ``str`` is its runtime text) or that text."""
+    return str(broker).startswith("kafka://")
 
 
-def _is_cluster_started_here(broker: str) -> bool:
+def _is_cluster_started_here(broker: object) -> bool:
     if not _is_kafka(broker):
         return False
     from eos_harness.cluster import cluster_for  # the clusters are built above the faults
@@ -145,7 +146,7 @@ class FaultKind:
             return self.child_point, fault.hit, self.child_action
         return None
 
-    def needs_unmet(self, broker: str) -> list[Need]:
+    def needs_unmet(self, broker: object) -> list[Need]:
         return [need for need in self.needs if not need.met_by(broker)]
 
 

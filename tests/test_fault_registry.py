@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from eos_harness.broker.spec import parse
 from eos_harness.faults import kinds
 from eos_harness.faults.spark import CrashTarget, parse_target
 from eos_harness.suites.lifecycle.plan import affects_cluster, kafka_faults, plan
@@ -35,8 +36,8 @@ def test_the_same_seed_gives_the_same_plan_as_before_the_registry():
     # Computed from the plans before fault kinds moved into the registry (first 300 scenarios'
     # replay commands): a change here changes what every existing seed replays.
     assert fingerprint(itertools.islice(plan(7, STORES, WORKLOADS), 300)) == "fe805f31817036b7"
-    on_a_cluster = plan(7, STORES, WORKLOADS, broker="kafka://127.0.0.1:1", broker_faults=KAFKA_FAULTS,
-                        repro_broker="kafka-local")
+    on_a_cluster = plan(7, STORES, WORKLOADS, broker=parse("kafka-local").started_at("127.0.0.1:1"),
+                        broker_faults=KAFKA_FAULTS)
     assert fingerprint(itertools.islice(on_a_cluster, 300)) == "8871250d7b91f07d"
     on_a_remote_kafka = plan(7, STORES, WORKLOADS, broker="kafka://127.0.0.1:1", broker_faults=["txn-timeout"])
     assert fingerprint(itertools.islice(on_a_remote_kafka, 300)) == "e65cc805f9e3e06d"

@@ -30,7 +30,10 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from eos_harness.broker.spec import BrokerSpec
 
 from eos_harness.cluster.watchdog import start_watchdog, stop_watchdog
 from eos_harness.process.wait import WaitTimeout, wait_until
@@ -161,10 +164,10 @@ class KafkaCluster:
 
     def transaction_coordinator(self, transactional_id: str) -> int:
         """The node that leads ``transactional_id``'s partition of ``__transaction_state``."""
-        from confluent_kafka.admin import AdminClient
+        from eos_harness.broker import kafka_client
 
         partition = _java_abs(java_hash_code(transactional_id)) % TRANSACTION_STATE_PARTITIONS
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 2})
+        admin = kafka_client.admin_client(self.bootstrap_servers)
         seen: list = []
 
         def led_partition():
@@ -185,10 +188,9 @@ class KafkaCluster:
                                f"{seen[-1] and seen[-1].error}") from None
 
     def _probe_transactions(self) -> None:
-        from confluent_kafka import Producer
+        from eos_harness.broker import kafka_client
 
-        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "transactional.id": "eos-harness-probe",
-                             "log_level": 2})
+        producer = kafka_client.producer(self.bootstrap_servers, **{"transactional.id": "eos-harness-probe"})
         producer.init_transactions(30)
 
 
@@ -327,11 +329,11 @@ class LocalKafka(KafkaCluster):
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every live node is registered with the cluster, or raise with the log tails."""
-        from confluent_kafka.admin import AdminClient
+        from eos_harness.broker import kafka_client
 
         timeout = timeout or self.start_timeout
         expected = {n.node_id for n in self.nodes if n.process is not None and n.process.poll() is None}
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": 2000, "log_level": 0})
+        admin = kafka_client.admin_client(self.bootstrap_servers, **{"socket.timeout.ms": 2000, "log_level": 0})
 
         def registered() -> bool:
             for node in self.nodes:
@@ -344,7 +346,7 @@ class LocalKafka(KafkaCluster):
                 # Listening (a restarted node is still in the metadata until its session expires)
                 # and registered with the cluster.
                 return all(_listening(self.node(n).port) for n in expected) \
-                    and expected <= set(admin.list_topics(timeout=2).brokers)
+                    and expected <= kafka_client.registered_brokers(admin)
             except Exception:  # noqa: BLE001 - not up yet
                 return False
 
@@ -426,9 +428,15 @@ class LocalKafka(KafkaCluster):
             proc.wait(5)
 
 
-def cluster_for(spec: str) -> LocalKafka | None:
-    """The running cluster this process started whose broker spec (``kafka://…``) is ``spec``."""
-    address = spec.removeprefix("kafka://").partition("?")[0]
+def cluster_for(spec: BrokerSpec | str) -> LocalKafka | None:
+    """The running cluster this process started at the address of ``spec`` (a ``kafka://`` spec or
+    its text); None for any other broker."""
+    from eos_harness.broker.spec import parse
+
+    spec = parse(spec, internal=True)
+    if spec.kind != "kafka":
+        return None
+    address = spec.bootstrap_servers
     for cluster in list(_LIVE):
         if cluster.nodes and cluster.bootstrap_servers == address:
             return cluster

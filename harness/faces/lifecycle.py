@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import signal
@@ -13,8 +12,17 @@ from pathlib import Path
 
 import click
 from click.core import ParameterSource
+from eos_harness.broker.opening import open_broker
+from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.extras import needs_kafka
-from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, STORE_LIST, WORKLOAD_LIST, require_extra
+from eos_harness.faces.params import (
+    AT_LEAST_ONE,
+    POSITIVE_MINUTES,
+    STORE_LIST,
+    WORKLOAD_LIST,
+    BrokerParam,
+    require_extra,
+)
 from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
 from eos_harness.models.workloads import WORKLOADS
 from eos_harness.verdict import ERROR, EXIT_INCOMPLETE, error_reason, exit_code
@@ -108,7 +116,7 @@ def _violations_table(result: dict) -> Table:
               help="Fault schedule, one per task instance: POINT[@n] (n-th time reached), kill@n "
                    "(driver SIGKILL after n events), or on Kafka broker-kill@n, broker-pause@n, "
                    "coordinator-kill@n, txn-timeout@n (see faults/kafka.py). Repeat or comma-separate.")
-@click.option("--broker", default="embedded", show_default=True, help=BROKER_HELP)
+@click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP)
 @click.option("--records", type=AT_LEAST_ONE, default=None, help="Input records (default: the workload's).")
 @click.option("--commit-interval", type=AT_LEAST_ONE, default=10, show_default=True,
               help="Records processed between two commits of the task.")
@@ -141,13 +149,14 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
         _check_json_path(json_path)
         _check_json_path(junit_path, "--junit")
         out_dir = _run_dir(out, f"runs/run-{seed}", overwrite)
-        with local_broker(broker) as spec:
+        with open_broker(broker, say=console.print) as opened:
+            scenario = replace(scenario, broker=opened.spec)
             try:
-                result = run_scenario(replace(scenario, broker=spec, repro_broker=broker), out_dir)
+                result = run_scenario(scenario, out_dir)
             except (ScheduleError, StoreFactoryError, ValueError):
                 raise
             except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
-                result = error_verdict(replace(scenario, repro_broker=broker), exc, out_dir)
+                result = error_verdict(scenario, exc, out_dir)
     except (ScheduleError, StoreFactoryError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
@@ -196,56 +205,9 @@ def _incomplete(exc: Exception) -> click.ClickException:
     return error
 
 
-def _require_kafka_extra(broker) -> None:
+def _require_kafka_extra(broker: BrokerSpec) -> None:
     if needs_kafka(broker):
-        require_extra("kafka", f"--broker {broker}")
-
-
-def parse_broker(broker: str) -> int | None:
-    """``kafka-local`` → 1, ``kafka-local:3`` → 3 (brokers to start); None for any other spec.
-    Bad values raise ValueError naming the accepted forms."""
-    if broker in ("embedded",) or broker.startswith(("kafka://", "embedded:")):
-        return None
-    name, _, count = broker.partition(":")
-    if name != "kafka-local":
-        raise ValueError(f"unknown --broker {broker!r}: use embedded, kafka-local, kafka-local:3 or kafka://HOST:PORT")
-    if not count:
-        return 1
-    if not count.isdigit() or not 1 <= int(count) <= 5:
-        raise ValueError(f"--broker {broker!r}: the broker count after 'kafka-local:' must be 1 to 5, e.g. kafka-local:3")
-    return int(count)
-
-
-def _check_kafka_answers(spec: str) -> None:
-    """Fail fast, naming the address, when no Kafka broker answers at a ``kafka://`` spec (rather
-    than every scenario timing out one after the other)."""
-    from eos_harness.broker import BrokerError, connect
-    from eos_harness.cluster import ClusterError
-
-    try:
-        with connect(spec) as broker:
-            broker.check_reachable()
-    except BrokerError as exc:
-        raise ClusterError(f"{exc}; start one there, or use --broker kafka-local to have the harness "
-                           "start one on 127.0.0.1") from None
-
-
-@contextlib.contextmanager
-def local_broker(broker: str):
-    """Yield the broker spec for ``--broker``: for ``kafka-local[:N]`` a LocalKafka of N brokers is
-    started on 127.0.0.1 (and stopped on exit, whatever happens)."""
-    brokers = parse_broker(broker)
-    if brokers is None:
-        if broker.startswith("kafka://"):
-            _check_kafka_answers(broker)
-        yield broker
-        return
-    from eos_harness.cluster import LocalKafka
-
-    console.print(f"starting a local Kafka ({brokers} broker{'s' if brokers > 1 else ''}) …")
-    with LocalKafka(brokers=brokers) as cluster:
-        console.print(f"Kafka up on {cluster.bootstrap_servers}")
-        yield cluster.spec
+        require_extra("kafka", f"--broker {broker.cli_text}")
 
 
 def chaos_table(campaign: dict) -> Table:
@@ -262,22 +224,23 @@ def chaos_table(campaign: dict) -> Table:
     return table
 
 
-def run_chaos(seed, stores, workloads, minutes, scenarios, out: Path, json_path, workers, broker="embedded",
-              store_timeout=None, junit_path=None, until_failure=False, resume=False, report=True) -> dict:
+def run_chaos(seed, stores, workloads, minutes, scenarios, out: Path, json_path, workers,
+              broker: BrokerSpec = EMBEDDED, store_timeout=None, junit_path=None, until_failure=False,
+              resume=False, report=True) -> dict:
     """Run a campaign in the (prepared) run directory ``out`` (``resume``: continue the stopped one
     there); print its table; write its JSON, JUnit and report."""
-    with local_broker(broker) as spec:
-        return _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker,
+    with open_broker(broker, say=console.print) as opened:
+        return _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, opened.spec,
                           store_timeout, junit_path, until_failure, resume, report)
 
 
-def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, spec, broker,
+def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, broker: BrokerSpec,
                store_timeout=None, junit_path=None, until_failure=False, resume=False, report=True) -> dict:
     from eos_harness.campaign import finished_results
     from eos_harness.suites.lifecycle.campaign import run_campaign
 
     out_dir = out
-    console.print(f"seed: {seed}   broker: {broker}   results: {out_dir}")
+    console.print(f"seed: {seed}   broker: {broker.cli_text}   results: {out_dir}")
     finished = len(finished_results(out_dir / "results.jsonl")) if resume else 0
     if resume:
         console.print(f"resuming the campaign of {out_dir}: {finished} scenario(s) finished before are kept")
@@ -298,8 +261,8 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
                             status=f"{counts['fail']} failing (mutants included){errors}")
 
         campaign = run_campaign(seed, out_dir, stores=stores, workloads=workloads, minutes=minutes,
-                                scenarios=scenarios, workers=workers, on_result=on_result, broker=spec,
-                                repro_broker=broker, until_failure=until_failure, resume=resume, outputs=outputs,
+                                scenarios=scenarios, workers=workers, on_result=on_result, broker=broker,
+                                until_failure=until_failure, resume=resume, outputs=outputs,
                                 **({} if store_timeout is None else {"store_timeout": store_timeout}))
     campaign["seconds"] = round(time.monotonic() - started, 1)
     json_file = Path(json_path) if json_path else out_dir / "chaos.json"
@@ -384,7 +347,7 @@ def _campaign_exit(campaign: dict) -> int:
 @click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
 @click.option("--out", default=None, help="Results directory (default runs/chaos-<seed>).")
 @click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once.")
-@click.option("--broker", default="embedded", show_default=True, help=BROKER_HELP + "; on kafka-local the "
+@click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP + "; on kafka-local the "
               "campaign adds broker faults (broker-kill, broker-pause, coordinator-kill, txn-timeout)")
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
 @store_timeout_option
@@ -411,7 +374,11 @@ def chaos_command(ctx, suite, stores, workloads, minutes, scenarios, seed, json_
         if state.get("finished"):
             raise click.UsageError(f"--resume {resume_dir}: that campaign ran to its end; nothing to resume "
                                    "(start a new one, or give a longer one --minutes/--scenarios)")
-        seed, stores, workloads, broker = state["seed"], state["stores"], state["workloads"], state["broker"]
+        seed, stores, workloads = state["seed"], state["stores"], state["workloads"]
+        try:
+            broker = parse(state["broker"])
+        except ValueError as exc:
+            raise click.UsageError(f"--resume {resume_dir}: {exc}") from None
         minutes, scenarios = state["minutes"], state["scenarios"]
         # Not the plan: these may be given anew.
         if ctx.get_parameter_source("workers") is not ParameterSource.COMMANDLINE:
@@ -423,7 +390,6 @@ def chaos_command(ctx, suite, stores, workloads, minutes, scenarios, seed, json_
     _require_kafka_extra(broker)
     seed = _seed(seed)
     try:
-        parse_broker(broker)
         _check_json_path(json_path)
         _check_json_path(junit_path, "--junit")
         out_dir = Path(resume_dir) if resume_dir is not None else _run_dir(out, f"runs/chaos-{seed}", overwrite)
@@ -464,7 +430,7 @@ def demo_command(out, minutes, seed):
 
 
 @click.command("kafka-log")
-@click.option("--broker", default="kafka-local", show_default=True,
+@click.option("--broker", type=BrokerParam(needs_kafka="the log checker"), default="kafka-local", show_default=True,
               help="kafka-local | kafka-local:3 | kafka://HOST:PORT (the embedded broker is not Kafka)")
 @click.option("--seed", type=int, default=None, help="Seed of the workload (printed when not given).")
 @click.option("--transactions", type=click.IntRange(1, 100_000), default=60, show_default=True)
@@ -483,12 +449,10 @@ def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isola
     seed = _seed(seed)
     console.print(f"seed: {seed}")
     try:
-        if not (parse_broker(broker) or broker.startswith("kafka://")):
-            raise ValueError(f"--broker {broker!r}: the log checker needs Kafka: kafka-local, kafka-local:3 or kafka://HOST:PORT")
         _check_json_path(json_path)
-        with local_broker(broker) as spec:
+        with open_broker(broker, say=console.print) as opened:
             try:
-                result = run_workload(spec.removeprefix("kafka://").partition("?")[0], seed,
+                result = run_workload(opened.spec, seed,
                                       transactions=transactions, partitions=partitions, abort_ratio=abort_ratio,
                                       isolation=isolation)
             except ValueError:
@@ -500,11 +464,11 @@ def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isola
     except ClusterError as exc:
         raise _incomplete(exc) from None
     if result is None:
-        _write_json(json_path, {"seed": seed, "broker": broker, "verdict": ERROR, "error": reason, "violations": []})
+        _write_json(json_path, {"seed": seed, "broker": broker.cli_text, "verdict": ERROR, "error": reason, "violations": []})
         console.print("[red]verdict: error[/]: the workload could not be run to its end:")
         console.print(reason, markup=False, highlight=False)
         sys.exit(exit_code([ERROR]))
-    report = {"seed": seed, "broker": broker, **result.to_json()}
+    report = {"seed": seed, "broker": broker.cli_text, **result.to_json()}
     json_error = _write_json(json_path, report)
     colour = "green" if report["verdict"] == "pass" else "red"
     console.print(f"{report['transactions']} transactions, {report['records_sent']} records sent, "
@@ -517,7 +481,7 @@ def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isola
         for a in report["anomalies"][:20]:
             table.add_row(a["kind"], str(a["partition"]), str(a["offset"]), str(a["value"]), str(a["transaction"]), a["detail"])
         console.print(table)
-        console.print(f"replay: eos-harness kafka-log --broker {broker} --seed {seed} --transactions {transactions} "
+        console.print(f"replay: eos-harness kafka-log --broker {broker.cli_text} --seed {seed} --transactions {transactions} "
                       f"--partitions {partitions} --abort-ratio {abort_ratio} --isolation {isolation}", soft_wrap=True)
     if json_error:
         console.print(f"[red]{json_error}[/]")

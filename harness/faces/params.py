@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import click
+from eos_harness.broker.spec import BrokerSpec, parse
 
-__all__ = ["AT_LEAST_ONE", "POSITIVE_MINUTES", "STORE_LIST", "WORKLOAD_LIST", "NameList", "require_extra"]
+__all__ = ["AT_LEAST_ONE", "POSITIVE_MINUTES", "STORE_LIST", "WORKLOAD_LIST", "BrokerParam", "NameList",
+           "require_extra"]
 
 AT_LEAST_ONE = click.IntRange(min=1)  # counts: records, scenarios, examples, steps, workers, …
 POSITIVE_MINUTES = click.FloatRange(min=0, min_open=True)
@@ -81,3 +83,27 @@ def require_extra(extra: str, needed_by: str) -> None:
         require(extra, needed_by)
     except MissingExtra as exc:
         raise click.UsageError(str(exc)) from None
+
+
+class BrokerParam(click.ParamType):
+    """``--broker``: parsed once into a :class:`~eos_harness.broker.spec.BrokerSpec`.
+
+    ``needs_kafka``: who needs a Kafka broker (e.g. ``"the log checker"``); the embedded one is
+    then refused, naming the Kafka forms."""
+
+    name = "broker"
+
+    def __init__(self, needs_kafka: str | None = None) -> None:
+        self.needs_kafka = needs_kafka
+
+    def convert(self, value, param, ctx) -> BrokerSpec:
+        if isinstance(value, BrokerSpec):
+            return value
+        try:
+            spec = parse(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if self.needs_kafka and not spec.is_kafka:
+            self.fail(f"{value!r}: {self.needs_kafka} needs Kafka: kafka-local, kafka-local:3 or kafka://HOST:PORT",
+                      param, ctx)
+        return spec

@@ -5,17 +5,21 @@ the EOS task lifecycle's commands keep every other invocation."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 from click.core import ParameterSource
+from eos_harness.broker.opening import open_broker
+from eos_harness.broker.spec import BrokerSpec
 from eos_harness.campaign import ResumeError, load_state
 from eos_harness.faces.lifecycle import JUNIT_HELP, _refuse_with_resume
-from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, require_extra
+from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, BrokerParam, require_extra
 from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
 from eos_harness.junit import write_junit
 from eos_harness.rundir import RunDirError, check_output_file, prepare, write_text
@@ -23,7 +27,7 @@ from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
 from eos_harness.suites.spark.campaign import SUITE, campaign_exit_code, counted_violations, run_campaign
 from eos_harness.suites.spark.junit import spark_suites
 from eos_harness.suites.spark.plan import MATRIX_SINKS, MIN_BATCHES
-from eos_harness.verdict import exit_code
+from eos_harness.verdict import EXIT_INCOMPLETE, exit_code
 from rich.console import Console
 from rich.table import Table
 
@@ -108,41 +112,28 @@ def _matrix_table(results: list[dict], title: str) -> Table:
 
 
 BROKER_HELP = ("Kafka for --source kafka / --sink kafka: kafka-local (default: one KRaft broker on 127.0.0.1 "
-               "started for this command and stopped at its end) or kafka://HOST:PORT (a broker you run).")
+               "started for this command and stopped at its end; kafka-local:N for N brokers) or "
+               "kafka://HOST:PORT (a broker you run).")
+BROKER = BrokerParam(needs_kafka="Spark's Kafka source and sink")
 
 
-def _parse_broker(broker: str | None) -> str | None:
-    """Bootstrap servers of ``kafka://HOST:PORT[,HOST:PORT]``, or None for ``kafka-local`` (start one)."""
-    if broker in (None, "", "kafka-local"):
-        return None
-    if broker.startswith("kafka://"):
-        address = broker.removeprefix("kafka://").partition("?")[0]
-        hosts = [h for h in address.split(",") if h]
-        if hosts and all(h.rpartition(":")[0] and h.rpartition(":")[2].isdigit() for h in hosts):
-            return ",".join(hosts)
-    raise click.BadParameter(f"{broker!r}: use kafka-local (start a broker here) or kafka://HOST:PORT",
-                             param_hint="--broker")
+@contextlib.contextmanager
+def _kafka(broker: BrokerSpec, needed: bool) -> Iterator[str | None]:
+    """Bootstrap servers of the command's Kafka when ``needed`` (kafka-local started here and
+    always stopped, kafka:// checked to answer), else None. No broker to run on: exit 3."""
+    if not needed:
+        yield None
+        return
+    from eos_harness.cluster import ClusterError
 
-
-class _Kafka:
-    """The broker of a command: the one given, or a LocalKafka started here and always stopped."""
-
-    def __init__(self, bootstrap: str | None, needed: bool) -> None:
-        self.bootstrap, self.needed, self.cluster = bootstrap, needed, None
-
-    def __enter__(self) -> str | None:
-        if self.needed and self.bootstrap is None:
-            from eos_harness.cluster import LocalKafka
-
-            console.print("starting a local Kafka broker (127.0.0.1) for this run …")
-            self.cluster = LocalKafka(brokers=1)
-            self.cluster.start()
-            self.bootstrap = self.cluster.bootstrap_servers
-        return self.bootstrap if self.needed else None
-
-    def __exit__(self, *exc) -> None:
-        if self.cluster is not None:
-            self.cluster.stop()
+    with contextlib.ExitStack() as stack:
+        try:
+            opened = stack.enter_context(open_broker(broker, say=console.print))
+        except ClusterError as exc:
+            error = click.ClickException(str(exc))
+            error.exit_code = EXIT_INCOMPLETE
+            raise error from None
+        yield opened.bootstrap_servers
 
 
 def _print_result(result: dict) -> None:
@@ -187,7 +178,7 @@ def _print_result(result: dict) -> None:
               help="Input files (one micro-batch each); at least 3, so a kill has a batch before and after it.")
 @click.option("--strict", is_flag=True, help="At-least-once duplicates (Kafka sink) fail the verdict.")
 @click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
-@click.option("--broker", default=None, help=BROKER_HELP)
+@click.option("--broker", type=BROKER, default="kafka-local", help=BROKER_HELP)
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
 @click.option("--junit", "junit_path", default=None, help=JUNIT_HELP)
 @click.option("--out", default=None, help="Run directory (default runs/spark-<seed>).")
@@ -215,10 +206,9 @@ def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_for
         run_dir = prepare(out or f"runs/spark-{seed}", overwrite=overwrite, given=out is not None)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    bootstrap = _parse_broker(broker)
     needed = scenario.uses_kafka and not unsupported(pipeline, sink, provider, int(checkpoint_format))
     try:
-        with _Kafka(bootstrap, needed) as kafka:
+        with _kafka(broker, needed) as kafka:
             result = run_spark_scenario(scenario, run_dir, keep=True, kafka=kafka)
     except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
         result = error_result(scenario, exc)
@@ -263,7 +253,7 @@ SPARK_RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM,
 @click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once.")
 @click.option("--sinks", default=",".join(MATRIX_SINKS), show_default=True,
               help="Comma-separated sinks of the matrix (file, foreach, kafka).")
-@click.option("--broker", default=None, help=BROKER_HELP)
+@click.option("--broker", type=BROKER, default="kafka-local", help=BROKER_HELP)
 @click.option("--overwrite", is_flag=True, help="Reuse --out if it holds an earlier run's results (only what the "
               "harness wrote there is removed; a directory it did not make is never emptied).")
 @click.option("--junit", "junit_path", default=None, help=JUNIT_HELP + " The mutant sink caught is an expected "
@@ -287,7 +277,11 @@ def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, js
             raise click.UsageError(f"--resume {resume_dir}: that campaign ran to its end; nothing to resume")
         seed, minutes, scenarios, source, strict = (state["seed"], state["minutes"], state["scenarios"],
                                                     state["source"], state["strict"])
-        sinks, broker = ",".join(state["sinks"]), state.get("broker")
+        sinks = ",".join(state["sinks"])
+        try:
+            broker = BROKER.convert(state.get("broker") or "kafka-local", None, ctx)
+        except click.BadParameter as exc:
+            raise click.UsageError(f"--resume {resume_dir}: {exc.format_message()}") from None
         if ctx.get_parameter_source("workers") is not ParameterSource.COMMANDLINE:
             workers = state.get("workers", workers)
         until_failure = until_failure or state.get("until_failure", False)
@@ -300,7 +294,6 @@ def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, js
     require_extra("spark", "--suite spark")
     if source == "kafka" or "kafka" in chosen:
         require_extra("kafka", "--source kafka" if source == "kafka" else "--sinks kafka")
-    bootstrap = _parse_broker(broker)
     seed = _seed(seed)
     try:
         if json_path:
@@ -316,8 +309,8 @@ def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, js
     def on_result(result: dict) -> None:
         console.print(f"  {result['verdict']:<15} {result['repro']}", markup=False, highlight=False)
 
-    with _Kafka(bootstrap, source == "kafka" or "kafka" in chosen) as kafka:
-        options = {"broker": broker, "json": str(Path(json_path).absolute()) if json_path else None,
+    with _kafka(broker, source == "kafka" or "kafka" in chosen) as kafka:
+        options = {"broker": broker.cli_text, "json": str(Path(json_path).absolute()) if json_path else None,
                    "junit": str(Path(junit_path).absolute()) if junit_path else None}
         campaign = run_campaign(seed, out_dir, minutes, scenarios, source, strict, on_result, workers, chosen, kafka,
                                 until_failure=until_failure, resume=resume_dir is not None, options=options)

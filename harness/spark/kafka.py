@@ -42,26 +42,23 @@ def topic_names(run_dir: Path) -> dict[str, str]:
 
 
 def create_topics(bootstrap: str, names: list[str]) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    """The topics, one partition each, every partition with a leader on return."""
+    from eos_harness.broker import kafka_client
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
-    futures = admin.create_topics([NewTopic(n, num_partitions=1, replication_factor=-1) for n in names],
-                                  operation_timeout=30, request_timeout=30)
-    for name, future in futures.items():
-        try:
-            future.result(timeout=TIMEOUT_S)
-        except Exception as exc:
-            raise KafkaSetupError(f"cannot create topic {name} on the Kafka at {bootstrap}: {exc}. Is the broker "
-                                  "running and reachable (--broker kafka://HOST:PORT), and may this client create "
-                                  "topics?") from exc
+    try:
+        kafka_client.create_topics(kafka_client.admin_client(bootstrap, **{"socket.timeout.ms": 10000}),
+                                   dict.fromkeys(names, 1))
+    except Exception as exc:
+        raise KafkaSetupError(f"cannot create topics {', '.join(names)} on the Kafka at {bootstrap}: {exc}. Is the "
+                              "broker running and reachable (--broker kafka://HOST:PORT), and may this client "
+                              "create topics?") from exc
 
 
 def produce_input(bootstrap: str, topic: str, batches: list[list[tuple[str, int]]]) -> None:
     """Every input record, in batch order, into partition 0 of ``topic`` (idempotent producer, acks=all)."""
-    from confluent_kafka import Producer
+    from eos_harness.broker import kafka_client
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 5})
+    producer = kafka_client.producer(bootstrap, **{"enable.idempotence": True, "acks": "all", "linger.ms": 5})
     errors: list[str] = []
 
     def delivered(err, _msg) -> None:
@@ -79,20 +76,21 @@ def produce_input(bootstrap: str, topic: str, batches: list[list[tuple[str, int]
 
 
 def _consumer(bootstrap: str, topic: str, isolation: str = "read_committed"):
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
+    from eos_harness.broker import kafka_client
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eos-harness-reader-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "isolation.level": isolation,
-                         "fetch.wait.max.ms": 5, "fetch.min.bytes": 1, "enable.partition.eof": True})
+    consumer = kafka_client.consumer(bootstrap, **{"isolation.level": isolation, "fetch.wait.max.ms": 5,
+                                                   "fetch.min.bytes": 1, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, 0, 0)])
     return consumer
 
 
 def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[dict]:
     """Every record of partition 0 of ``topic`` as the JSON object of its value, in offset order."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import KafkaError, TopicPartition
+    from eos_harness.broker import kafka_client
 
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-harness-probe"})
+    probe = kafka_client.consumer(bootstrap, "eos-harness-probe")
     try:
         _, high = probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S)
     finally:

@@ -10,6 +10,7 @@ import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+from eos_harness.broker.spec import BrokerSpec
 from eos_harness.suites.kafka_log.checks import Anomaly, LogEnd, Read, Sent, Transaction, check, summarize
 from eos_harness.verdict import verdict_of
 
@@ -50,14 +51,15 @@ class WorkloadResult:
         }
 
 
-def run_workload(bootstrap_servers: str, seed: int, transactions: int = 60, partitions: int = 2,
+def run_workload(broker: BrokerSpec | str, seed: int, transactions: int = 60, partitions: int = 2,
                  abort_ratio: float = 0.3, isolation: str = "read_committed", settle_seconds: float = 15.0) -> WorkloadResult:
     """Produce ``transactions`` transactions (two producers, interleaved in the log; about
     ``abort_ratio`` of them aborted) of 1-4 unique values over ``partitions`` partitions, then read
-    every partition from 0 to its end with a consumer of ``isolation``."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+    every partition from 0 to its end with a consumer of ``isolation``. ``broker``: a ``kafka://``
+    spec or its bootstrap servers."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka import TopicPartition as KTP
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from eos_harness.broker import kafka_client
 
     if isolation not in ("read_committed", "read_uncommitted"):
         raise ValueError(f"isolation must be read_committed or read_uncommitted, got {isolation!r}")
@@ -65,19 +67,9 @@ def run_workload(bootstrap_servers: str, seed: int, transactions: int = 60, part
         raise ValueError("transactions and partitions must be >= 1, abort_ratio within [0, 1]")
     started = time.monotonic()
     rng = random.Random(seed)
-    base = {"bootstrap.servers": bootstrap_servers, "log_level": 2}
+    bootstrap = kafka_client.bootstrap_of(broker)
     topic = f"eos-log-{seed}-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(base)
-    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while True:
-        meta = admin.list_topics(topic, timeout=10).topics.get(topic)
-        if meta is not None and meta.error is None and len(meta.partitions) == partitions and all(
-                p.leader >= 0 for p in meta.partitions.values()):
-            break
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"topic {topic} has no leader for every partition after 30 s")
-        time.sleep(0.05)
+    kafka_client.create_topics(kafka_client.admin_client(bootstrap), {topic: partitions})
 
     result = WorkloadResult(topic, isolation)
     offsets: dict[str, int] = {}
@@ -86,7 +78,8 @@ def run_workload(bootstrap_servers: str, seed: int, transactions: int = 60, part
         if err is None:
             offsets[msg.value().decode()] = msg.offset()
 
-    producers = [Producer({**base, "transactional.id": f"{topic}-p{i}", "linger.ms": 1, "acks": "all"}) for i in (0, 1)]
+    producers = [kafka_client.producer(bootstrap, **{"transactional.id": f"{topic}-p{i}", "linger.ms": 1, "acks": "all"})
+                 for i in (0, 1)]
     for producer in producers:
         producer.init_transactions(30)
     number = 0
@@ -115,10 +108,8 @@ def run_workload(bootstrap_servers: str, seed: int, transactions: int = 60, part
         producer.flush(5)
 
     # Every transaction finished: wait (bounded) for the commit markers, then read everything.
-    probe = Consumer({**base, "group.id": f"{topic}-probe", "isolation.level": "read_committed",
-                      "enable.auto.commit": False})
-    plain = Consumer({**base, "group.id": f"{topic}-plain", "isolation.level": "read_uncommitted",
-                      "enable.auto.commit": False})
+    probe = kafka_client.consumer(bootstrap, f"{topic}-probe", **{"isolation.level": "read_committed"})
+    plain = kafka_client.consumer(bootstrap, f"{topic}-plain", **{"isolation.level": "read_uncommitted"})
     tps = [KTP(topic, p) for p in range(partitions)]
     settle = time.monotonic() + settle_seconds
     while True:
@@ -130,8 +121,8 @@ def run_workload(bootstrap_servers: str, seed: int, transactions: int = 60, part
     probe.close()
     plain.close()
 
-    reader = Consumer({**base, "group.id": f"{topic}-reader", "isolation.level": isolation,
-                       "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    reader = kafka_client.consumer(bootstrap, f"{topic}-reader", **{
+        "isolation.level": isolation, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
     reader.assign([KTP(topic, p, 0) for p in range(partitions)])
     at_eof: set[int] = set()
     read_deadline = time.monotonic() + 30

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.campaign import UNTIL_FAILURE, finished_results, load_state, run_plan, save_state
 from eos_harness.models.workloads import WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
@@ -77,8 +78,7 @@ def run_campaign(
     scenarios: int | None = None,
     workers: int = 2,
     on_result: Callable[[dict], None] = lambda r: None,
-    broker: str = "embedded",
-    repro_broker: str | None = None,
+    broker: BrokerSpec | str = EMBEDDED,
     store_timeout: float = STORE_TIMEOUT_S,
     until_failure: bool = False,
     resume: bool = False,
@@ -105,6 +105,7 @@ def run_campaign(
             raise ValueError(f"unknown workload {wl!r}: choose among {', '.join(WORKLOADS)}")
     if minutes is None and scenarios is None:
         minutes = 1.0
+    broker = parse(broker, internal=True)
     earlier: list[dict] = []
     spent = 0.0
     if resume:
@@ -114,7 +115,7 @@ def run_campaign(
     started = time.monotonic()
     deadline = started + minutes * 60 - spent if minutes is not None else None
     state = {"suite": SUITE, "seed": seed, "stores": stores, "workloads": workloads, "minutes": minutes,
-             "scenarios": scenarios, "broker": repro_broker or broker, "workers": workers,
+             "scenarios": scenarios, "broker": broker.cli_text, "workers": workers,
              "store_timeout": store_timeout, "until_failure": until_failure, **(outputs or {}),
              "spent_seconds": spent, "finished": False}
     save_state(out_dir, state)
@@ -135,7 +136,7 @@ def run_campaign(
     planned = [s for s in stores if s in reached]
     source = (replace(scenario, store_timeout=store_timeout)
               for scenario in plan(seed, planned, workloads, broker=broker, broker_faults=faults,
-                                   repro_broker=repro_broker, reached=reached)) if planned else iter(())
+                                   reached=reached)) if planned else iter(())
     if stopped_by_probe is not None:
         source = iter(())
 
@@ -159,7 +160,7 @@ def run_campaign(
     results = sorted(earlier + run.results, key=lambda r: r["index"])
     campaign = {
         "seed": seed,
-        "broker": repro_broker or broker,
+        "broker": broker.cli_text,
         "kafka_faults": faults,
         "minutes": minutes,
         "scenarios": probed + results,
@@ -190,7 +191,7 @@ def until_failure_rule(stores: list[str]) -> Callable[[dict], str | None]:
     return stop
 
 
-def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: str,
+def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: BrokerSpec,
                  workers: int) -> tuple[dict[str, list[str]], list[dict]]:
     """Probe each store once (in children, at most ``workers`` at a time): the crash points of each
     store that can be planned, and a result for each store that broke the protocol (``fail``; not

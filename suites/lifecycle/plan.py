@@ -6,6 +6,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import replace
 
+from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.faults import kinds
 from eos_harness.models.workloads import WORKLOADS
 from eos_harness.runtime import (
@@ -49,10 +50,11 @@ def expected_to_fail(store: str) -> bool:
     return spec is not None and spec.expected_to_fail
 
 
-def kafka_faults(broker: str) -> list[str]:
+def kafka_faults(broker: BrokerSpec | str) -> list[str]:
     """The fault kinds with needs that a campaign on ``broker`` meets (today Kafka's: none off Kafka,
     ``txn-timeout`` on any Kafka, the broker-process faults too on a cluster this process started).
     The plan gives each one scenario early; the kinds that need nothing (``kill``) it draws anyway."""
+    broker = parse(broker, internal=True)
     return [k.name for k in _drawn_kinds() if k.needs and not k.needs_unmet(broker)]
 
 
@@ -74,17 +76,18 @@ def _hit(rng: random.Random, name: str, commit_interval: int) -> int:
     return kind.draw_hit(rng, name, commit_interval)
 
 
-def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10, broker: str = "embedded",
-         broker_faults: list[str] | tuple[str, ...] = (), repro_broker: str | None = None,
+def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10,
+         broker: BrokerSpec | str = EMBEDDED, broker_faults: list[str] | tuple[str, ...] = (),
          reached: dict[str, list[str]] | None = None) -> Iterator[Scenario]:
     """The campaign's scenarios, in order, forever (the caller stops). ``reached``: each store's
     crash points, when the caller has probed the stores already (else they are probed here)."""
-    if broker == "embedded" and not broker_faults:
+    broker = parse(broker, internal=True)
+    if broker == EMBEDDED and not broker_faults:
         yield from _plan(seed, stores, workloads, commit_interval, reached=reached)
         return
     for scenario in _plan(seed, stores, workloads, commit_interval, list(broker_faults), interleave=True,
                           reached=reached):
-        yield replace(scenario, broker=broker, repro_broker=repro_broker)
+        yield replace(scenario, broker=broker)
 
 
 def _interleave(lists: list[list[Scenario]]) -> list[Scenario]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from eos_harness.broker import connect
+from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.faults import kinds
 from eos_harness.history import History
 from eos_harness.models.lifecycle import LifecycleModel
@@ -46,23 +47,28 @@ __all__ = ["Scenario", "broker_spec", "error_verdict", "run_scenario", "verdict"
 
 @dataclass(frozen=True)
 class Scenario:
+    """One scenario. ``broker``: what it runs on, a :class:`BrokerSpec` (its text is accepted and
+    parsed): a started ``kafka-local`` is a ``kafka://127.0.0.1:…`` spec whose CLI text, in the
+    replay command, stays ``kafka-local``."""
+
     store: str
     workload: str
     seed: int
     schedule: tuple[Fault, ...] = ()
-    broker: str = "embedded"
+    broker: BrokerSpec = EMBEDDED
     records: int | None = None
     commit_interval: int = 10
-    repro_broker: str | None = None  # how the CLI names the broker (kafka-local), when not ``broker``
     store_timeout: float = STORE_TIMEOUT_S  # bound on one call into the store (a longer one: store_hang)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "broker", parse(self.broker, internal=True))
 
     def repro(self) -> str:
         parts = [f"eos-harness run --store {self.store} --workload {self.workload}"]
         if self.schedule:
             parts.append(f"--crash-at {','.join(map(str, self.schedule))}")
-        broker = self.repro_broker or self.broker
-        if broker != "embedded":
-            parts.append(f"--broker {broker}")
+        if self.broker.is_kafka:
+            parts.append(f"--broker {self.broker.cli_text}")
         if self.records is not None:
             parts.append(f"--records {self.records}")
         if self.commit_interval != 10:
@@ -78,9 +84,10 @@ def _input_records(scenario: Scenario) -> list[tuple[bytes, bytes]]:
     return wl.generate(random.Random(scenario.seed), scenario.records or wl.default_records)
 
 
-def broker_spec(scenario: Scenario, run_dir: Path) -> str:
-    if scenario.broker == "embedded":
-        return f"embedded:{run_dir / 'broker.sqlite'}"
+def broker_spec(scenario: Scenario, run_dir: Path) -> BrokerSpec:
+    """The broker the scenario's task processes open: on the embedded broker, its own SQLite file."""
+    if scenario.broker.kind == "embedded":
+        return scenario.broker.at_file(run_dir / "broker.sqlite")
     return scenario.broker
 
 
@@ -100,14 +107,14 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
     started_at = time.time()
     records = _input_records(scenario)
     spec = broker_spec(scenario, run_dir)
-    for option, value in dict(o for kind in scheduled for o in kind.broker_options).items():
-        if option not in spec:
-            spec += ("&" if "?" in spec else "?") + f"{option}={value}"
+    options = dict(o for kind in scheduled for o in kind.broker_options)
+    if options:  # the user's own setting of an option wins
+        spec = spec.with_properties({k: v for k, v in options.items() if k not in spec.client_properties})
     # Unique per run: on a shared Kafka cluster topics outlive the run directory.
     app = f"eos-{scenario.seed}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     config = TaskConfig.for_store(
         scenario.store,
-        broker=spec,
+        broker=spec.text,
         state_dir=str(run_dir / "state"),
         workload=scenario.workload,
         application_id=app,
@@ -120,7 +127,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
         history = History(run_dir / "history.jsonl")
         history.add(0, {"type": "scenario", "store": scenario.store, "workload": scenario.workload,
                         "seed": scenario.seed, "schedule": [str(f) for f in scenario.schedule],
-                        "application_id": app, "broker": spec,
+                        "application_id": app, "broker": spec.text,
                         "records": len(records)})
         instance = 0
         schedule = list(scenario.schedule)
@@ -175,7 +182,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
     return result
 
 
-def _check_needs(scheduled: list[kinds.FaultKind], broker: str) -> None:
+def _check_needs(scheduled: list[kinds.FaultKind], broker: BrokerSpec) -> None:
     """Refuse a schedule whose fault kinds need what a run on ``broker`` does not have (for each kind,
     its first need unmet: a kind lists its needs from the broadest)."""
     lacking: dict[kinds.Need, list[str]] = {}
@@ -185,7 +192,7 @@ def _check_needs(scheduled: list[kinds.FaultKind], broker: str) -> None:
                 lacking[need].append(kind.name)
     if lacking:
         raise ScheduleError("; ".join(f"{', '.join(names)}: needs {need.what} ({need.how})"
-                                      for need, names in lacking.items()) + f"; the broker is {broker!r}")
+                                      for need, names in lacking.items()) + f"; the broker is {broker.cli_text!r}")
 
 
 def verdict(scenario: Scenario, events: list[dict], violations: list[Violation], recovery: list[dict],
@@ -199,7 +206,7 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
     result = {
         "store": scenario.store,
         "workload": scenario.workload,
-        "broker": scenario.broker,
+        "broker": scenario.broker.text,
         "seed": scenario.seed,
         "schedule": [str(f) for f in scenario.schedule],
         "crash_points": hit,

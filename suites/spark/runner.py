@@ -168,11 +168,11 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
     scenario.validate()
     if scenario.uses_kafka and kafka is None and not unsupported(scenario.pipeline, scenario.sink, scenario.provider,
                                                                  scenario.checkpoint_format):
-        from eos_harness.cluster import LocalKafka
+        from eos_harness.broker.opening import open_broker
 
         run_dir = claim(Path(run_dir))
-        with LocalKafka(brokers=1) as cluster:
-            return run_spark_scenario(scenario, run_dir, keep, measure, watch, kafka=cluster.bootstrap_servers)
+        with open_broker("kafka-local") as opened:
+            return run_spark_scenario(scenario, run_dir, keep, measure, watch, kafka=opened.bootstrap_servers)
     started = time.monotonic()
     claim(run_dir)
     base = scenario.header()

@@ -212,7 +212,7 @@ class DockerKafka(KafkaCluster):
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until every running node is registered with the cluster, or raise with the logs."""
-        from confluent_kafka.admin import AdminClient
+        from eos_harness.broker import kafka_client
 
         timeout = timeout or self.start_timeout
         expected = set()
@@ -221,7 +221,7 @@ class DockerKafka(KafkaCluster):
                 node.wrapped.reload()
                 if node.wrapped.status in ("running", "created", "restarting"):
                     expected.add(node.node_id)
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "socket.timeout.ms": 2000, "log_level": 0})
+        admin = kafka_client.admin_client(self.bootstrap_servers, **{"socket.timeout.ms": 2000, "log_level": 0})
 
         def registered() -> bool:
             for node_id in expected:
@@ -233,7 +233,7 @@ class DockerKafka(KafkaCluster):
                                        f"with code {code} while starting; its log ends:\n{self.log_tail(node_id)}")
             try:
                 return all(_listening(self.node(n).port) for n in expected) \
-                    and expected <= set(admin.list_topics(timeout=2).brokers)
+                    and expected <= kafka_client.registered_brokers(admin)
             except Exception:  # noqa: BLE001 - not up yet
                 return False
 
