@@ -6,7 +6,8 @@ The forms a user may write (on the command line, in a suite's options):
 - ``kafka-local`` / ``kafka-local:N``: N (1 to 5) Kafka brokers started on 127.0.0.1 from the
   pinned jars for the command, and stopped at its end.
 - ``kafka://HOST:PORT[,HOST:PORT…][?key=value&…]``: a Kafka cluster you run; the properties after
-  ``?`` are client properties (e.g. ``transaction.timeout.ms=5000``) given to every client.
+  ``?`` are client properties (e.g. ``transaction.timeout.ms=5000``) for the tasks' transactional
+  producers (see :mod:`eos_harness.broker.kafka`).
 
 ``embedded:PATH`` (one SQLite file) is the harness's own form, what it hands a scenario's task
 processes: :func:`parse` accepts it only with ``internal=True``, so ``--broker embedded:x`` is a
