@@ -53,7 +53,8 @@ def open_broker(spec: BrokerSpec | str, say: Callable[[str], object] = lambda te
         return
     from eos_harness.cluster import LocalKafka
 
-    say(f"starting a local Kafka ({spec.brokers} broker{'s' if spec.brokers > 1 else ''} on 127.0.0.1) …")
+    say("starting a local Kafka broker on 127.0.0.1 …" if spec.brokers == 1
+        else f"starting {spec.brokers} local Kafka brokers on 127.0.0.1 …")
     with LocalKafka(brokers=spec.brokers) as cluster:
         say(f"Kafka up on {cluster.bootstrap_servers}")
         yield OpenBroker(spec.started_at(cluster.bootstrap_servers), cluster)
