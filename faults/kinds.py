@@ -64,15 +64,14 @@ class Need:
 
     what: str
     how: str
-    met_by: Callable[[object], bool]
+    met_by: Callable[[str], bool]
 
 
-def _is_kafka(broker: object) -> bool:
-    """A ``kafka://`` broker: a BrokerSpec (whose ``str`` is its runtime text) or that text."""
-    return str(broker).startswith("kafka://")
+def _is_kafka(broker: str) -> bool:
+    return broker.startswith("kafka://")
 
 
-def _is_cluster_started_here(broker: object) -> bool:
+def _is_cluster_started_here(broker: str) -> bool:
     if not _is_kafka(broker):
         return False
     from eos_harness.cluster import cluster_for  # the clusters are built above the faults
@@ -147,7 +146,9 @@ class FaultKind:
         return None
 
     def needs_unmet(self, broker: object) -> list[Need]:
-        return [need for need in self.needs if not need.met_by(broker)]
+        """The needs a run on ``broker`` (a BrokerSpec, or its runtime text) does not meet; each
+        need judges the runtime text (``kafka://…``, ``embedded:…``)."""
+        return [need for need in self.needs if not need.met_by(str(broker))]
 
 
 _registry: dict[tuple[str, str], FaultKind] = {}
