@@ -145,6 +145,8 @@ def test_opening_a_kafka_address_where_nothing_answers_fails_naming_it():
     (["run", "--suite", "spark", "--pipeline", "count", "--sink", "file", "--broker", "kafka-local:9"],
      "must be 1 to 5"),
     (["chaos", "--suite", "spark", "--broker", "embedded"], "needs Kafka"),
+    (["run", "--suite", "metadata", "--broker", "embedded:GARBAGE"], "takes no file on the command line"),
+    (["chaos", "--suite", "metadata", "--broker", "kafka-local:3"], "the metadata suite runs on"),
 ])
 def test_a_bad_broker_option_is_a_usage_error_before_anything_runs(tmp_path, args, message):
     proc = subprocess.run([EOS_BIN, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)

@@ -9,6 +9,8 @@ import sys
 import time
 
 import click
+from eos_harness.broker.opening import open_broker
+from eos_harness.broker.spec import BrokerSpec
 from eos_harness.faces.lifecycle import (
     OVERWRITE_HELP,
     _check_json_path,
@@ -18,10 +20,8 @@ from eos_harness.faces.lifecycle import (
     _seed,
     _write_json,
     console,
-    local_broker,
-    parse_broker,
 )
-from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, NameList
+from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, BrokerParam, NameList
 from eos_harness.verdict import ERROR, exit_code
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -39,9 +39,10 @@ def _systems() -> list[str]:
 SYSTEM_LIST = NameList("system", _systems)
 
 
-def _check_broker(broker: str) -> None:
-    if parse_broker(broker) not in (None, 1):
-        raise ValueError(f"--broker {broker!r}: the metadata suite runs on embedded, kafka-local or kafka://HOST:PORT")
+def _check_broker(broker: BrokerSpec) -> None:
+    if broker.kind == "kafka-local" and broker.brokers != 1:
+        raise ValueError(f"--broker {broker.cli_text!r}: the metadata suite runs on embedded, kafka-local or "
+                         "kafka://HOST:PORT")
 
 
 def _violations_table(result: dict) -> Table:
@@ -64,7 +65,7 @@ def _violations_table(result: dict) -> Table:
 @click.option("--max-batch-bytes", type=click.IntRange(min=256), default=8192, show_default=True,
               help="The largest batch the controller appends (KRaft's: 8 KiB).")
 @click.option("--commands", type=AT_LEAST_ONE, default=10, show_default=True, help="Controller commands to run.")
-@click.option("--broker", default="embedded", show_default=True, help=BROKER_HELP)
+@click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP)
 @click.option("--seed", type=int, default=None, help="Seed of the commands (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
 @click.option("--out", default=None, help="Run directory (default runs/metadata-<seed>).")
@@ -92,11 +93,12 @@ def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, bro
         scenario = Scenario(system, seed, parse_metadata_schedule(list(crash_at)), max_batch_bytes, commands)
         _check_json_path(json_path)
         out_dir = _run_dir(out, f"runs/metadata-{seed}", overwrite)
-        with local_broker(broker) as spec:
+        with open_broker(broker, say=console.print) as opened:
+            scenario = replace(scenario, broker=opened.spec)
             try:
-                result = run_scenario(replace(scenario, broker=spec, repro_broker=broker), out_dir)
+                result = run_scenario(scenario, out_dir)
             except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
-                result = error_verdict(replace(scenario, repro_broker=broker), exc)
+                result = error_verdict(scenario, exc)
     except (ScheduleError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
@@ -150,7 +152,7 @@ def chaos_table(campaign: dict) -> Table:
 @click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
 @click.option("--out", default=None, help="Results directory (default runs/metadata-chaos-<seed>).")
 @click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once.")
-@click.option("--broker", default="embedded", show_default=True, help=BROKER_HELP)
+@click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP)
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
 def metadata_chaos_command(suite, systems, minutes, scenarios, seed, json_path, out, workers, broker, overwrite):
     """Run a metadata chaos campaign: the real controller under every crash window, and every mutant,
@@ -166,8 +168,8 @@ def metadata_chaos_command(suite, systems, minutes, scenarios, seed, json_path, 
         _check_broker(broker)
         _check_json_path(json_path)
         out_dir = _run_dir(out, f"runs/metadata-chaos-{seed}", overwrite)
-        with local_broker(broker) as spec:
-            console.print(f"seed: {seed}   broker: {broker}   results: {out_dir}")
+        with open_broker(broker, say=console.print) as opened:
+            console.print(f"seed: {seed}   broker: {broker.cli_text}   results: {out_dir}")
             started = time.monotonic()
             with Progress(TextColumn("[bold]chaos"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console) as progress:
@@ -179,7 +181,7 @@ def metadata_chaos_command(suite, systems, minutes, scenarios, seed, json_path, 
                     errors = f", {counts['error']} could not run" if counts["error"] else ""
                     progress.update(task, advance=1, status=f"{counts['fail']} failing (mutants included){errors}")
 
-                campaign = run_campaign(seed, out_dir, minutes, scenarios, workers, on_result, spec, broker,
+                campaign = run_campaign(seed, out_dir, minutes, scenarios, workers, on_result, opened.spec,
                                         tuple(systems) if systems else None)
             campaign["seconds"] = round(time.monotonic() - started, 1)
     except ValueError as exc:

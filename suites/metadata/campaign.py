@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.campaign import run_plan
 from eos_harness.rundir import claim
 from eos_harness.suites.metadata.plan import MUTANTS, expected_to_fail, plan
@@ -55,8 +56,8 @@ class SystemTally:
 
 
 def run_campaign(seed: int, out_dir: Path, minutes: float | None = None, scenarios: int | None = None,
-                 workers: int = 2, on_result: Callable[[dict], None] = lambda r: None, broker: str = "embedded",
-                 repro_broker: str | None = None, systems: tuple[str, ...] | None = None) -> dict:
+                 workers: int = 2, on_result: Callable[[dict], None] = lambda r: None,
+                 broker: BrokerSpec | str = EMBEDDED, systems: tuple[str, ...] | None = None) -> dict:
     """Run a campaign; returns the chaos JSON object (``suite``, ``seed``, ``scenarios``, ``summary``)."""
     systems = systems or SYSTEMS
     if minutes is None and scenarios is None:
@@ -75,10 +76,11 @@ def run_campaign(seed: int, out_dir: Path, minutes: float | None = None, scenari
     def one(index: int, scenario) -> dict:
         return run_scenario(scenario, out_dir / f"scenario-{index:05d}", keep=False)
 
-    run = run_plan(plan(seed, broker, repro_broker, systems), one, workers=workers, more=more,
+    broker = parse(broker, internal=True)
+    run = run_plan(plan(seed, broker, systems), one, workers=workers, more=more,
                    error_result=error_verdict, on_result=on_result, results_file=out_dir / "results.jsonl",
                    fatal=(ScheduleError,))
-    campaign = {"suite": "metadata", "seed": seed, "broker": repro_broker or broker, "minutes": minutes,
+    campaign = {"suite": "metadata", "seed": seed, "broker": broker.cli_text, "minutes": minutes,
                 "scenarios": run.results, "summary": summarize(run.results, systems),
                 "seconds": round(time.monotonic() - started, 1)}
     if run.stopped is not None:

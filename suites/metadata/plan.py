@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
+from eos_harness.broker.spec import EMBEDDED, BrokerSpec
 from eos_harness.faults import kinds, points
 from eos_harness.metadata.controller import (
     ABORT_KEEPS_STATE,
@@ -90,7 +91,7 @@ def _random_fault(rng: random.Random) -> Fault:
                  points.FREEZE if roll > 0.92 and point in PARTIAL else points.KILL)
 
 
-def plan(seed: int, broker: str = "embedded", repro_broker: str | None = None,
+def plan(seed: int, broker: BrokerSpec | str = EMBEDDED,
          systems: tuple[str, ...] | None = None) -> Iterator[Scenario]:
     """The campaign's scenarios, in order, forever (the caller stops). ``systems``: only these."""
     rng = random.Random(seed)
@@ -98,7 +99,7 @@ def plan(seed: int, broker: str = "embedded", repro_broker: str | None = None,
 
     def scenario(system: str, schedule: tuple[Fault, ...]) -> Scenario:
         return Scenario(system, rng.randrange(2**31), schedule, rng.choice(BATCH_BYTES), rng.randint(6, 12),
-                        broker=broker, repro_broker=repro_broker)
+                        broker=broker)
 
     for system, schedule in _coverage(rng):
         sc = scenario(system, schedule)

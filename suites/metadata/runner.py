@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.faults import kinds
 from eos_harness.history import History
 from eos_harness.metadata import DEFAULT_MAX_BATCH_BYTES, LogSpec, MetadataLog
@@ -49,8 +50,10 @@ class Scenario:
     schedule: tuple[Fault, ...] = ()
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
     commands: int = 10
-    broker: str = "embedded"
-    repro_broker: str | None = None  # how the CLI names the broker (kafka-local), when not ``broker``
+    broker: BrokerSpec = EMBEDDED  # a started kafka-local's CLI text stays kafka-local (see BrokerSpec)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "broker", parse(self.broker, internal=True))
 
     def repro(self) -> str:
         parts = [f"eos-harness run --suite metadata --system {self.system}"]
@@ -60,9 +63,8 @@ class Scenario:
             parts.append(f"--max-batch-bytes {self.max_batch_bytes}")
         if self.commands != 10:
             parts.append(f"--commands {self.commands}")
-        broker = self.repro_broker or self.broker
-        if broker != "embedded":
-            parts.append(f"--broker {broker}")
+        if self.broker.is_kafka:
+            parts.append(f"--broker {self.broker.cli_text}")
         parts.append(f"--seed {self.seed}")
         return " ".join(parts)
 
@@ -112,9 +114,10 @@ def commands_for(seed: int, count: int, max_batch_bytes: int) -> list[Command]:
 
 
 def broker_spec(scenario: Scenario, run_dir: Path) -> str:
-    if scenario.broker == "embedded":
-        return f"embedded:{run_dir / 'broker.sqlite'}"
-    return scenario.broker
+    """The runtime text of the scenario's broker: on the embedded broker, its own SQLite file."""
+    if scenario.broker.kind == "embedded":
+        return scenario.broker.at_file(run_dir / "broker.sqlite").text
+    return scenario.broker.text
 
 
 def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
@@ -197,7 +200,7 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
     result = {
         "suite": "metadata",
         "system": scenario.system,
-        "broker": scenario.repro_broker or scenario.broker,
+        "broker": scenario.broker.cli_text,
         "seed": scenario.seed,
         "schedule": [str(f) for f in scenario.schedule],
         "max_batch_bytes": scenario.max_batch_bytes,
