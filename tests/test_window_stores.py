@@ -91,3 +91,21 @@ def test_chaos_catches_every_window_mutant_the_runtime_can_reach(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stores = json.loads(out.read_text())["summary"]["stores"]
     assert {name: tally["status"] for name, tally in stores.items()} == {m: "caught" for m in reachable}
+
+
+def test_a_user_window_store_is_verified_by_the_window_suite_and_what_it_lacks_is_not_checked(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "fixtures"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fixtures), os.environ.get("PYTHONPATH", "")])}
+    out = tmp_path / "verdict.json"
+    proc = subprocess.run([str(Path(sys.executable).with_name("eos-harness")), "verify", "user_window_store:make",
+                           "--seed", "5", "--examples", "2", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    verdict = json.loads(out.read_text())
+    assert verdict["suite"] == "windows" and verdict["verdict"] == "pass"
+    assert verdict["not_checked"] == ["backward_fetch (the store declares it lacks it)"]

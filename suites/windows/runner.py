@@ -28,7 +28,7 @@ from eos_harness.models.windows import WindowConfig, WindowStoreModel
 from eos_harness.process.server import ChildCrashed, StoreCallError
 from eos_harness.process.window_server import WindowStoreServer
 from eos_harness.store import StoreContext
-from eos_harness.stores import reached_points
+from eos_harness.stores.window_catalogue import reached_window_points as reached_points
 from eos_harness.stores.window_catalogue import resolve_window
 from eos_harness.suites.windows.checks import check_validation, compare_records, show
 from eos_harness.suites.windows.plan import KEYS, VALUES, edge_deltas, matrix_cases, workload_puts
@@ -331,7 +331,7 @@ def machine_for(spec: str, server: WindowStoreServer, crash_points: list[str],
         def read_committed(self):
             self.sut.check_read_committed()
 
-        @precondition(lambda self: self.sut.iterator is None)
+        @precondition(lambda self: self.sut.iterator is None and self.sut.capabilities.held_iterators)
         @rule()
         def open_iterator(self):
             self.sut.open_iterator()

@@ -5,7 +5,7 @@ those of the semantics the store declares (``window_config().semantics``)."""
 
 from __future__ import annotations
 
-from eos_harness.stores import reached_points
+from eos_harness.stores.window_catalogue import reached_window_points as reached_points
 from eos_harness.stores.window_catalogue import resolve_window
 from eos_harness.suites.windows.checks import check_validation
 from eos_harness.suites.windows.runner import machine_for, run_case
