@@ -60,9 +60,10 @@ def _import_factory(spec: str) -> Callable[..., object]:
         raise StoreFactoryError(f"store factory {spec!r} not found: cannot import module {module_name!r} ({exc}); "
                                 "check the module is on PYTHONPATH (or run from its directory)") from exc
     factory = getattr(module, attr, None)
+    if factory is None:
+        raise StoreFactoryError(f"store factory {spec!r} not found: module {module_name!r} has no attribute {attr!r}")
     if not callable(factory):
-        raise StoreFactoryError(f"store factory {spec!r} not found or not callable: module {module_name!r} "
-                                f"has no function {attr!r}")
+        raise StoreFactoryError(f"store factory {spec!r} is not callable; point at a function returning a store")
     return factory
 
 
