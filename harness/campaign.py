@@ -39,8 +39,8 @@ from typing import Any
 
 from eos_harness.session import STOPPING, kill_started_processes, signal_name
 
-__all__ = ["GIVE_UP_AFTER", "STATE_FILE", "UNTIL_FAILURE", "CampaignRun", "ResumeError", "environment_cause",
-           "finished_results", "load_state", "run_plan", "save_state"]
+__all__ = ["GIVE_UP_AFTER", "STATE_FILE", "UNTIL_FAILURE", "CampaignRun", "ResumeError", "budget", "environment_cause",
+           "error_lines", "finished_results", "load_state", "points_hit", "run_plan", "save_state"]
 
 GIVE_UP_AFTER = 3  # environmental errors in a row before the campaign gives up
 STOP_WAIT_S = 5.0  # how long an interrupted campaign waits for its cut-short scenarios to unwind
@@ -307,3 +307,31 @@ def finished_results(results_file: Path) -> list[dict]:
             continue
         by_index[result["index"]] = result
     return [by_index[i] for i in sorted(by_index)]
+
+
+def budget(scenarios: int | None, deadline: float | None) -> Callable[[int], bool]:
+    """The ``more`` of :func:`run_plan` for ``--scenarios K`` and a ``deadline`` (``time.monotonic()``;
+    None: none): whether another scenario may start once ``started`` have. The first always starts (a
+    campaign runs at least one scenario, however short its time); then while fewer than K started and
+    the deadline is not past."""
+
+    def more(started: int) -> bool:
+        if not started:
+            return True
+        if scenarios is not None and started >= scenarios:
+            return False
+        return deadline is None or time.monotonic() < deadline
+
+    return more
+
+
+def points_hit(results: Iterable[dict]) -> list[str]:
+    """Every crash point (or fault) the results' scenarios hit, sorted: a summary's ``points_hit``."""
+    return sorted({point for result in results for point in result["crash_points"]})
+
+
+def error_lines(results: Iterable[dict], subject: str) -> list[str]:
+    """A line for each result that could not be run to its end (verdict ``error``): its index, its
+    ``subject`` (the result's field naming what it ran: ``store``, ``system``), the reason and the replay."""
+    return [f"scenario {r.get('index', '?')} ({r[subject]}): {r['error']}; replay: {r['repro']}"
+            for r in results if r["verdict"] == "error"]

@@ -27,7 +27,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
-from eos_harness.campaign import UNTIL_FAILURE, finished_results, load_state, run_plan, save_state
+from eos_harness.campaign import (
+    UNTIL_FAILURE,
+    budget,
+    error_lines,
+    finished_results,
+    load_state,
+    points_hit,
+    run_plan,
+    save_state,
+)
 from eos_harness.models.workloads import WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
 from eos_harness.rundir import claim
@@ -140,17 +149,10 @@ def run_campaign(
     if stopped_by_probe is not None:
         source = iter(())
 
-    def more(started: int) -> bool:
-        if not started:
-            return True  # a campaign runs at least one scenario, however short its time
-        if scenarios is not None and started >= scenarios:
-            return False
-        return deadline is None or time.monotonic() < deadline
-
     # A fault that kills or stops a broker hits every scenario on the cluster, not only its own:
     # such a scenario runs alone, after the running ones finish.
     run = run_plan(source, lambda index, scenario: run_scenario(scenario, out_dir / f"scenario-{index:05d}", False),
-                   workers=workers, more=more, run_alone=affects_cluster, on_result=recorded,
+                   workers=workers, more=budget(scenarios, deadline), run_alone=affects_cluster, on_result=recorded,
                    error_result=error_verdict, results_file=out_dir / "results.jsonl",
                    fatal=(ScheduleError, StoreFactoryError), skip={r["index"] for r in earlier},
                    stop_after=stop_after)
@@ -219,30 +221,24 @@ def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: Bro
 
 def summarize(results: list[dict], stores: list[str]) -> dict:
     tallies = {s: StoreTally(s, expected_to_fail(s)) for s in stores}
-    points_hit: list[str] = []
     fault_errors: list[str] = []
-    errors: list[str] = []
     for r in results:
         tally = tallies[r["store"]]
         tally.total += 1
         if r["verdict"] == ERROR:
             tally.errors += 1
-            errors.append(f"scenario {r.get('index', '?')} ({r['store']}): {r['error']}; replay: {r['repro']}")
         if r["verdict"] == FAIL:
             tally.failed += 1
             for v in r["violations"]:
                 tally.checks[v["check"]] = tally.checks.get(v["check"], 0) + 1
         fault_errors.extend(f"scenario {r.get('index', '?')}: {e}" for e in r.get("fault_errors", []))
-        for p in r["crash_points"]:
-            if p not in points_hit:
-                points_hit.append(p)
     return {
         "total": len(results),
         "failed": sum(1 for r in results if r["verdict"] == FAIL),
-        "points_hit": sorted(points_hit),
+        "points_hit": points_hit(results),
         "fault_errors": fault_errors,
         # Scenarios that could not be run to their end: the campaign did not test them.
-        "errors": errors,
+        "errors": error_lines(results, "store"),
         "stores": {
             s: {"expected": "fail" if t.expected_fail else "pass", "scenarios": t.total, "failed": t.failed,
                 "errors": t.errors, "status": t.status, "checks": t.checks}

@@ -19,7 +19,7 @@ import time
 import traceback
 
 import psutil
-from eos_harness.faults import kinds, points
+from eos_harness.faults import points
 from eos_harness.faults.kafka import (
     STALL_SECONDS,
     TXN_TIMEOUT_MS,
@@ -28,6 +28,7 @@ from eos_harness.faults.kafka import (
     run_broker_fault,
 )
 from eos_harness.history import History
+from eos_harness.process.faulted import FaultedChild
 from eos_harness.process.guard import (
     STORE_TIMEOUT_S,
     CallClock,
@@ -75,8 +76,11 @@ def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: st
     os._exit(0)
 
 
-class Instance:
-    """One task instance in a child process; the driver collects its events into the history."""
+class Instance(FaultedChild):
+    """One task instance in a child process; the driver collects its events into the history
+    (``collect()``: until it ends: done, verified, fenced, crash, error, hang, or frozen)."""
+
+    endings = ("done", "verified", "fenced", "error")
 
     def __init__(self, config: TaskConfig, fault: Fault | None, mode: str, number: int, history: History,
                  cluster=None, store_timeout: float = STORE_TIMEOUT_S) -> None:
@@ -85,10 +89,8 @@ class Instance:
         self.config, self.cluster, self.store_timeout = config, cluster, store_timeout
         self._broker_fault: threading.Thread | None = None
         self.parent, child = ctx.Pipe(duplex=False)
-        self.fault, self.number, self.history = fault, number, history
-        self.kind = kinds.kind_of(fault) if fault is not None else None
+        super().__init__(fault, number, history)
         self.coordinator: int | None = None
-        self.fired: str | None = None
         if self.kind is not None and self.kind.before_start is not None:
             self.kind.before_start(self, fault)
         armed = self.kind.armed_in_child(fault) if self.kind is not None else None
@@ -102,45 +104,16 @@ class Instance:
         stack_writer.close()
         self.clock.sent()
         history.add(number, {"type": "start", "mode": mode, "fault": str(fault) if fault else None, "pid": self.proc.pid})
-        self.seen = 0
 
-    def collect(self) -> str:
-        """Record events until the child ends: done, verified, fenced, crash, error, hang (or what the
-        fault's kind returns when its point fires: frozen)."""
-        outcome = "crash"
-        fault, kind, history = self.fault, self.kind, self.history
-        while True:
-            if not self._wait_for_event():
-                outcome = "hang"
-                break
-            try:
-                event = self.parent.recv()
-            except (EOFError, OSError):  # the child died, perhaps in the middle of a message
-                break
-            if event["type"] == "fault_fired":
-                self.fired = event["point"]
-                if kind is not None and kind.when_fired is not None:
-                    ended = kind.when_fired(self, fault)
-                    if isinstance(ended, str):
-                        return ended
-                continue
-            history.add(self.number, event)
-            self.seen += 1
-            if event["type"] in ("done", "verified", "fenced"):
-                outcome = event["type"]
-            elif event["type"] == "error":
-                outcome = "error"
-            if kind is not None and kind.after_events is not None and self.seen == fault.hit:
-                self.fired = fault.point
-                kind.after_events(self, fault)
-            if event["type"] == "aborted":
-                self.fired = "transaction.aborted"
+    def record(self, event: dict) -> None:
+        super().record(event)
+        if event["type"] == "aborted":
+            self.fired = "transaction.aborted"
+
+    def _ended(self) -> None:
         if self._broker_fault is not None:
             self._broker_fault.join()
         self.reap()
-        if outcome == "crash":
-            history.add(self.number, {"type": "crash", "point": self.fired or "unexpected-exit", "exitcode": self.proc.exitcode})
-        return outcome
 
     def _wait_for_event(self) -> bool:
         """True when an event is there; False when the instance hangs (recorded, the child killed): a
@@ -163,15 +136,6 @@ class Instance:
             self.history.add(self.number, event)
             return False
         return True
-
-    def kill(self) -> None:
-        """SIGKILL the instance's process."""
-        self.proc.kill()
-
-    def frozen(self) -> str:
-        """The instance stopped itself at its point: it is a zombie now (the task moves on)."""
-        self.history.add(self.number, {"type": "frozen", "point": self.fired})
-        return "frozen"
 
     def resolve_coordinator(self) -> None:
         """Note the transaction coordinator now: a fault must act on it at once, later."""

@@ -34,6 +34,7 @@ from eos_harness.history import History
 from eos_harness.models.lifecycle import LifecycleModel
 from eos_harness.models.workloads import workload
 from eos_harness.process.guard import STORE_TIMEOUT_S
+from eos_harness.process.zombies import zombies
 from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
 from eos_harness.stores import resolve
@@ -132,8 +133,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
         instance = 0
         schedule = list(scenario.schedule)
         ended = None
-        zombies: list[Instance] = []
-        try:
+        with zombies() as frozen:
             for _ in range(len(schedule) + 3):
                 instance += 1
                 fault = schedule.pop(0) if schedule else None
@@ -142,7 +142,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
                 if ended == "frozen":
                     # The frozen instance is a zombie: the task moves to another instance (its own
                     # state directory, as on another host) while the zombie still holds its own.
-                    zombies.append(current)
+                    frozen.append(current)
                     config = replace(config, state_dir=config.state_dir + "-moved")
                     history.add(0, {"type": "migrated", "state_dir": config.state_dir})
                     continue
@@ -153,14 +153,6 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
             if ended == "done":
                 instance += 1
                 _run_instance(config, None, "verify", instance, history, scenario.store_timeout)
-            for zombie in zombies:  # wake the zombies: each must find itself fenced
-                zombie.resume()
-                zombie.collect()
-        finally:
-            for zombie in zombies:
-                if zombie.proc.is_alive():
-                    zombie.proc.kill()
-                    zombie.reap()
         output = broker.read_committed(config.output_tp, 0)
         committed = broker.committed_offsets(config.group_id, [config.input_tp]).get(config.input_tp) or 0
         history.add(0, {"type": "output", "committed_position": committed,

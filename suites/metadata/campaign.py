@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
-from eos_harness.campaign import run_plan
+from eos_harness.campaign import budget, error_lines, points_hit, run_plan
 from eos_harness.rundir import claim
 from eos_harness.suites.metadata.plan import MUTANTS, expected_to_fail, plan
 from eos_harness.suites.metadata.runner import REAL, SYSTEMS, ScheduleError, error_verdict, run_scenario
@@ -66,18 +66,11 @@ def run_campaign(seed: int, out_dir: Path, minutes: float | None = None, scenari
     claim(out_dir)
     started = time.monotonic()
 
-    def more(count: int) -> bool:
-        if not count:
-            return True  # a campaign runs at least one scenario, however short its time
-        if scenarios is not None and count >= scenarios:
-            return False
-        return deadline is None or time.monotonic() < deadline
-
     def one(index: int, scenario) -> dict:
         return run_scenario(scenario, out_dir / f"scenario-{index:05d}", keep=False)
 
     broker = parse(broker, internal=True)
-    run = run_plan(plan(seed, broker, systems), one, workers=workers, more=more,
+    run = run_plan(plan(seed, broker, systems), one, workers=workers, more=budget(scenarios, deadline),
                    error_result=error_verdict, on_result=on_result, results_file=out_dir / "results.jsonl",
                    fatal=(ScheduleError,))
     campaign = {"suite": "metadata", "seed": seed, "broker": broker.cli_text, "minutes": minutes,
@@ -90,29 +83,23 @@ def run_campaign(seed: int, out_dir: Path, minutes: float | None = None, scenari
 
 def summarize(results: list[dict], systems: tuple[str, ...] = SYSTEMS) -> dict:
     tallies = {s: SystemTally(s, MUTANTS[s][1] if expected_to_fail(s) else None) for s in systems}
-    points_hit: list[str] = []
-    errors: list[str] = []
     for r in results:
         tally = tallies[r["system"]]
         tally.total += 1
         if r["verdict"] == ERROR:
             tally.errors += 1
-            errors.append(f"scenario {r.get('index', '?')} ({r['system']}): {r['error']}; replay: {r['repro']}")
         if r["verdict"] == FAIL:
             tally.failed += 1
             fired = {v["check"] for v in r["violations"]}
             for check in fired:
                 tally.checks[check] = tally.checks.get(check, 0) + 1
             tally.caught_by_its_check += tally.caught_by in fired
-        for p in r["crash_points"]:
-            if p not in points_hit:
-                points_hit.append(p)
     return {
         "total": len(results),
         "failed": sum(1 for r in results if r["verdict"] == FAIL),
-        "points_hit": sorted(points_hit),
+        "points_hit": points_hit(results),
         "fault_errors": [],
-        "errors": errors,
+        "errors": error_lines(results, "system"),
         "systems": {
             s: {"expected": "fail" if t.expected_fail else "pass", "caught_by": t.caught_by, "scenarios": t.total,
                 "failed": t.failed, "caught_by_its_check": t.caught_by_its_check, "errors": t.errors,

@@ -12,29 +12,26 @@ import os
 import signal
 import threading
 
-from eos_harness.faults import kinds
 from eos_harness.history import History
 from eos_harness.metadata import LogSpec
 from eos_harness.metadata.controller import controller_main
 from eos_harness.metadata.reader import reader_main
+from eos_harness.process.faulted import FaultedChild
 from eos_harness.process.server import forkserver_context
 from eos_harness.suites.lifecycle.schedule import Fault
 
 EVENT_TIMEOUT_S = 60.0
-ENDINGS = ("done", "fenced", "error")
 
 
-class ControllerInstance:
-    """One controller process of epoch ``number``; ``collect()`` records its events until it ends."""
+class ControllerInstance(FaultedChild):
+    """One controller process of epoch ``number``; ``collect()`` records its events until it ends:
+    done, fenced, error, hang, crash, or frozen."""
 
     def __init__(self, spec: LogSpec, commands: list[dict], max_batch_bytes: int, mistake: str | None,
                  fault: Fault | None, number: int, history: History, report_state: bool = True) -> None:
+        super().__init__(fault, number, history)
         ctx = forkserver_context()
         self.parent, child = ctx.Pipe(duplex=False)
-        self.fault, self.number, self.history = fault, number, history
-        self.kind = kinds.kind_of(fault) if fault is not None else None
-        self.fired: str | None = None
-        self.seen = 0
         armed = self.kind.armed_in_child(fault) if self.kind is not None else None
         self.proc = ctx.Process(target=controller_main, daemon=True,
                                 args=(spec, number, commands, max_batch_bytes, mistake, armed, report_state, child))
@@ -43,47 +40,12 @@ class ControllerInstance:
         history.add(number, {"type": "start", "epoch": number, "fault": str(fault) if fault else None,
                              "pid": self.proc.pid})
 
-    def collect(self) -> str:
-        """Record events until the controller ends: done, fenced, error, hang, crash, or frozen."""
-        outcome = "crash"
-        while True:
-            if not self.parent.poll(EVENT_TIMEOUT_S):
-                self.proc.kill()
-                self.history.add(self.number, {"type": "hang", "seconds": EVENT_TIMEOUT_S})
-                outcome = "hang"
-                break
-            try:
-                event = self.parent.recv()
-            except (EOFError, OSError):  # the child died, perhaps in the middle of a message
-                break
-            if event["type"] == "fault_fired":
-                self.fired = event["point"]
-                if self.kind is not None and self.kind.when_fired is not None:
-                    ended = self.kind.when_fired(self, self.fault)
-                    if isinstance(ended, str):
-                        return ended
-                continue
-            self.history.add(self.number, event)
-            self.seen += 1
-            if event["type"] in ENDINGS:
-                outcome = event["type"]
-            if self.kind is not None and self.kind.after_events is not None and self.seen == self.fault.hit:
-                self.fired = self.fault.point
-                self.kind.after_events(self, self.fault)
-        self.reap()
-        if outcome == "crash":
-            self.history.add(self.number, {"type": "crash", "point": self.fired or "unexpected-exit",
-                                           "exitcode": self.proc.exitcode})
-        return outcome
-
-    # -- what a fault kind's hooks may do ------------------------------------------------------
-    def kill(self) -> None:
+    def _wait_for_event(self) -> bool:
+        if self.parent.poll(EVENT_TIMEOUT_S):
+            return True
         self.proc.kill()
-
-    def frozen(self) -> str:
-        """The controller stopped itself at its point: a zombie now, while a newer one takes over."""
-        self.history.add(self.number, {"type": "frozen", "point": self.fired})
-        return "frozen"
+        self.history.add(self.number, {"type": "hang", "seconds": EVENT_TIMEOUT_S})
+        return False
 
     def resume(self) -> None:
         os.kill(self.proc.pid, signal.SIGCONT)

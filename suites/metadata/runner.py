@@ -29,6 +29,7 @@ from eos_harness.metadata.controller import POINTS
 from eos_harness.metadata.reader import MISTAKES as READER_MISTAKES
 from eos_harness.metadata.reader import Reader
 from eos_harness.models.metadata import BEGIN, END, Command
+from eos_harness.process.zombies import zombies
 from eos_harness.rundir import claim
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError, parse_schedule
 from eos_harness.suites.metadata.checks import check_all
@@ -144,28 +145,21 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
         log.create()
         live = LiveReader(spec, history, reader_mistake, str(snapshots), SNAPSHOT_EVERY, scenario.seed,
                           poll_interval=0.005 if spec.broker.startswith("embedded:") else 0.05)
-        zombies: list[ControllerInstance] = []
         try:
-            schedule = list(scenario.schedule)
-            wire = [c.to_json() for c in commands]
-            for epoch in range(1, len(schedule) + 4):
-                fault = schedule.pop(0) if schedule else None
-                instance = ControllerInstance(spec, wire, scenario.max_batch_bytes, controller_mistake, fault, epoch,
-                                              history)
-                ended = instance.collect()
-                if ended == "frozen":
-                    zombies.append(instance)
-                    continue
-                if ended in ("done", "error", "hang"):
-                    break
-            for zombie in zombies:  # wake the zombies: each must find itself fenced
-                zombie.resume()
-                zombie.collect()
+            with zombies() as frozen:
+                schedule = list(scenario.schedule)
+                wire = [c.to_json() for c in commands]
+                for epoch in range(1, len(schedule) + 4):
+                    fault = schedule.pop(0) if schedule else None
+                    instance = ControllerInstance(spec, wire, scenario.max_batch_bytes, controller_mistake, fault,
+                                                  epoch, history)
+                    ended = instance.collect()
+                    if ended == "frozen":
+                        frozen.append(instance)
+                        continue
+                    if ended in ("done", "error", "hang"):
+                        break
         finally:
-            for zombie in zombies:
-                if zombie.proc.is_alive():
-                    zombie.proc.kill()
-                    zombie.reap()
             live.stop()
         replay = Reader(log, "replay", lambda e: history.add(0, e))
         replay.poll()
