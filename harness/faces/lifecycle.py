@@ -326,11 +326,17 @@ def _campaign_exit(campaign: dict) -> int:
     (:func:`eos_harness.suites.lifecycle.campaign.campaign_exit_code`)."""
     from eos_harness.suites.lifecycle.campaign import campaign_exit_code
 
-    stopped = campaign.get("stopped") or {}
-    if stopped.get("why") in ("SIGINT", "SIGTERM"):
-        return 128 + int(getattr(signal, stopped["why"]))
+    interrupted = interrupted_exit_code(campaign)
+    if interrupted is not None:
+        return interrupted
     code = campaign_exit_code(campaign)
     return EXIT_INCOMPLETE if code == 0 and campaign.get("junit_error") else code
+
+
+def interrupted_exit_code(campaign: dict) -> int | None:
+    """130 (SIGINT) or 143 (SIGTERM) for a campaign a signal stopped; None for any other."""
+    why = (campaign.get("stopped") or {}).get("why")
+    return 128 + int(getattr(signal, why)) if why in ("SIGINT", "SIGTERM") else None
 
 
 @click.command("chaos")
@@ -360,20 +366,14 @@ def _campaign_exit(campaign: dict) -> int:
 def chaos_command(ctx, suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
                   store_timeout, junit_path, until_failure, resume_dir, no_report):
     """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
-    from eos_harness.campaign import ResumeError, load_state
     from eos_harness.cluster import ClusterError
     from eos_harness.stores import StoreFactoryError
     from eos_harness.suites.lifecycle.campaign import SUITE
 
     if resume_dir is not None:
-        try:
-            state = load_state(resume_dir, SUITE)
-        except ResumeError as exc:
-            raise click.UsageError(str(exc)) from None
-        _refuse_with_resume(ctx, ("stores", "workloads", "minutes", "scenarios", "seed", "out", "broker", "overwrite"))
-        if state.get("finished"):
-            raise click.UsageError(f"--resume {resume_dir}: that campaign ran to its end; nothing to resume "
-                                   "(start a new one, or give a longer one --minutes/--scenarios)")
+        state = resumed_state(ctx, resume_dir, SUITE, ("stores", "workloads", "minutes", "scenarios", "seed", "out",
+                                                       "broker", "overwrite"),
+                              " (start a new one, or give a longer one --minutes/--scenarios)")
         seed, stores, workloads = state["seed"], state["stores"], state["workloads"]
         try:
             broker = parse(state["broker"])
@@ -381,10 +381,8 @@ def chaos_command(ctx, suite, stores, workloads, minutes, scenarios, seed, json_
             raise click.UsageError(f"--resume {resume_dir}: {exc}") from None
         minutes, scenarios = state["minutes"], state["scenarios"]
         # Not the plan: these may be given anew.
-        if ctx.get_parameter_source("workers") is not ParameterSource.COMMANDLINE:
-            workers = state.get("workers", workers)
-        if ctx.get_parameter_source("store_timeout") is not ParameterSource.COMMANDLINE:
-            store_timeout = state.get("store_timeout", store_timeout)
+        workers = given_or_kept(ctx, state, "workers", workers)
+        store_timeout = given_or_kept(ctx, state, "store_timeout", store_timeout)
         until_failure = until_failure or state.get("until_failure", False)
         json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
     _require_kafka_extra(broker)
@@ -401,6 +399,31 @@ def chaos_command(ctx, suite, stores, workloads, minutes, scenarios, seed, json_
     except ClusterError as exc:
         raise _incomplete(exc) from None
     sys.exit(_campaign_exit(campaign))
+
+
+def resumed_state(ctx: click.Context, resume_dir: str, suite: str, plan_options: tuple[str, ...],
+                  finished_hint: str = "") -> dict:
+    """The options of the stopped ``suite`` campaign in ``resume_dir``; a usage error when it is not one,
+    when one of ``plan_options`` is given anew (:func:`_refuse_with_resume`), or when it ran to its end
+    (the message ends with ``finished_hint``)."""
+    from eos_harness.campaign import ResumeError, load_state
+
+    try:
+        state = load_state(resume_dir, suite)
+    except ResumeError as exc:
+        raise click.UsageError(str(exc)) from None
+    _refuse_with_resume(ctx, plan_options)
+    if state.get("finished"):
+        raise click.UsageError(f"--resume {resume_dir}: that campaign ran to its end; nothing to resume{finished_hint}")
+    return state
+
+
+def given_or_kept(ctx: click.Context, state: dict, name: str, value):
+    """A resumed campaign's option that may be given anew: ``value`` when given on the command line,
+    else what the campaign kept (``value`` when it kept none)."""
+    if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+        return value
+    return state.get(name, value)
 
 
 def _refuse_with_resume(ctx: click.Context, names: tuple[str, ...]) -> None:

@@ -4,7 +4,6 @@ with ``--suite metadata`` here (:data:`eos_harness.faces.spark.SUITE_COMMANDS`).
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 
@@ -20,6 +19,7 @@ from eos_harness.faces.lifecycle import (
     _seed,
     _write_json,
     console,
+    interrupted_exit_code,
 )
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, BrokerParam, NameList
 from eos_harness.verdict import ERROR, exit_code
@@ -215,6 +215,4 @@ def metadata_chaos_command(suite, systems, minutes, scenarios, seed, json_path, 
     stopped = campaign.get("stopped") or {}
     if stopped:
         console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
-    if stopped.get("why") in ("SIGINT", "SIGTERM"):
-        sys.exit(128 + int(getattr(signal, stopped["why"])))
-    sys.exit(campaign_exit_code(campaign))
+    sys.exit(interrupted_exit_code(campaign) or campaign_exit_code(campaign))

@@ -8,17 +8,14 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
-from click.core import ParameterSource
 from eos_harness.broker.opening import open_broker
 from eos_harness.broker.spec import BrokerSpec
-from eos_harness.campaign import ResumeError, load_state
-from eos_harness.faces.lifecycle import JUNIT_HELP, _refuse_with_resume
+from eos_harness.faces.lifecycle import JUNIT_HELP, given_or_kept, interrupted_exit_code, resumed_state
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, BrokerParam, require_extra
 from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
 from eos_harness.junit import write_junit
@@ -267,14 +264,8 @@ def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, js
                         overwrite, junit_path, until_failure, resume_dir, no_report):
     """Run a Spark chaos campaign over pipeline × sink × state provider × checkpoint format × crash window."""
     if resume_dir is not None:
-        try:
-            state = load_state(resume_dir, SUITE)
-        except ResumeError as exc:
-            raise click.UsageError(str(exc)) from None
-        _refuse_with_resume(ctx, ("source", "minutes", "scenarios", "strict", "seed", "out", "sinks", "broker",
-                                  "overwrite"))
-        if state.get("finished"):
-            raise click.UsageError(f"--resume {resume_dir}: that campaign ran to its end; nothing to resume")
+        state = resumed_state(ctx, resume_dir, SUITE, ("source", "minutes", "scenarios", "strict", "seed", "out",
+                                                       "sinks", "broker", "overwrite"))
         seed, minutes, scenarios, source, strict = (state["seed"], state["minutes"], state["scenarios"],
                                                     state["source"], state["strict"])
         sinks = ",".join(state["sinks"])
@@ -282,8 +273,7 @@ def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, js
             broker = BROKER.convert(state.get("broker") or "kafka-local", None, ctx)
         except click.BadParameter as exc:
             raise click.UsageError(f"--resume {resume_dir}: {exc.format_message()}") from None
-        if ctx.get_parameter_source("workers") is not ParameterSource.COMMANDLINE:
-            workers = state.get("workers", workers)
+        workers = given_or_kept(ctx, state, "workers", workers)
         until_failure = until_failure or state.get("until_failure", False)
         json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
     chosen = tuple(s.strip() for s in sinks.split(",") if s.strip())
@@ -351,6 +341,4 @@ def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, js
         console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
         console.print(f"to resume: eos-harness chaos --suite spark --resume {out_dir}", markup=False, highlight=False,
                       soft_wrap=True)
-    if stopped.get("why") in ("SIGINT", "SIGTERM"):
-        sys.exit(128 + int(getattr(signal, stopped["why"])))
-    sys.exit(campaign_exit_code(campaign, strict))
+    sys.exit(interrupted_exit_code(campaign) or campaign_exit_code(campaign, strict))

@@ -19,7 +19,7 @@ __all__ = ["FaultedChild"]
 class FaultedChild:
     """A child instance of number ``number`` in ``history``, with ``fault`` (or none) armed. A subclass
     starts ``proc`` (the child process) with ``parent`` (the driver's end of its event pipe), and says
-    how to wait for an event (:meth:`_wait_for_event`) and to reap the child (``reap()``)."""
+    how to wait for an event (:meth:`_wait_for_event`)."""
 
     proc: Any
     parent: Any
@@ -65,7 +65,12 @@ class FaultedChild:
         self.reap()
 
     def reap(self) -> None:
-        raise NotImplementedError
+        """Wait for the child to exit (kill it after 5 s); close the pipe."""
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.parent.close()
 
     def fault_fired(self, event: dict) -> str | None:
         """The child says its armed point fired: note it; the outcome the kind's ``when_fired`` hook

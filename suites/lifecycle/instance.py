@@ -191,11 +191,7 @@ class Instance(FaultedChild):
         self.history.add(self.number, {"type": "resumed"})
 
     def reap(self) -> None:
-        self.proc.join(5)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-        self.parent.close()
+        super().reap()
         self.stacks.close()
         self.clock.close()
 

@@ -52,13 +52,6 @@ class ControllerInstance(FaultedChild):
         self.history.add(self.number, {"type": "resumed"})
         self.fault, self.kind = None, None
 
-    def reap(self) -> None:
-        self.proc.join(5)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-        self.parent.close()
-
 
 class LiveReader:
     """The reader process that follows the log while the controllers write it; its events go to the
