@@ -228,13 +228,16 @@ class _Zygote:
         with self._lock:
             if not self._process.is_alive():
                 raise ZygoteError(f"the zygote (pid {self._process.pid}) is gone (exit code {self._process.exitcode})")
-            self._conn.send(("start", target, tuple(wire), len(fds)))
-            if fds:
-                sendfds(self._sock, fds)
-            while True:
-                message = self._read_one()
-                if message[0] == "started":
-                    return message[1], recvfds(self._sock, 1)[0]
+            try:
+                self._conn.send(("start", target, tuple(wire), len(fds)))
+                if fds:
+                    sendfds(self._sock, fds)
+                while True:
+                    message = self._read_one()
+                    if message[0] == "started":
+                        return message[1], recvfds(self._sock, 1)[0]
+            except (EOFError, OSError) as exc:  # it died between our check and its answer
+                raise ZygoteError(f"the zygote (pid {self._process.pid}) is gone: {exc!r}") from None
 
     def request(self, message: tuple, answer: str, fds: list[int] = (), timeout: float | None = None):
         """Send ``message`` (and ``fds``), return the zygote's ``answer`` message; None after ``timeout``."""
