@@ -15,7 +15,21 @@ What the conformance suite checks is chosen by the store's own answers to ``pers
 * non-transactional and persistent (legacy): writes are visible to every reader at once; after a
   crash the contents are not trusted and ``recover`` returns False; after a clean ``close`` all
   data is there. Offsets are kept for it by the harness in the task's ``.checkpoint`` file.
-* not persistent: writes are visible at once; a restart starts empty.
+* not persistent: writes are visible at once; a restart starts empty (a store may also be
+  transactional and not persistent: writes are held until ``commit`` and invisible to
+  ``read_committed()`` until then, and a restart starts empty all the same).
+
+**The offset convention.** A changelog offset given to ``commit`` (and to ``restore`` as
+``end_offset``) is the offset of the NEXT changelog record to read: one past the last record whose
+write the store's contents include (Kafka's "position", the end offset of the changelog at that
+commit). ``committed_offset`` returns exactly that number, and after a restart the runtime hands it
+to ``recover`` and replays the changelog from it, that offset included. A store that keeps the
+offset of the last record written instead (one less) would have that record replayed twice, and a
+store that adds one would skip a record: the suite's ``offset_convention`` check catches both.
+
+**Optional methods.** ``capabilities()`` (see :class:`Capabilities`) and ``restore(records,
+end_offset)`` (see :meth:`StateStore.restore`): a store without them offers every capability, and
+is restored by the runtime through ``put`` and ``commit``.
 """
 
 from __future__ import annotations
@@ -23,10 +37,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 __all__ = [
     "Capabilities",
+    "ChangelogRecord",
     "CommitFromProcessorError",
     "KeyValueView",
     "StateStore",
@@ -34,6 +49,7 @@ __all__ = [
     "StoreError",
     "TopicPartition",
     "capabilities_of",
+    "offers_restore",
 ]
 
 
@@ -62,12 +78,21 @@ class Capabilities:
 
     A store declares only what it LACKS: ``Capabilities(range_scans=False)``. What a store declares
     it lacks is not checked, and the verdict says so (``not checked: range (the store declares no
-    range scans)``); everything it does not declare is checked in full.
+    range scans)``, and the JSON field ``not_checked``); everything it does not declare is checked
+    in full.
 
-    * ``range_scans``: ``range`` and ``all`` are offered (sorted, inclusive).
-    * ``put_all``: ``put_all`` is offered (else the harness writes entry by entry with ``put``).
-    * ``empty_commit_records_offset``: a ``commit`` with no writes since the last one still
-      records its offsets (KIP-892); a store whose empty commit writes nothing declares False.
+    * ``range_scans``: ``range`` and ``all`` (and the read-committed view's) are offered, sorted,
+      inclusive. Declared False: the suite never calls them: it draws no range-scan steps and reads
+      a store's contents key by key with ``get`` (the suite's keys are a small fixed set, so
+      nothing is missed); ``range``/``all`` may be absent or raise.
+    * ``put_all``: ``put_all`` is offered. Declared False: the suite, the probe and the runtime
+      write entry by entry with ``put`` (the same writes, in the same order); ``put_all`` may be
+      absent.
+    * ``empty_commit_records_offset``: a ``commit`` with no writes since the last one (or since the
+      store was opened) still records its offsets (KIP-892). Declared False (a store whose empty
+      commit writes nothing, not even the offset): after such a commit ``committed_offset`` may
+      still return the offset of the commit before; it may not return anything else. Every commit
+      that had writes is checked as usual.
     """
 
     range_scans: bool = True
@@ -89,6 +114,21 @@ def capabilities_of(store: object) -> Capabilities:
         raise TypeError(f"{type(store).__name__}.capabilities() returned {type(declared).__name__}; "
                         "return eos_harness.store.Capabilities(...)")
     return declared
+
+
+def offers_restore(store: object) -> bool:
+    """Whether ``store`` has its own ``restore(records, end_offset)`` (else the runtime replays
+    through ``put`` and ``commit``)."""
+    return callable(getattr(store, "restore", None))
+
+
+class ChangelogRecord(NamedTuple):
+    """One changelog record handed to :meth:`StateStore.restore`: its ``offset`` in the changelog
+    partition, and the write it records (``value`` None: a tombstone)."""
+
+    offset: int
+    key: bytes
+    value: bytes | None
 
 
 @dataclass(frozen=True)
@@ -187,8 +227,10 @@ class StateStore(Protocol):
         """
 
     def committed_offset(self, tp: TopicPartition) -> int | None:
-        """The offset for ``tp`` given to the last successful ``commit``, or None (never committed,
-        or the store does not manage offsets). Survives close and reopen for persistent stores."""
+        """The offset for ``tp`` given to the last successful ``commit`` (or ``restore``), exactly:
+        the next changelog offset to read (see the offset convention above); None when never
+        committed, or when the store does not manage offsets. Survives close and reopen for
+        persistent stores."""
 
     def recover(self, changelog_offset: int | None) -> bool:
         """Bring the store to a consistent state after a crash (KIP-844).
@@ -198,6 +240,20 @@ class StateStore(Protocol):
         contents can be trusted; a non-transactional store returns False and is then wiped and
         restored from the changelog by the runtime under EOS.
         """
+
+    # Optional (not part of the runtime-checkable shape): a store's own restore path.
+    #
+    # def restore(self, records: Sequence[ChangelogRecord], end_offset: int) -> None:
+    #     """Apply the changelog ``records`` (in offset order; ``value`` None deletes) and commit them
+    #     together with ``end_offset`` as this store's changelog offset (the next offset to read,
+    #     one past the last record; also given when ``records`` is empty), as ``put`` of each record
+    #     followed by ``commit({context.changelog: end_offset})`` would: afterwards
+    #     ``committed_offset(context.changelog) == end_offset`` (a store that manages offsets) and
+    #     the records are committed. Called by the runtime after ``recover``, with the committed
+    #     changelog tail from the store's committed offset, possibly in several batches (as Kafka's
+    #     ``restoreBatch``); never while the store has uncommitted writes. Checked by the suite
+    #     (``offset_convention``, and every read after it); when absent, the runtime replays
+    #     through ``put`` and ``commit``."""
 
     def read_committed(self) -> KeyValueView:
         """A read-only view that shows only committed data (KIP-844 read-committed queries).

@@ -132,8 +132,15 @@ def _store_points(store: str, as_json: bool) -> None:
                    "as NAME.log; without --json, not kept].")
 @click.option("--junit", "junit_path", default=None,
               help="Write JUnit XML here (for CI): a testcase per conformance check, a failure per broken check.")
+@click.option("--allow", "allow", multiple=True, metavar="CHECK",
+              help="Waive CHECK, a difference you know about (repeatable); the verdict names what was waived. "
+                   "Checks: read_your_own_writes, read_committed_isolation, no_uncommitted_survives, atomic_commit, "
+                   "committed_durable, committed_offset_durable, clean_close_durable, recover_trust, offset_convention.")
+@click.option("--max-findings", type=AT_LEAST_ONE, default=5, show_default=True,
+              help="Distinct checks the state machine looks for (each found one is waived and it runs again).")
 def verify_command(store: str, seed: int | None, examples: int, steps: int, shrink: bool, json_path: str | None,
-                   store_timeout: float, log_path: str | None, junit_path: str | None) -> None:
+                   store_timeout: float, log_path: str | None, junit_path: str | None, allow: tuple[str, ...],
+                   max_findings: int) -> None:
     """Run the conformance suite against STORE (a built-in name or module:function); a window store
     (its kind, or a store with ``window_config``) gets the window store suite."""
     import os
@@ -145,10 +152,14 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     from eos_harness.faces.lifecycle import console
     from eos_harness.rundir import RunDirError, check_output_file, write_text
     from eos_harness.stores import StoreFactoryError
+    from eos_harness.suites.conformance.checks import GUARD_CHECKS, WAIVABLE
     from eos_harness.suites.conformance.runner import verify
     from eos_harness.verdict import exit_code
     from rich.table import Table
 
+    unknown = [c for c in allow if c not in WAIVABLE]
+    if unknown:
+        raise click.BadParameter(f"unknown check {unknown[0]!r}; one of: {', '.join(WAIVABLE)}", param_hint="--allow")
     if log_path is None and json_path:
         log_path = str(Path(json_path).with_suffix(".log"))
     try:
@@ -179,7 +190,7 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
             result = verify_windows(store, seed, examples=examples, steps=steps, shrink=shrink)
         else:
             result = verify(store, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
-                            log=log_path)
+                            log=log_path, allow=allow, max_findings=max_findings)
     except StoreFactoryError as exc:
         raise click.UsageError(str(exc)) from None
     json_error = None
@@ -204,9 +215,24 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     if result["violations"]:
         console.print(table)
         for number, v in enumerate(result["violations"], 1):
-            console.print(f"#{number} case: {v['case']}", markup=False, highlight=False)
-            if v.get("detail"):
-                console.print(f"#{number} {v['check']}: {v['observed']}\n{v['detail']}", markup=False, highlight=False)
+            plain = {"markup": False, "highlight": False, "soft_wrap": True}
+            if v["check"] in GUARD_CHECKS:  # about the store's own call: the operation, its traceback or stack
+                console.print(f"#{number} {v['check']} in the store's {v['key']}: {v['observed']}", **plain)
+                if v.get("detail"):
+                    what = "stack when it was killed" if v["check"] == "store_hang" else "own traceback"
+                    console.print(f"#{number} the store's {what}:\n{v['detail']}", **plain)
+            elif v.get("detail"):
+                console.print(f"#{number} {v['check']}: {v['detail']}", **plain)
+            console.print(f"#{number} case: {v['case']}", **plain)
+            console.print(f"#{number} replay: {v['replay']}", **plain)
+    for line in result.get("not_checked", []):
+        console.print(f"not checked: {line}", markup=False, highlight=False, soft_wrap=True)
+    for check in result.get("allowed", []):
+        times = result.get("waived", {}).get(check, 0)
+        console.print(f"waived: {check} (--allow; fired {times} time{'s' if times != 1 else ''})",
+                      markup=False, highlight=False)
+    if result.get("stopped"):
+        console.print(result["stopped"], markup=False, highlight=False, soft_wrap=True)
     if result.get("error"):
         console.print(f"error: {result['error']}", markup=False, highlight=False, soft_wrap=True)
     for warning in result.get("warnings", []):

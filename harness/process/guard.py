@@ -31,7 +31,7 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 
-from eos_harness.store import CommitFromProcessorError
+from eos_harness.store import Capabilities, CommitFromProcessorError
 from eos_harness.stores import StoreFactoryError
 from eos_harness.verdict import Violation
 
@@ -116,7 +116,8 @@ def hang_finding(operation: str, timeout: float, stack: str) -> dict:
 # Every operation the guard times, in a fixed order (its index is what the CallClock holds).
 OPERATIONS = ("factory", "init", "persistent", "transactional", "manages_offsets", "get", "put", "put_all",
               "delete", "range", "all", "commit", "committed_offset", "recover", "read_committed", "flush",
-              "close", "read_committed().get", "read_committed().range", "read_committed().all")
+              "close", "read_committed().get", "read_committed().range", "read_committed().all",
+              "capabilities", "restore")
 _INDEX = {op: i for i, op in enumerate(OPERATIONS)}
 
 
@@ -130,6 +131,10 @@ def _is_bytes_or_none(value: object) -> bool:
 
 def _is_offset_or_none(value: object) -> bool:
     return value is None or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_capabilities(value: object) -> bool:
+    return isinstance(value, Capabilities)
 
 
 def _is_view(value: object) -> bool:
@@ -147,6 +152,7 @@ _RETURNS: dict[str, tuple[Callable[[object], bool], str]] = {
     "committed_offset": (_is_offset_or_none, "int or None"),
     "recover": (_is_bool, "bool"),
     "read_committed": (_is_view, "a read-only view with get, range and all"),
+    "capabilities": (_is_capabilities, "eos_harness.store.Capabilities"),
 }
 _LISTINGS = {"range", "all", "read_committed().range", "read_committed().all"}
 _PAIRS = "an iterator of (bytes, bytes) tuples"
@@ -305,6 +311,23 @@ class GuardedStore:
 
     def close(self) -> None:
         self._call("close")
+
+    def capabilities(self) -> Capabilities:
+        """The store's declared capabilities (everything, for a store without ``capabilities()``)."""
+        if getattr(self._store, "capabilities", None) is None:
+            return Capabilities()
+        return self._call("capabilities")
+
+    def offers_restore(self) -> bool:
+        """Whether the store has its own ``restore`` (the driver asks before it calls it)."""
+        return callable(getattr(self._store, "restore", None))
+
+    @property
+    def restore(self):
+        """The store's own ``restore(records, end_offset)``, guarded; absent when the store has none."""
+        if not callable(getattr(self._store, "restore", None)):
+            raise AttributeError(f"{type(self._store).__name__} has no restore()")
+        return lambda records, end_offset: self._call("restore", records, end_offset)
 
 
 def guarded(factory: Callable[[], object]) -> Callable[[], GuardedStore]:

@@ -6,7 +6,8 @@ import pytest
 from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
 from eos_harness.process.server import StoreServer
 from eos_harness.stores import StoreProbeFailed, reached_points
-from eos_harness.suites.conformance.runner import PROBE, matrix_cases
+from eos_harness.suites.conformance.plan import matrix_cases
+from eos_harness.suites.conformance.runner import PROBE
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

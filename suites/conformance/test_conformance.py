@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 from eos_harness.stores import StoreProbeFailed, reached_points
-from eos_harness.suites.conformance.runner import PROBE, machine_for, run_case
+from eos_harness.suites.conformance.plan import machine_for
+from eos_harness.suites.conformance.runner import PROBE, run_case
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test

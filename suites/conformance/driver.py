@@ -1,0 +1,319 @@
+"""The conformance suite's driver: one store, live in its child process, beside the model of what it
+must hold. It performs the operations the plan draws, asks the promises (:mod:`.checks`) after
+each, and keeps what happened in a store implementer's words, so that a violation says what
+happened just before it.
+
+A check the user waived (``--allow``) does not stop the case: it is counted, and where the model
+can take the store's answer as the truth (an offset, the state after a recovery) it does, so that
+one known difference does not show up again as another check.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+from eos_harness.models.kv import KVModel
+from eos_harness.process.guard import finding_violation
+from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreServer
+from eos_harness.store import Capabilities, ChangelogRecord, StoreContext
+from eos_harness.verdict import Violation
+
+from . import checks
+
+__all__ = ["KEYS", "TP", "VALUES", "ConformanceViolation", "StoreAbandoned", "StoreUnderTest"]
+
+# The changelog partition the store's context names (the store server opens every store with the
+# default context): the suite commits offsets for it, as a task commits for its store's changelog.
+TP = StoreContext(directory=Path()).changelog
+KEYS = [b"a", b"b", b"c", b"d", b"e"]
+VALUES = [b"v1", b"v2", b"v3", b"xx"]
+STORY_LINES = 8  # how much of what happened before a violation it carries
+
+
+class ConformanceViolation(AssertionError):
+    """Raised at the first broken promise of a case that is not waived; Hypothesis shrinks the steps
+    that raise it."""
+
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(
+            f"{violation.check}: key {violation.key!r}: expected {violation.expected!r}, observed {violation.observed!r}"
+        )
+        self.violation = violation
+
+
+class StoreAbandoned(BaseException):
+    """The store hung: the suite cannot go on with it. A BaseException, so that Hypothesis does not
+    try to shrink it (every try would wait for the timeout again)."""
+
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(f"{violation.check}: {violation.observed}")
+        self.violation = violation
+
+
+def _entry(key: bytes, value: bytes | None) -> str:
+    return f"{checks.show(key)}={checks.show(value)}" if value is not None else f"{checks.show(key)}=None (a tombstone)"
+
+
+class StoreUnderTest:
+    """The live store (in its child) plus the model of what it must hold.
+
+    ``allowed``: the checks waived for this case; ``waived`` counts each waived check that fired."""
+
+    def __init__(self, server: StoreServer, spec: str, case: str, allowed: frozenset[str] = frozenset(),
+                 waived: Counter | None = None) -> None:
+        self.server, self.spec, self.case = server, spec, case
+        self.allowed, self.waived = allowed, waived if waived is not None else Counter()
+        self.story: list[str] = []
+        self.commits = 0  # commits asked so far (commit #n in the story)
+        self.writes = 0  # writes since the last commit, restart or restore
+        self.root = Path(tempfile.mkdtemp(prefix="eos-conformance-"))
+        self.directory = self.root / "store"
+        try:
+            self._restart()
+            self.model = KVModel(
+                transactional=self.call("transactional"),
+                persistent=self.call("persistent"),
+                manages_offsets=self.call("manages_offsets"),
+            )
+            self.offers: Capabilities = self.call("capabilities")
+            self.has_restore: bool = self.call("offers_restore")
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+        self.next_offset = 1
+        self.checkpoint: int | None = None  # the .checkpoint the harness keeps for non-managing stores
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def told(self, line: str) -> None:
+        self.story.append(line)
+
+    def judge(self, violation: Violation | None) -> bool:
+        """Raise ``violation`` (with what happened just before) unless it is None or waived; True
+        when a waived one fired (the caller may then resynchronise the model)."""
+        if violation is None:
+            return False
+        if violation.check in self.allowed:
+            self.waived[violation.check] += 1
+            return True
+        recent = self.story[-STORY_LINES:]
+        before = "\n".join(f"  {line}" for line in recent)
+        skipped = len(self.story) - len(recent)
+        heading = "just before (oldest first" + (f", {skipped} earlier steps left out" if skipped else "") + "):"
+        detail = f"{violation.detail}\n{heading}\n{before}" if recent else violation.detail
+        raise ConformanceViolation(replace(violation, case=self.case, detail=detail))
+
+    def store_failed(self, method: str, exc: StoreCallError | StoreHang) -> None:
+        """Raise the violation for a call the store did not answer as the protocol says."""
+        if isinstance(exc, StoreHang):
+            raise StoreAbandoned(finding_violation(exc.finding, self.case)) from None
+        if exc.finding is not None:
+            raise ConformanceViolation(finding_violation(exc.finding, self.case)) from None
+        raise ConformanceViolation(Violation("store_error", method, f"{method} succeeds", str(exc),
+                                             case=self.case)) from None
+
+    def call(self, method: str, *args):
+        try:
+            return self.proc.call(method, *args)
+        except (StoreCallError, StoreHang) as exc:
+            self.store_failed(method, exc)
+
+    def dispose(self) -> None:
+        if getattr(self, "proc", None) is not None:
+            self.proc.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- reads of the whole store (key by key for a store that declares no range scans) ---------------
+    def contents(self) -> dict[bytes, bytes]:
+        if self.offers.range_scans:
+            return dict(self.call("all"))
+        return {k: v for k in KEYS if (v := self.call("get", k)) is not None}
+
+    def committed_contents(self) -> dict[bytes, bytes]:
+        if self.offers.range_scans:
+            return dict(self.call("rc_all"))
+        return {k: v for k in KEYS if (v := self.call("rc_get", k)) is not None}
+
+    # -- operations -------------------------------------------------------------------------------
+    def put(self, key: bytes, value: bytes | None) -> None:
+        self.told(f"put {_entry(key, value)}")
+        self.call("put", key, value)
+        self.model.put(key, value)
+        self.writes += 1
+
+    def delete(self, key: bytes) -> None:
+        self.told(f"delete {checks.show(key)}")
+        expected = self.model.delete(key)
+        self.writes += 1
+        self.judge(checks.delete_returns(key, expected, self.call("delete", key)))
+
+    def put_all(self, entries: list[tuple[bytes, bytes | None]]) -> None:
+        if not self.offers.put_all:  # the store declares no put_all: the same writes, one by one
+            for key, value in entries:
+                self.put(key, value)
+            return
+        self.told(f"put_all [{', '.join(_entry(k, v) for k, v in entries)}]")
+        self.call("put_all", entries)
+        self.model.put_all(entries)
+        self.writes += len(entries)
+
+    def check_reads(self) -> None:
+        expected = dict(self.model.all())
+        gets = {key: self.call("get", key) for key in KEYS}
+        listing = dict(self.call("all")) if self.offers.range_scans else None
+        self.judge(checks.reads_match(expected, gets, listing))
+
+    def check_range(self, lo: bytes, hi: bytes) -> None:
+        if not self.offers.range_scans:
+            return
+        self.told(f"range({checks.show(lo)}, {checks.show(hi)})")
+        self.judge(checks.range_matches(lo, hi, self.model.range(lo, hi), self.call("range", lo, hi)))
+
+    def check_read_committed(self) -> None:
+        model = self.model
+        expected = dict(model.read_committed_all() if model.transactional else model.all())
+        scans = self.offers.range_scans
+        listing = dict(self.call("rc_all")) if scans else None
+        gets = {key: self.call("rc_get", key) for key in (KEYS[:3] if scans else KEYS)}
+        lo, hi = KEYS[1], KEYS[3]
+        ranged = (lo, hi, self.call("rc_range", lo, hi)) if scans else None
+        self.judge(checks.read_committed_matches(expected, gets, listing, ranged, model.overlay))
+
+    def commit(self) -> None:
+        offset = self.next_offset
+        self.next_offset += 1
+        self.commits += 1
+        writes, previous = self.writes, self.model.committed_offset(TP)
+        self.told(f"commit #{self.commits} with offset {offset} "
+                  f"({'no writes' if not writes else f'{writes} writes'} since the last commit)")
+        self.call("commit", {TP: offset})
+        self.model.commit({TP: offset})
+        self.writes = 0
+        if not self.model.manages_offsets:
+            self.checkpoint = offset
+        got = self.call("committed_offset", TP)
+        empty_may_keep = not self.offers.empty_commit_records_offset
+        verdict = checks.commit_offset(str(TP), self.commits, writes, self.model.committed_offset(TP), got,
+                                       previous, empty_may_keep)
+        # An empty commit that kept its offset (declared), or a waived finding: the store's offset holds.
+        if (verdict is None and got != self.model.committed_offset(TP)) or self.judge(verdict):
+            self._adopt_offset(got)
+
+    def _adopt_offset(self, offset: int | None) -> None:
+        self.model.adopt(self.model.committed, {TP: offset} if offset is not None else {})
+
+    def restore(self, entries: list[tuple[bytes, bytes | None]]) -> None:
+        """The store's own ``restore`` with ``entries`` as changelog records from the next offset on."""
+        start = self.next_offset
+        records = [ChangelogRecord(start + i, key, value) for i, (key, value) in enumerate(entries)]
+        end = start + len(records)
+        self.next_offset = max(end, start + 1)
+        previous = self.model.committed_offset(TP)
+        shown = ", ".join(f"{r.offset}: {_entry(r.key, r.value)}" for r in records) or "no records"
+        self.told(f"restore([{shown}], end_offset={end})")
+        self.call("restore", records, end)
+        self.model.put_all(entries)
+        self.model.commit({TP: end})
+        self.writes = 0
+        if not self.model.manages_offsets:
+            self.checkpoint = end
+            return
+        got = self.call("committed_offset", TP)
+        empty_may_keep = not self.offers.empty_commit_records_offset
+        verdict = checks.restore_offset(str(TP), start, len(records), end, got, previous, empty_may_keep)
+        if (verdict is None and got != end) or self.judge(verdict):
+            self._adopt_offset(got)
+
+    # -- faults -----------------------------------------------------------------------------------
+    def crash_in_commit(self, point: str, hit: int) -> None:
+        offset = self.next_offset
+        self.next_offset += 1
+        self.commits += 1
+        writes = self.writes
+        self.call("arm", point, hit)
+        try:
+            self.proc.call("commit", {TP: offset})
+        except ChildCrashed:
+            self.told(f"commit #{self.commits} with offset {offset} ({writes} writes since the last commit): "
+                      f"the process died at crash point {point} (armed for its hit #{hit})")
+            self.recover_after_crash(in_flight=offset)
+            return
+        except (StoreCallError, StoreHang) as exc:
+            self.store_failed("commit", exc)
+        self.told(f"commit #{self.commits} with offset {offset} ({writes} writes since the last commit); "
+                  f"crash point {point} armed for its hit #{hit} was not reached that often")
+        self.call("disarm")  # the point was not reached often enough: the commit simply happened
+        self.model.commit({TP: offset})
+        self.writes = 0
+        if not self.model.manages_offsets:
+            self.checkpoint = offset
+
+    def kill(self) -> None:
+        self.told(f"SIGKILL of the store's process ({self.writes} writes since the last commit)")
+        self.proc.kill()
+        self.recover_after_crash(in_flight=None)
+
+    def _restart(self) -> None:
+        """Open the store in its directory, in a new child (a store that cannot: a finding)."""
+        self.proc = None
+        self.writes = 0
+        try:
+            self.proc = self.server.start(self.spec, self.directory)
+        except (StoreCallError, StoreHang) as exc:
+            self.store_failed("init", exc)
+
+    def recover_after_crash(self, in_flight: int | None) -> None:
+        model = self.model
+        self._restart()
+        offset = self.call("committed_offset", TP) if model.manages_offsets else self.checkpoint
+        trusted = self.call("recover", offset)
+        self.told(f"restarted the store; recover({offset}) returned {trusted}")
+        self.judge(checks.recover_trust(model.persistent, model.transactional, offset, trusted))
+        if model.persistent and not model.transactional:
+            # Kafka's rule under EOS: wipe the untrusted store and restore it from the changelog.
+            self.call("close")
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self._restart()
+            model.wipe()
+            self.checkpoint = None
+            self.told("closed it, wiped its directory and reopened it empty (the runtime's rule for an "
+                      "untrusted store)")
+            return
+        pre_data, pre_offset = dict(model.committed), model.committed_offset(TP)
+        if not model.persistent:
+            pre_data, pre_offset = {}, None
+        outcomes = [(pre_data, pre_offset)]
+        if in_flight is not None and model.persistent:
+            post_data, post_offsets = model.committed_after({TP: in_flight})
+            outcomes.append((post_data, post_offsets.get(TP) if model.manages_offsets else None))
+        data = self.contents()
+        got_offset = self.call("committed_offset", TP)
+        verdict = checks.recovered_state(str(TP), outcomes, data, got_offset, model.overlay, in_flight, offset)
+        if verdict is None:
+            if outcomes.index((data, got_offset)) == 1 and not model.manages_offsets:
+                self.checkpoint = in_flight
+        else:
+            self.judge(verdict)  # waived: the model takes what the store holds as the truth
+        model.adopt(data, {TP: got_offset} if got_offset is not None else {})
+        if not model.persistent:
+            model.adopt({}, {})
+
+    def close_and_reopen(self) -> None:
+        self.told("close() and reopen")
+        self.call("close")
+        self._restart()
+        self.model.close_and_reopen()
+        if self.model.persistent:
+            data = self.contents()
+            if self.judge(checks.clean_close_durable(self.model.committed, data)):
+                self.model.adopt(data, self.model.offsets)
+            got = self.call("committed_offset", TP)
+            if self.judge(checks.reopened_offset(str(TP), self.model.committed_offset(TP), got)):
+                self._adopt_offset(got)
+        offset = self.call("committed_offset", TP) if self.model.manages_offsets else self.checkpoint
+        self.call("recover", offset)
+        self.told(f"recover({offset}) after the reopen")
+        self.check_reads()

@@ -1,0 +1,106 @@
+"""What the conformance suite does to a store: a Hypothesis state machine whose rules are the
+store's operations and faults, and the explicit crash matrix (every crash point the store reaches ×
+a few fixed workloads).
+
+The rules follow the store's declared capabilities (``harness/store.py``): a store that declares no
+range scans gets no range-scan steps, one with its own ``restore`` gets restore steps. The promises
+asked after each step are :mod:`.checks`, through the driver (:mod:`.driver`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from eos_harness.process.server import StoreServer
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+
+from .driver import KEYS, VALUES, StoreUnderTest
+
+__all__ = ["WORKLOADS", "machine_for", "matrix_cases"]
+
+
+def machine_for(spec: str, server: StoreServer, crash_points: list[str], allowed: frozenset[str] = frozenset(),
+                waived: Counter | None = None) -> type[RuleBasedStateMachine]:
+    """A state machine class bound to one store spec; ``allowed`` checks are waived (counted in ``waived``)."""
+    keys, values = st.sampled_from(KEYS), st.one_of(st.none(), st.sampled_from(VALUES))
+
+    class StoreConformance(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sut = StoreUnderTest(server, spec, "hypothesis", allowed, waived)
+
+        def teardown(self) -> None:
+            self.sut.dispose()
+
+        @rule(key=keys, value=values)
+        def put(self, key, value):
+            self.sut.put(key, value)
+            self.sut.check_reads()
+
+        @rule(key=keys)
+        def delete(self, key):
+            self.sut.delete(key)
+
+        @rule(entries=st.lists(st.tuples(keys, values), min_size=1, max_size=4))
+        def put_all(self, entries):
+            self.sut.put_all(entries)
+            self.sut.check_reads()
+
+        @precondition(lambda self: self.sut.offers.range_scans)
+        @rule(bounds=st.tuples(keys, keys).map(sorted))
+        def range_scan(self, bounds):
+            self.sut.check_range(*bounds)
+
+        @rule()
+        def read_committed(self):
+            self.sut.check_read_committed()
+
+        @rule()
+        def commit(self):
+            self.sut.commit()
+            self.sut.check_read_committed()
+
+        @precondition(lambda self: bool(crash_points))
+        @rule(point=st.sampled_from(crash_points or ["none"]), hit=st.integers(1, 2))
+        def crash_in_commit(self, point, hit):
+            self.sut.crash_in_commit(point, hit)
+            self.sut.check_reads()
+            self.sut.check_read_committed()
+
+        @rule()
+        def kill(self):
+            self.sut.kill()
+            self.sut.check_reads()
+            self.sut.check_read_committed()
+
+        @rule()
+        def close_and_reopen(self):
+            self.sut.close_and_reopen()
+
+        # The runtime restores only a store without uncommitted writes (right after recover).
+        @precondition(lambda self: self.sut.has_restore and self.sut.writes == 0)
+        @rule(entries=st.lists(st.tuples(keys, values), max_size=4))
+        def restore(self, entries):
+            self.sut.restore(entries)
+            self.sut.check_reads()
+            self.sut.check_read_committed()
+
+    StoreConformance.__name__ = f"Conformance[{spec}]"
+    return StoreConformance
+
+
+WORKLOADS = {
+    "overwrite": [("put", b"a", b"v2"), ("put", b"d", b"v1"), ("put", b"e", b"v3")],
+    "tombstones": [("delete", b"a"), ("put", b"b", None), ("put", b"e", b"v1")],
+    "put_all": [("put_all", [(b"c", b"xx"), (b"d", b"v2"), (b"a", None), (b"e", b"v1"), (b"b", b"v3")])],
+}
+
+
+def matrix_cases(crash_points: list[str]) -> list[tuple[str, str | None]]:
+    """(workload, crash point or None for a SIGKILL before commit) for every point and workload."""
+    cases: list[tuple[str, str | None]] = []
+    for workload in WORKLOADS:
+        cases.append((workload, None))
+        cases.extend((workload, point) for point in crash_points)
+    return cases
