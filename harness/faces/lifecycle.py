@@ -185,7 +185,9 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
             console.print(f"  {check}: {CHECKS.get(check, '')}", markup=False, highlight=False)
         for v in result["violations"]:  # the store's own traceback, or its stack when it hung
             if v["check"].startswith("store_") and v.get("detail"):
-                console.print(f"{v['check']}: {v['observed']}\n{v['detail']}", markup=False, highlight=False)
+                what = "stack when it was killed" if v["check"] == "store_hang" else "own traceback"
+                console.print(f"{v['check']} in the store's {v['key']}: {v['observed']}\nthe store's {what}:\n"
+                              f"{v['detail']}", markup=False, highlight=False)
                 break
     if result["verdict"] != "pass" or result["fault_errors"]:
         console.print(f"replay: {result['repro']}", soft_wrap=True)

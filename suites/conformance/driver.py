@@ -190,6 +190,10 @@ class StoreUnderTest:
         self.told(f"commit #{self.commits} with offset {offset} "
                   f"({'no writes' if not writes else f'{writes} writes'} since the last commit)")
         self.call("commit", {TP: offset})
+        self._committed(offset, writes, previous)
+
+    def _committed(self, offset: int, writes: int, previous: int | None) -> None:
+        """A commit returned: the model commits too, and ``committed_offset`` must say ``offset``."""
         self.model.commit({TP: offset})
         self.writes = 0
         if not self.model.manages_offsets:
@@ -232,7 +236,7 @@ class StoreUnderTest:
         offset = self.next_offset
         self.next_offset += 1
         self.commits += 1
-        writes = self.writes
+        writes, previous = self.writes, self.model.committed_offset(TP)
         self.call("arm", point, hit)
         try:
             self.proc.call("commit", {TP: offset})
@@ -246,10 +250,7 @@ class StoreUnderTest:
         self.told(f"commit #{self.commits} with offset {offset} ({writes} writes since the last commit); "
                   f"crash point {point} armed for its hit #{hit} was not reached that often")
         self.call("disarm")  # the point was not reached often enough: the commit simply happened
-        self.model.commit({TP: offset})
-        self.writes = 0
-        if not self.model.manages_offsets:
-            self.checkpoint = offset
+        self._committed(offset, writes, previous)
 
     def kill(self) -> None:
         self.told(f"SIGKILL of the store's process ({self.writes} writes since the last commit)")
