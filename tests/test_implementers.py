@@ -1,0 +1,213 @@
+"""What a store implementer gets from ``eos-harness verify`` and ``run``: capabilities a store declares
+it lacks are not checked (and the verdict says so), every distinct finding is reported (shrunk, with
+a replay that reproduces it), ``--allow`` waives a known one, each violation says what happened just
+before, and a store's own ``restore`` is used and checked against the offset convention.
+
+The stores are in ``tests/fixtures/implementer_stores.py`` (users' stores, outside the package).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from eos_harness.suites.conformance import checks
+from eos_harness.suites.conformance.runner import verify
+
+from tests.test_lifecycle import session_processes
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
+SMALL = {"examples": 10, "steps": 12}  # enough for these stores' bugs, small enough for a shared machine
+
+
+@pytest.fixture(autouse=True)
+def fixture_stores_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(FIXTURES))  # the store children get the driver's sys.path
+
+
+def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([EOS_BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    out, err = proc.communicate(timeout=timeout)
+    assert session_processes(proc.pid, wait=10) == [], "processes left behind"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def machine_findings(result: dict) -> dict[str, dict]:
+    return {v["check"]: v for v in result["violations"] if v["case"].startswith("hypothesis (shrunk)")}
+
+
+def shrunk_steps(violation: dict) -> list[str]:
+    return [line for line in violation["case"].splitlines() if line.startswith("state.") and "teardown" not in line]
+
+
+# -- capabilities ----------------------------------------------------------------------------------------
+
+def test_a_store_declaring_no_range_scans_passes_and_the_verdict_says_range_is_not_checked(tmp_path):
+    # Its range() and all() raise: had the suite called them, the verdict would be store_raised.
+    out = tmp_path / "v.json"
+    proc = cli("verify", "implementer_stores:no_range", "--seed", "3", "--examples", "10", "--steps", "12",
+               "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "not checked: range (the store declares no range scans)" in proc.stdout
+    assert "verdict: pass" in proc.stdout
+    result = json.loads(out.read_text())
+    assert result["verdict"] == "pass"
+    assert [line.split(":")[0] for line in result["not_checked"]] == ["range (the store declares no range scans)"]
+
+
+def test_a_store_that_offers_range_scans_and_gets_them_wrong_is_still_caught():
+    result = verify("implementer_stores:range_ignores_tombstones", seed=3, **SMALL)
+    assert result["verdict"] == "fail"
+    assert {v["check"] for v in result["violations"]} == {"read_your_own_writes"}, result["violations"]
+    assert result["not_checked"] == []
+    # the same mistake in a built-in mutant (which declares nothing, so offers range scans)
+    mutant = verify("mutant-range-ignores-tombstones", seed=3, shrink=False, **SMALL)
+    assert "read_your_own_writes" in {v["check"] for v in mutant["violations"]}
+
+
+def test_a_store_without_put_all_passes_verify_and_the_lifecycle_writes_through_put(tmp_path):
+    # Its put_all raises: any call to it would be a store_raised finding.
+    result = verify("implementer_stores:no_put_all", seed=4, **SMALL)
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["not_checked"][0].startswith("put_all (the store declares no put_all)")
+    run = cli("run", "--store", "implementer_stores:no_put_all", "--crash-at", "task.commit.after_eos@2",
+              "--seed", "1", "--out", str(tmp_path / "run"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "verdict: pass" in run.stdout
+
+
+def test_an_empty_commit_that_records_no_offset_is_explained_and_passes_once_declared():
+    undeclared = verify("implementer_stores:empty_commit_writes_nothing", seed=5, **SMALL)
+    assert undeclared["verdict"] == "fail"
+    finding = machine_findings(undeclared)["committed_offset_durable"]
+    # In a store implementer's words, beside the shrunk steps: which commit, what it had, what came back.
+    assert re.search(r"commit #1 had no writes; committed_offset returned None, expected 1", finding["detail"])
+    assert "Capabilities(empty_commit_records_offset=False)" in finding["detail"]
+    assert "just before" in finding["detail"] and "commit #1 with offset 1 (no writes" in finding["detail"]
+    assert shrunk_steps(finding) == ["state.commit()"], finding["case"]
+
+    declared = verify("implementer_stores:declares_empty_commit_writes_nothing", seed=5, **SMALL)
+    assert declared["verdict"] == "pass", declared["violations"]
+    assert declared["not_checked"] == ["the offset of an empty commit (the store declares its empty commit "
+                                       "records no offset)"]
+
+
+# -- all findings, --allow -------------------------------------------------------------------------------
+
+def test_two_independent_bugs_are_both_reported_each_shrunk_with_a_replay_that_reproduces_it():
+    result = verify("implementer_stores:two_bugs", seed=1, **SMALL)
+    assert result["verdict"] == "fail"
+    found = machine_findings(result)
+    assert set(found) == {"committed_offset_durable", "read_your_own_writes"}, result["violations"]
+    assert len(result["violations"]) == 2  # each distinct check once
+    for finding in found.values():
+        assert len(shrunk_steps(finding)) <= 2, finding["case"]
+        assert finding["replay"].startswith("eos-harness verify implementer_stores:two_bugs --seed 1")
+    assert shrunk_steps(found["committed_offset_durable"]) == ["state.commit()"]
+    write, delete = shrunk_steps(found["read_your_own_writes"])  # a write, then the delete that misreports it
+    assert write.startswith("state.put") and delete.startswith("state.delete("), found["read_your_own_writes"]["case"]
+    # The replay of the finding reported second waives the first: replayed, it is found first, the same.
+    second = next(v for v in result["violations"] if "--allow" in v["replay"])
+    allowed = re.findall(r"--allow (\S+)", second["replay"])
+    assert allowed == [c for c in found if c != second["check"]]
+    replayed = verify("implementer_stores:two_bugs", seed=1, allow=allowed, max_findings=1, **SMALL)
+    assert [(v["check"], v["case"], v["detail"]) for v in replayed["violations"]] == [
+        (second["check"], second["case"], second["detail"])]
+
+
+def test_allow_waives_one_bug_the_other_is_still_reported_and_the_verdict_names_what_was_waived(tmp_path):
+    out = tmp_path / "v.json"
+    proc = cli("verify", "implementer_stores:two_bugs", "--seed", "1", "--examples", "10", "--steps", "12",
+               "--allow", "committed_offset_durable", "--json", str(out))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads(out.read_text())
+    assert [v["check"] for v in result["violations"]] == ["read_your_own_writes"]
+    assert result["allowed"] == ["committed_offset_durable"] and result["waived"]["committed_offset_durable"] > 0
+    assert re.search(r"waived: committed_offset_durable \(--allow; fired \d+ times?\)", proc.stdout)
+    assert "delete('e') returned nothing" in proc.stdout or "delete(" in result["violations"][0]["detail"]
+    assert "#1 replay: eos-harness verify implementer_stores:two_bugs --seed 1" in proc.stdout
+    assert result["repro"].endswith("--allow committed_offset_durable")
+
+
+def test_allow_of_a_check_that_does_not_exist_is_a_usage_error():
+    proc = cli("verify", "implementer_stores:two_bugs", "--allow", "atomic_comit", timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "atomic_comit" in proc.stderr and "atomic_commit" in proc.stderr
+
+
+# -- restore ---------------------------------------------------------------------------------------------
+
+def test_a_store_with_its_own_restore_passes_and_a_restore_that_keeps_the_last_offset_is_caught():
+    good = verify("implementer_stores:restoring", seed=2, **SMALL)
+    assert good["verdict"] == "pass", good["violations"]
+    bad = verify("implementer_stores:restore_keeps_last_offset", seed=2, **SMALL)
+    assert bad["verdict"] == "fail"
+    assert {v["check"] for v in bad["violations"]} == {"offset_convention"}, bad["violations"]
+    finding = bad["violations"][0]
+    assert "the next changelog offset to read" in finding["detail"]
+    assert "the store kept the offset of the last record" in finding["detail"]
+    assert finding["observed"] == finding["expected"] - 1
+
+
+def test_the_runtime_restores_the_changelog_tail_through_the_stores_own_restore(tmp_path):
+    out = tmp_path / "run"
+    proc = cli("run", "--store", "implementer_stores:restoring", "--crash-at", "task.commit.after_eos@2",
+               "--seed", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recovers = [e for e in map(json.loads, (out / "history.jsonl").read_text().splitlines())
+                if e["type"] == "recover"]
+    assert {e["restored_by"] for e in recovers} == {"store.restore"}
+    replayed = [e["replayed_records"] for e in recovers]
+    assert any(replayed), replayed  # the crash after the EOS commit left a tail to restore
+    [log] = list(out.rglob("restored.log"))
+    batches = log.read_text().splitlines()
+    assert len(batches) == len(recovers)
+    assert any(line.startswith(f"{n} records, end_offset ") for n in replayed if n for line in batches), batches
+
+
+# -- findings about the store's own calls ----------------------------------------------------------------
+
+def test_a_stores_exception_reads_as_a_finding_about_that_store_in_verify_and_run(tmp_path):
+    verify_proc = cli("verify", "bad_stores:put_raises", "--seed", "1", "--examples", "2", timeout=120)
+    run_proc = cli("run", "--store", "bad_stores:put_raises", "--seed", "1", "--out", str(tmp_path / "run"),
+                   timeout=120)
+    for proc in (verify_proc, run_proc):
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "store_raised in the store's put: put raised ValueError: bad_stores: cannot write" in proc.stdout
+        assert "the store's own traceback:" in proc.stdout
+        assert "in raise_from_deep_inside" in proc.stdout  # the store's own frames
+        assert "Traceback (most recent call last)" not in proc.stderr
+
+
+# -- the checks themselves (pure) --------------------------------------------------------------------------
+
+def test_the_offset_checks_explain_an_off_by_one_in_terms_of_the_convention():
+    commit = checks.commit_offset("t-0", 3, 2, expected=7, observed=6, previous=4, empty_may_keep=False)
+    assert commit.check == "committed_offset_durable"
+    assert commit.detail.startswith("commit #3 had 2 writes; committed_offset returned 6, expected 7")
+    assert "not the next one to read" in commit.detail
+    assert checks.commit_offset("t-0", 3, 0, expected=7, observed=4, previous=4, empty_may_keep=True) is None
+    assert checks.commit_offset("t-0", 3, 1, expected=7, observed=4, previous=4, empty_may_keep=True) is not None
+    restore = checks.restore_offset("t-0", start=4, count=3, end_offset=7, observed=7, previous=None,
+                                    empty_may_keep=False)
+    assert restore is None
+
+
+def test_a_recovered_state_is_classified_by_what_differs():
+    before, after = {b"a": b"1"}, {b"a": b"2"}
+    outcomes = [(before, 1), (after, 2)]
+    assert checks.recovered_state("t-0", outcomes, after, 2, {}, 2, 1) is None
+    torn = checks.recovered_state("t-0", outcomes, after, 1, {}, 2, 1)
+    assert torn.check == "atomic_commit" and "data and offset were not committed together" in torn.detail
+    leaked = checks.recovered_state("t-0", [(before, 1)], {b"a": b"9"}, 1, {b"a": b"9"}, None, 1)
+    assert leaked.check == "no_uncommitted_survives"
+    lost = checks.recovered_state("t-0", [(before, 1)], {}, 1, {}, None, 1)
+    assert lost.check == "committed_durable"
