@@ -24,7 +24,7 @@ from eos_harness.verdict import Violation
 
 from . import checks
 
-__all__ = ["KEYS", "TP", "VALUES", "ConformanceViolation", "StoreAbandoned", "StoreUnderTest"]
+__all__ = ["KEYS", "TP", "VALUES", "ConformanceViolation", "StoreAbandoned", "StoreUnderTest", "features_of"]
 
 # The changelog partition the store's context names (the store server opens every store with the
 # default context): the suite commits offsets for it, as a task commits for its store's changelog.
@@ -318,3 +318,13 @@ class StoreUnderTest:
         self.call("recover", offset)
         self.told(f"recover({offset}) after the reopen")
         self.check_reads()
+
+
+def features_of(server: StoreServer, spec: str) -> tuple[Capabilities, bool]:
+    """What the store offers (its declared capabilities) and whether it has its own ``restore``, asked
+    of the store in a child; raises ConformanceViolation when it cannot even be opened and asked."""
+    sut = StoreUnderTest(server, spec, "capabilities")
+    try:
+        return sut.offers, sut.has_restore
+    finally:
+        sut.dispose()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from eos_harness.process.server import StoreServer
+from eos_harness.store import Capabilities
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
@@ -21,73 +22,83 @@ __all__ = ["WORKLOADS", "machine_for", "matrix_cases"]
 
 
 def machine_for(spec: str, server: StoreServer, crash_points: list[str], allowed: frozenset[str] = frozenset(),
-                waived: Counter | None = None) -> type[RuleBasedStateMachine]:
-    """A state machine class bound to one store spec; ``allowed`` checks are waived (counted in ``waived``)."""
+                waived: Counter | None = None, offers: Capabilities | None = None,
+                has_restore: bool = False) -> type[RuleBasedStateMachine]:
+    """A state machine class bound to one store spec; ``allowed`` checks are waived (counted in
+    ``waived``). Its rules follow what the store offers (:func:`.driver.features_of`): no range-scan
+    rule for a store that declares none, a restore rule for a store with its own ``restore``; a
+    store that offers everything and has no ``restore`` gets the same rules, so the same steps for a
+    seed, as before either existed."""
+    offers = offers or Capabilities()
     keys, values = st.sampled_from(KEYS), st.one_of(st.none(), st.sampled_from(VALUES))
 
-    class StoreConformance(RuleBasedStateMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            self.sut = StoreUnderTest(server, spec, "hypothesis", allowed, waived)
+    def __init__(self) -> None:
+        RuleBasedStateMachine.__init__(self)
+        self.sut = StoreUnderTest(server, spec, "hypothesis", allowed, waived)
 
-        def teardown(self) -> None:
-            self.sut.dispose()
+    def teardown(self) -> None:
+        self.sut.dispose()
 
-        @rule(key=keys, value=values)
-        def put(self, key, value):
-            self.sut.put(key, value)
-            self.sut.check_reads()
+    @rule(key=keys, value=values)
+    def put(self, key, value):
+        self.sut.put(key, value)
+        self.sut.check_reads()
 
-        @rule(key=keys)
-        def delete(self, key):
-            self.sut.delete(key)
+    @rule(key=keys)
+    def delete(self, key):
+        self.sut.delete(key)
 
-        @rule(entries=st.lists(st.tuples(keys, values), min_size=1, max_size=4))
-        def put_all(self, entries):
-            self.sut.put_all(entries)
-            self.sut.check_reads()
+    @rule(entries=st.lists(st.tuples(keys, values), min_size=1, max_size=4))
+    def put_all(self, entries):
+        self.sut.put_all(entries)
+        self.sut.check_reads()
 
-        @precondition(lambda self: self.sut.offers.range_scans)
-        @rule(bounds=st.tuples(keys, keys).map(sorted))
-        def range_scan(self, bounds):
-            self.sut.check_range(*bounds)
+    @rule(bounds=st.tuples(keys, keys).map(sorted))
+    def range_scan(self, bounds):
+        self.sut.check_range(*bounds)
 
-        @rule()
-        def read_committed(self):
-            self.sut.check_read_committed()
+    @rule()
+    def read_committed(self):
+        self.sut.check_read_committed()
 
-        @rule()
-        def commit(self):
-            self.sut.commit()
-            self.sut.check_read_committed()
+    @rule()
+    def commit(self):
+        self.sut.commit()
+        self.sut.check_read_committed()
 
-        @precondition(lambda self: bool(crash_points))
-        @rule(point=st.sampled_from(crash_points or ["none"]), hit=st.integers(1, 2))
-        def crash_in_commit(self, point, hit):
-            self.sut.crash_in_commit(point, hit)
-            self.sut.check_reads()
-            self.sut.check_read_committed()
+    @precondition(lambda self: bool(crash_points))
+    @rule(point=st.sampled_from(crash_points or ["none"]), hit=st.integers(1, 2))
+    def crash_in_commit(self, point, hit):
+        self.sut.crash_in_commit(point, hit)
+        self.sut.check_reads()
+        self.sut.check_read_committed()
 
-        @rule()
-        def kill(self):
-            self.sut.kill()
-            self.sut.check_reads()
-            self.sut.check_read_committed()
+    @rule()
+    def kill(self):
+        self.sut.kill()
+        self.sut.check_reads()
+        self.sut.check_read_committed()
 
-        @rule()
-        def close_and_reopen(self):
-            self.sut.close_and_reopen()
+    @rule()
+    def close_and_reopen(self):
+        self.sut.close_and_reopen()
 
-        # The runtime restores only a store without uncommitted writes (right after recover).
-        @precondition(lambda self: self.sut.has_restore and self.sut.writes == 0)
-        @rule(entries=st.lists(st.tuples(keys, values), max_size=4))
-        def restore(self, entries):
-            self.sut.restore(entries)
-            self.sut.check_reads()
-            self.sut.check_read_committed()
+    # The runtime restores only a store without uncommitted writes (right after recover).
+    @precondition(lambda self: self.sut.writes == 0)
+    @rule(entries=st.lists(st.tuples(keys, values), max_size=4))
+    def restore(self, entries):
+        self.sut.restore(entries)
+        self.sut.check_reads()
+        self.sut.check_read_committed()
 
-    StoreConformance.__name__ = f"Conformance[{spec}]"
-    return StoreConformance
+    namespace = {"__init__": __init__, "teardown": teardown, "put": put, "delete": delete, "put_all": put_all,
+                 "read_committed": read_committed, "commit": commit, "crash_in_commit": crash_in_commit,
+                 "kill": kill, "close_and_reopen": close_and_reopen}
+    if offers.range_scans:
+        namespace["range_scan"] = range_scan
+    if has_restore:
+        namespace["restore"] = restore
+    return type(f"Conformance[{spec}]", (RuleBasedStateMachine,), namespace)
 
 
 WORKLOADS = {

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from eos_harness.stores import StoreProbeFailed, reached_points
+from eos_harness.suites.conformance.driver import features_of
 from eos_harness.suites.conformance.plan import machine_for
 from eos_harness.suites.conformance.runner import PROBE, run_case
 from hypothesis import HealthCheck, Phase, settings
@@ -31,7 +32,8 @@ def test_state_machine(eos_store, store_server, eos_seed, pytestconfig):
         crash_points = reached_points(eos_store, store_server.timeout)
     except StoreProbeFailed as exc:
         _store_broke_the_protocol(exc.finding)
-    machine = machine_for(eos_store, store_server, crash_points)
+    offers, has_restore = features_of(store_server, eos_store)
+    machine = machine_for(eos_store, store_server, crash_points, offers=offers, has_restore=has_restore)
     hypothesis_seed(eos_seed)(machine)
     print(f"seed: {eos_seed}  replay: eos-harness verify {eos_store} --seed {eos_seed} --examples {examples}")
     run_state_machine_as_test(
