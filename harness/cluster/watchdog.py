@@ -1,6 +1,6 @@
 """Kills a cluster's processes when the process that started it dies without stopping it.
 
-``start_watchdog(mark)`` runs ``python -m eos_harness.cluster.watchdog OWNER_PID MARK`` for this
+``start_watchdog(mark)`` runs this module's ``main(OWNER_PID MARK)`` in a new process for this
 process (``stop_watchdog`` ends it after a clean stop). The watchdog waits (on a pidfd, no
 polling) for OWNER_PID to exit, then SIGKILLs every process whose environment carries
 ``EOS_HARNESS_KAFKA=MARK`` (the nodes as they are then, restarted ones included). An
@@ -33,7 +33,9 @@ def marked(mark: str) -> list[psutil.Process]:
 
 def start_watchdog(mark: str) -> subprocess.Popen:
     """A watchdog that kills the processes marked ``mark`` when this process dies."""
-    return subprocess.Popen([sys.executable, "-m", "eos_harness.cluster.watchdog", str(os.getpid()), mark],
+    # -c, not -m: the package imports this module first, and runpy warns when it is run as __main__ too.
+    code = "import sys; from eos_harness.cluster.watchdog import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.Popen([sys.executable, "-c", code, str(os.getpid()), mark],
                             stdin=subprocess.DEVNULL, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
 
