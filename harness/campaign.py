@@ -39,8 +39,9 @@ from typing import Any
 
 from eos_harness.session import STOPPING, kill_started_processes, signal_name
 
-__all__ = ["GIVE_UP_AFTER", "STATE_FILE", "UNTIL_FAILURE", "CampaignRun", "ResumeError", "budget", "environment_cause",
-           "error_lines", "finished_results", "load_state", "points_hit", "run_plan", "save_state"]
+__all__ = ["GIVE_UP_AFTER", "STATE_FILE", "UNTIL_FAILURE", "CampaignRun", "ResumeError", "budget", "KeptCampaign",
+           "environment_cause", "error_lines", "finished_results", "load_state", "points_hit", "run_plan", "save_state",
+           "until_failure_rule"]
 
 GIVE_UP_AFTER = 3  # environmental errors in a row before the campaign gives up
 STOP_WAIT_S = 5.0  # how long an interrupted campaign waits for its cut-short scenarios to unwind
@@ -283,6 +284,86 @@ def load_state(run_dir: str | Path, suite: str) -> dict:
         raise ResumeError(f"--resume {run_dir}: a campaign of the {state.get('suite')!r} suite; resume it with "
                           f"eos-harness chaos --suite {state.get('suite')} --resume {run_dir}")
     return state
+
+
+def until_failure_rule(names: Iterable[str], expected_to_fail: Callable[[str], bool],
+                       subject: str = "store") -> Callable[[dict], str | None]:
+    """What ``--until-failure`` stops at (``run_plan``'s ``stop_after``): the first failure of one of
+    ``names`` expected to pass (a bug found; ``subject``: the result's field naming it); a mutant's
+    failure is what the campaign expects, so it goes on. Only when every one of ``names`` is expected to
+    fail (``--stores mutant-x``) does the first failure of any stop it: the mutant was caught, there is
+    nothing else to find."""
+    names = list(names)
+    hunted = {n for n in names if not expected_to_fail(n)} or set(names)
+
+    def stop(result: dict) -> str | None:
+        if result["verdict"] != "fail" or result[subject] not in hunted:
+            return None
+        checks = ", ".join(sorted({v["check"] for v in result["violations"]}))
+        where = "the probe" if result.get("probe") else f"scenario {result['index']}"
+        return (f"stopped at the first failure (--until-failure): {where} ({result[subject]}) "
+                f"broke {checks}; replay: {result['repro']}")
+
+    return stop
+
+
+@dataclass
+class KeptCampaign:
+    """A campaign's options kept in its run directory while it runs (what ``--resume`` reads), and what a
+    resumed one takes over: the results that finished before and the seconds it had run."""
+
+    out_dir: Path
+    state: dict
+    earlier: list[dict]
+    spent: float
+    started: float
+
+    @classmethod
+    def start(cls, out_dir: Path, state: dict, resume: bool) -> KeptCampaign:
+        """Keep ``state`` (the options; ``state["suite"]`` names the suite) in ``out_dir``; ``resume``: the
+        stopped campaign of ``out_dir`` goes on (else ``out_dir`` is claimed for a new one)."""
+        from eos_harness.rundir import claim
+
+        earlier: list[dict] = []
+        spent = 0.0
+        if resume:
+            earlier = finished_results(out_dir / "results.jsonl")
+            spent = load_state(out_dir, state["suite"]).get("spent_seconds", 0.0)
+        else:
+            claim(out_dir)
+        kept = cls(out_dir, {**state, "spent_seconds": spent, "finished": False}, earlier, spent, time.monotonic())
+        save_state(out_dir, kept.state)
+        return kept
+
+    @property
+    def seconds(self) -> float:
+        """How long the campaign has run, over every start."""
+        return self.spent + time.monotonic() - self.started
+
+    @property
+    def skip(self) -> set[int]:
+        """The plan indices that finished before (:func:`run_plan`'s ``skip``)."""
+        return {r["index"] for r in self.earlier}
+
+    def recorded(self, on_result: Callable[[dict], None]) -> Callable[[dict], None]:
+        """``on_result`` that first keeps how long the campaign has run (a --minutes campaign resumed gets
+        the time it had left)."""
+
+        def record(result: dict) -> None:
+            self.state["spent_seconds"] = round(self.seconds, 3)
+            save_state(self.out_dir, self.state)
+            on_result(result)
+
+        return record
+
+    def end(self, stopped: bool) -> None:
+        """Keep the campaign's end: ``stopped`` early (it can be resumed) or ran to its end."""
+        self.state.update(spent_seconds=round(self.seconds, 3), finished=not stopped)
+        save_state(self.out_dir, self.state)
+
+    def results(self, run: CampaignRun) -> list[dict]:
+        """Every result of the campaign, before and now, in plan order."""
+        return sorted(self.earlier + run.results, key=lambda r: r["index"])
 
 
 def finished_results(results_file: Path) -> list[dict]:

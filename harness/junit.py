@@ -24,7 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["COMPLETED", "Case", "Scenario", "Suite", "check_cases", "completed_case", "write_junit"]
+__all__ = ["COMPLETED", "Case", "Scenario", "Suite", "check_cases", "completed_case", "result_scenario", "run_suites",
+           "tally_suites", "write_junit"]
 
 PASSED, FAILED, ERRORED, SKIPPED, EXPECTED_FAILURE = "passed", "failed", "error", "skipped", "expected-failure"
 COMPLETED = "completed"  # the testcase that every scenario ran to its end (errors land here)
@@ -133,6 +134,69 @@ def completed_case(classname: str, scenarios: Sequence[Scenario], total: int) ->
     message = (f"{len(cut)} of {total} scenario(s) could not be run to their end; first: "
                f"{_cut(cut[0].error)}; replay: {cut[0].repro}")
     return Case(COMPLETED, classname, ERRORED, message, _scenario_lines(cut, None))
+
+
+def result_scenario(result: dict, label: str) -> Scenario:
+    """A verdict object of the lifecycle's shape (lifecycle, metadata) as a :class:`Scenario`: its
+    error, and any scheduled fault that could not be injected, make it one that did not finish."""
+    problems = ([result["error"]] if result["verdict"] == "error" and result.get("error") else []) + [
+        f"a scheduled fault could not be injected: {e}" for e in result.get("fault_errors", [])]
+    return Scenario(label, result["repro"], result["violations"], "; ".join(problems) or None)
+
+
+def _caught_case(classname: str, name: str, tally: dict, cut_short: bool) -> Case:
+    """The testcase ``caught`` of a subject expected to fail: passed when its tally's status is
+    ``caught``; skipped when it was not judged; else failed (a hole in the harness)."""
+    if tally["status"] == "caught":
+        return Case("caught", classname)
+    if tally["failed"] and tally.get("caught_by"):
+        return Case("caught", classname, FAILED,
+                    f"{name} failed {tally['failed']} scenario(s), but never {tally['caught_by']}, the check that "
+                    "names its mistake (caught by other checks only: a hole in the harness)")
+    if tally["scenarios"] == tally["errors"]:
+        return Case("caught", classname, SKIPPED, f"{name}: every scenario ended in error; not judged")
+    if cut_short:
+        return Case("caught", classname, SKIPPED, f"{name}: not caught before the campaign stopped; not judged")
+    return Case("caught", classname, FAILED,
+                f"{name} is expected to fail (a mutant or unsafe variant) but passed all {tally['scenarios']} "
+                "scenario(s): no check caught it (a hole in the harness); run a longer campaign or add a check")
+
+
+def tally_suites(campaign: dict, checks: Iterable[str], subject: str, tallies: dict[str, dict]) -> list[Suite]:
+    """A campaign's results (of the lifecycle's shape: ``subject`` names what each result ran, ``store`` or
+    ``system``) as a testsuite per entry of its summary's ``tallies`` (``expected``, ``scenarios``,
+    ``failed``, ``errors``, ``status``): a case per check, ``completed`` and, for one expected to fail,
+    ``caught`` (:func:`_caught_case`)."""
+    cut_short = campaign.get("stopped") is not None
+    suites = []
+    for name, tally in tallies.items():
+        classname = f"chaos.{name}"
+        properties = {"seed": campaign["seed"], "expected": tally["expected"], "scenarios": tally["scenarios"],
+                      "failed": tally["failed"], "status": tally["status"]}
+        if not tally["scenarios"]:
+            suites.append(Suite(name, [Case("not_run", classname, SKIPPED,
+                                            f"{name}: not reached before the campaign ended; not judged")],
+                                properties))
+            continue
+        results = [r for r in campaign["scenarios"] if r[subject] == name]
+        scenarios = [result_scenario(r, f"scenario {r.get('index', '?')}") for r in results]
+        expected_fail = tally["expected"] == "fail"
+        cases = check_cases(classname, checks, scenarios, len(results), expected_to_fail=expected_fail)
+        cases.append(completed_case(classname, scenarios, len(results)))
+        if expected_fail:
+            cases.append(_caught_case(classname, name, tally, cut_short))
+        suites.append(Suite(name, cases, properties))
+    return suites
+
+
+def run_suites(result: dict, checks: Iterable[str], subject: str) -> list[Suite]:
+    """One scenario (``eos-harness run``) of the lifecycle's shape: its ``subject``'s testsuite. A failure
+    is a failure here, mutant or not, as the command's exit code says."""
+    classname = f"run.{result[subject]}"
+    scenario = result_scenario(result, "scenario")
+    cases = check_cases(classname, checks, [scenario], 1)
+    cases.append(completed_case(classname, [scenario], 1))
+    return [Suite(result[subject], cases, {"seed": result["seed"], "verdict": result["verdict"]})]
 
 
 def write_junit(path: str | Path, suites: Sequence[Suite], name: str) -> str | None:

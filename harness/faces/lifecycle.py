@@ -7,6 +7,7 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -315,24 +316,31 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
         console.print(f"JUnit: {junit_path}")
     if report:
         write_run_report(out_dir, None if json_error else json_file)
-    stopped = campaign.get("stopped")
-    if stopped:  # last, where it is seen: why the campaign did not run to its end, and how to go on
-        console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
-        console.print(f"to resume: eos-harness chaos --resume {out_dir}", soft_wrap=True, markup=False,
-                      highlight=False)
+    print_stopped(campaign, f"eos-harness chaos --resume {out_dir}")
     return campaign
 
 
-def _campaign_exit(campaign: dict) -> int:
+def _campaign_exit(campaign: dict, campaign_exit_code: Callable[[dict], int] | None = None) -> int:
     """130/143 when interrupted (SIGINT/SIGTERM), else the campaign's exit code from its verdicts
-    (:func:`eos_harness.suites.lifecycle.campaign.campaign_exit_code`)."""
-    from eos_harness.suites.lifecycle.campaign import campaign_exit_code
+    (``campaign_exit_code``: the suite's; :func:`eos_harness.suites.lifecycle.campaign.campaign_exit_code`
+    by default); 3 for a campaign that passed whose JUnit file could not be written."""
+    if campaign_exit_code is None:
+        from eos_harness.suites.lifecycle.campaign import campaign_exit_code
 
     interrupted = interrupted_exit_code(campaign)
     if interrupted is not None:
         return interrupted
     code = campaign_exit_code(campaign)
     return EXIT_INCOMPLETE if code == 0 and campaign.get("junit_error") else code
+
+
+def print_stopped(campaign: dict, resume_command: str) -> None:
+    """For a campaign stopped early (Ctrl-C, SIGTERM, --until-failure, a broken environment): why, and
+    the command that resumes it. Printed last, where it is seen."""
+    stopped = campaign.get("stopped")
+    if stopped:
+        console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
+        console.print(f"to resume: {resume_command}", soft_wrap=True, markup=False, highlight=False)
 
 
 def interrupted_exit_code(campaign: dict) -> int | None:

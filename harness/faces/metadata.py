@@ -5,13 +5,15 @@ with ``--suite metadata`` here (:data:`eos_harness.faces.spark.SUITE_COMMANDS`).
 from __future__ import annotations
 
 import sys
-import time
+from pathlib import Path
 
 import click
 from eos_harness.broker.opening import open_broker
-from eos_harness.broker.spec import BrokerSpec
+from eos_harness.broker.spec import BrokerSpec, parse
 from eos_harness.faces.lifecycle import (
+    JUNIT_HELP,
     OVERWRITE_HELP,
+    _campaign_exit,
     _check_json_path,
     _incomplete,
     _require_kafka_extra,
@@ -19,13 +21,23 @@ from eos_harness.faces.lifecycle import (
     _seed,
     _write_json,
     console,
-    interrupted_exit_code,
+    given_or_kept,
+    print_stopped,
+    resumed_state,
 )
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, BrokerParam, NameList
+from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
 from eos_harness.verdict import ERROR, exit_code
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+UNTIL_FAILURE_HELP = ("Stop at the first failure of the real controller (a bug found; a mutant caught is expected "
+                      "and does not stop it); when only mutants run, at the first failure (caught). Everything that "
+                      "finished is written.")
+RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM, --until-failure) with its seed and "
+               "options, kept there when it started: the same plan, the scenarios that finished are not run again, "
+               "a --minutes campaign gets the time it had left; the JSON holds every scenario. --json, --junit, "
+               "--workers and --until-failure may be given anew.")
 BROKER_HELP = ("Where the metadata log lives: embedded (a topic of the SQLite log) | kafka-local (start a local "
                "Kafka on 127.0.0.1) | kafka://HOST:PORT (a running cluster).")
 
@@ -68,9 +80,12 @@ def _violations_table(result: dict) -> Table:
 @click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP)
 @click.option("--seed", type=int, default=None, help="Seed of the commands (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
+@click.option("--junit", "junit_path", default=None, help=JUNIT_HELP)
 @click.option("--out", default=None, help="Run directory (default runs/metadata-<seed>).")
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
-def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, broker, seed, json_path, out, overwrite):
+@click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
+def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, broker, seed, json_path, junit_path, out,
+                         overwrite, no_report):
     """Run one metadata scenario: controllers writing metadata transactions under a crash schedule,
     readers following the log, checked against the KIP-868 model."""
     from dataclasses import replace
@@ -92,6 +107,7 @@ def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, bro
         _check_broker(broker)
         scenario = Scenario(system, seed, parse_metadata_schedule(list(crash_at)), max_batch_bytes, commands)
         _check_json_path(json_path)
+        _check_json_path(junit_path, "--junit")
         out_dir = _run_dir(out, f"runs/metadata-{seed}", overwrite)
         with open_broker(broker, say=console.print) as opened:
             scenario = replace(scenario, broker=opened.spec)
@@ -104,6 +120,12 @@ def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, bro
     except ClusterError as exc:
         raise _incomplete(exc) from None
     json_error = _write_json(json_path, result)
+    if junit_path:
+        from eos_harness.junit import write_junit
+        from eos_harness.suites.metadata.junit import run_suites
+
+        json_error = json_error or write_junit(junit_path, run_suites(result),
+                                               f"eos-harness run --suite metadata, seed {seed}")
     colour = "green" if result["verdict"] == "pass" else "red"
     log = result.get("log", {})
     console.print(f"[{colour}]verdict: {result['verdict']}[/] ({result.get('seconds', '?')} s); crash points hit: "
@@ -123,6 +145,8 @@ def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, bro
         console.print(f"history: {result['history']}")
     if json_error:
         console.print(f"[red]{json_error}[/]")
+    if not no_report:
+        write_run_report(out_dir)
     sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
 
 
@@ -154,42 +178,89 @@ def chaos_table(campaign: dict) -> Table:
 @click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once.")
 @click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP)
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
-def metadata_chaos_command(suite, systems, minutes, scenarios, seed, json_path, out, workers, broker, overwrite):
+@click.option("--junit", "junit_path", default=None, help=JUNIT_HELP + " A mutant caught by the check that names its "
+              "mistake is an expected failure (skipped, with its evidence); one not caught so is the failure of its "
+              "testcase 'caught'.")
+@click.option("--until-failure", is_flag=True, help=UNTIL_FAILURE_HELP)
+@click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=RESUME_HELP)
+@click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
+@click.pass_context
+def metadata_chaos_command(ctx, suite, systems, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
+                           junit_path, until_failure, resume_dir, no_report):
     """Run a metadata chaos campaign: the real controller under every crash window, and every mutant,
     which must be caught by the check that names its mistake."""
-    from pathlib import Path
-
     from eos_harness.cluster import ClusterError
-    from eos_harness.suites.metadata.campaign import campaign_exit_code, run_campaign
+    from eos_harness.suites.metadata.campaign import SUITE, campaign_exit_code
 
+    if resume_dir is not None:
+        state = resumed_state(ctx, resume_dir, SUITE, ("systems", "minutes", "scenarios", "seed", "out", "broker",
+                                                       "overwrite"),
+                              " (start a new one, or give a longer one --minutes/--scenarios)")
+        seed, systems, minutes, scenarios = state["seed"], state["systems"], state["minutes"], state["scenarios"]
+        try:
+            broker = parse(state["broker"])
+        except ValueError as exc:
+            raise click.UsageError(f"--resume {resume_dir}: {exc}") from None
+        workers = given_or_kept(ctx, state, "workers", workers)  # not the plan: these may be given anew
+        until_failure = until_failure or state.get("until_failure", False)
+        json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
     _require_kafka_extra(broker)
     seed = _seed(seed)
     try:
         _check_broker(broker)
         _check_json_path(json_path)
-        out_dir = _run_dir(out, f"runs/metadata-chaos-{seed}", overwrite)
+        _check_json_path(junit_path, "--junit")
+        out_dir = (Path(resume_dir) if resume_dir is not None
+                   else _run_dir(out, f"runs/metadata-chaos-{seed}", overwrite))
         with open_broker(broker, say=console.print) as opened:
-            console.print(f"seed: {seed}   broker: {broker.cli_text}   results: {out_dir}")
-            started = time.monotonic()
-            with Progress(TextColumn("[bold]chaos"), BarColumn(), MofNCompleteColumn(),
-                          TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console) as progress:
-                task = progress.add_task("chaos", total=scenarios, status="")
-                counts = {"fail": 0, "error": 0}
-
-                def on_result(result: dict) -> None:
-                    counts[result["verdict"]] = counts.get(result["verdict"], 0) + 1
-                    errors = f", {counts['error']} could not run" if counts["error"] else ""
-                    progress.update(task, advance=1, status=f"{counts['fail']} failing (mutants included){errors}")
-
-                campaign = run_campaign(seed, out_dir, minutes, scenarios, workers, on_result, opened.spec,
-                                        tuple(systems) if systems else None)
-            campaign["seconds"] = round(time.monotonic() - started, 1)
+            campaign = _run_chaos(seed, systems, minutes, scenarios, out_dir, workers, opened.spec, until_failure,
+                                  resume_dir is not None, json_path, junit_path)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
         raise _incomplete(exc) from None
+    _finish(campaign, out_dir, json_path, junit_path, not no_report)
+    sys.exit(_campaign_exit(campaign, campaign_exit_code))
+
+
+def _run_chaos(seed, systems, minutes, scenarios, out_dir: Path, workers, broker: BrokerSpec, until_failure, resume,
+               json_path, junit_path) -> dict:
+    from eos_harness.campaign import finished_results
+    from eos_harness.suites.metadata.campaign import run_campaign
+
+    console.print(f"seed: {seed}   broker: {broker.cli_text}   results: {out_dir}")
+    finished = len(finished_results(out_dir / "results.jsonl")) if resume else 0
+    if resume:
+        console.print(f"resuming the campaign of {out_dir}: {finished} scenario(s) finished before are kept")
+    outputs = {"json": str(Path(json_path).absolute()) if json_path else None,
+               "junit": str(Path(junit_path).absolute()) if junit_path else None}
+    with Progress(TextColumn("[bold]chaos"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("chaos", total=scenarios, completed=finished, status="")
+        counts = {"fail": 0, "error": 0}
+
+        def on_result(result: dict) -> None:
+            counts[result["verdict"]] = counts.get(result["verdict"], 0) + 1
+            errors = f", {counts['error']} could not run" if counts["error"] else ""
+            progress.update(task, advance=1, status=f"{counts['fail']} failing (mutants included){errors}")
+
+        return run_campaign(seed, out_dir, minutes, scenarios, workers, on_result, broker,
+                            tuple(systems) if systems else None, until_failure=until_failure, resume=resume,
+                            outputs=outputs)
+
+
+def _finish(campaign: dict, out_dir: Path, json_path, junit_path, report: bool) -> None:
+    """Write the campaign's JSON, JUnit file and report (whether it ran to its end or was stopped) and
+    print its table; last, for a campaign stopped early, how to resume it."""
     json_file = Path(json_path) if json_path else out_dir / "chaos.json"
     json_error = _write_json(json_file, campaign)
+    junit_error = None
+    if junit_path:
+        from eos_harness.junit import write_junit
+        from eos_harness.suites.metadata.junit import campaign_suites
+
+        junit_error = write_junit(junit_path, campaign_suites(campaign),
+                                  f"eos-harness chaos --suite metadata, seed {campaign['seed']}")
     summary = campaign["summary"]
     console.print(chaos_table(campaign))
     console.print(f"{summary['total']} scenarios in {campaign['seconds']} s; crash points hit: "
@@ -212,7 +283,11 @@ def metadata_chaos_command(suite, systems, minutes, scenarios, seed, json_path, 
         console.print(f"[red]{json_error}[/]; the scenarios that finished are in {out_dir / 'results.jsonl'}")
     else:
         console.print(f"results: {json_file} (histories under {out_dir})")
-    stopped = campaign.get("stopped") or {}
-    if stopped:
-        console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
-    sys.exit(interrupted_exit_code(campaign) or campaign_exit_code(campaign))
+    if junit_error:
+        campaign["junit_error"] = junit_error
+        console.print(f"[red]{junit_error}[/]", soft_wrap=True)
+    elif junit_path:
+        console.print(f"JUnit: {junit_path}")
+    if report:
+        write_run_report(out_dir, None if json_error else json_file)
+    print_stopped(campaign, f"eos-harness chaos --suite metadata --resume {out_dir}")

@@ -15,7 +15,13 @@ from pathlib import Path
 import click
 from eos_harness.broker.opening import open_broker
 from eos_harness.broker.spec import BrokerSpec
-from eos_harness.faces.lifecycle import JUNIT_HELP, given_or_kept, interrupted_exit_code, resumed_state
+from eos_harness.faces.lifecycle import (
+    JUNIT_HELP,
+    given_or_kept,
+    interrupted_exit_code,
+    print_stopped,
+    resumed_state,
+)
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, BrokerParam, require_extra
 from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
 from eos_harness.junit import write_junit
@@ -336,9 +342,5 @@ def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, js
         console.print(f"results: {json_file}")
     if not no_report:
         write_run_report(out_dir, None if json_error else json_file)
-    stopped = campaign.get("stopped") or {}
-    if stopped:  # last, where it is seen: why the campaign did not run to its end, and how to go on
-        console.print(f"[red]{stopped['message']}[/]", soft_wrap=True)
-        console.print(f"to resume: eos-harness chaos --suite spark --resume {out_dir}", markup=False, highlight=False,
-                      soft_wrap=True)
+    print_stopped(campaign, f"eos-harness chaos --suite spark --resume {out_dir}")
     sys.exit(interrupted_exit_code(campaign) or campaign_exit_code(campaign, strict))

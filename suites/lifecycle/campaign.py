@@ -20,26 +20,16 @@ means the campaign did not test what it planned (exit 3).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
-from eos_harness.campaign import (
-    UNTIL_FAILURE,
-    budget,
-    error_lines,
-    finished_results,
-    load_state,
-    points_hit,
-    run_plan,
-    save_state,
-)
+from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, error_lines, points_hit, run_plan
+from eos_harness.campaign import until_failure_rule as campaign_until_failure
 from eos_harness.models.workloads import WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
-from eos_harness.rundir import claim
 from eos_harness.stores import StoreFactoryError, base_store, probe_store, resolve
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
@@ -115,24 +105,12 @@ def run_campaign(
     if minutes is None and scenarios is None:
         minutes = 1.0
     broker = parse(broker, internal=True)
-    earlier: list[dict] = []
-    spent = 0.0
-    if resume:
-        earlier, spent = finished_results(out_dir / "results.jsonl"), load_state(out_dir, SUITE).get("spent_seconds", 0.0)
-    else:
-        claim(out_dir)
-    started = time.monotonic()
-    deadline = started + minutes * 60 - spent if minutes is not None else None
-    state = {"suite": SUITE, "seed": seed, "stores": stores, "workloads": workloads, "minutes": minutes,
-             "scenarios": scenarios, "broker": broker.cli_text, "workers": workers,
-             "store_timeout": store_timeout, "until_failure": until_failure, **(outputs or {}),
-             "spent_seconds": spent, "finished": False}
-    save_state(out_dir, state)
-
-    def recorded(result: dict) -> None:
-        state["spent_seconds"] = round(spent + time.monotonic() - started, 3)
-        save_state(out_dir, state)
-        on_result(result)
+    kept = KeptCampaign.start(out_dir, {"suite": SUITE, "seed": seed, "stores": stores, "workloads": workloads,
+                                        "minutes": minutes, "scenarios": scenarios, "broker": broker.cli_text,
+                                        "workers": workers, "store_timeout": store_timeout,
+                                        "until_failure": until_failure, **(outputs or {})}, resume)
+    deadline = kept.started + minutes * 60 - kept.spent if minutes is not None else None
+    recorded = kept.recorded(on_result)
 
     faults = kafka_faults(broker)
     reached, probed = probe_stores(stores, seed, store_timeout, broker, workers)
@@ -154,12 +132,11 @@ def run_campaign(
     run = run_plan(source, lambda index, scenario: run_scenario(scenario, out_dir / f"scenario-{index:05d}", False),
                    workers=workers, more=budget(scenarios, deadline), run_alone=affects_cluster, on_result=recorded,
                    error_result=error_verdict, results_file=out_dir / "results.jsonl",
-                   fatal=(ScheduleError, StoreFactoryError), skip={r["index"] for r in earlier},
+                   fatal=(ScheduleError, StoreFactoryError), skip=kept.skip,
                    stop_after=stop_after)
     stop_json = run.stop_json or ({"why": UNTIL_FAILURE, "message": stopped_by_probe} if stopped_by_probe else None)
-    state.update(spent_seconds=round(spent + time.monotonic() - started, 3), finished=stop_json is None)
-    save_state(out_dir, state)
-    results = sorted(earlier + run.results, key=lambda r: r["index"])
+    kept.end(stopped=stop_json is not None)
+    results = kept.results(run)
     campaign = {
         "seed": seed,
         "broker": broker.cli_text,
@@ -176,21 +153,9 @@ def run_campaign(
 
 
 def until_failure_rule(stores: list[str]) -> Callable[[dict], str | None]:
-    """What ``--until-failure`` stops at: the first failure of a store expected to pass (a bug
-    found); a mutant's failure is what the campaign expects, so it goes on. Only when every store
-    of the campaign is expected to fail (``--stores mutant-x``) does the first failure of any stop
-    it: the mutant was caught, there is nothing else to find."""
-    hunted = {s for s in stores if not expected_to_fail(s)} or set(stores)
-
-    def stop(result: dict) -> str | None:
-        if result["verdict"] != FAIL or result["store"] not in hunted:
-            return None
-        checks = ", ".join(sorted({v["check"] for v in result["violations"]}))
-        where = "the probe" if result.get("probe") else f"scenario {result['index']}"
-        return (f"stopped at the first failure (--until-failure): {where} ({result['store']}) "
-                f"broke {checks}; replay: {result['repro']}")
-
-    return stop
+    """What ``--until-failure`` stops at (:func:`eos_harness.campaign.until_failure_rule`): the first
+    failure of a store expected to pass; of any store when every one is a mutant or unsafe variant."""
+    return campaign_until_failure(stores, expected_to_fail, "store")
 
 
 def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: BrokerSpec,

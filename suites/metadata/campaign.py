@@ -9,19 +9,19 @@ scenario that could not be run to its end means the campaign did not test what i
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
-from eos_harness.campaign import budget, error_lines, points_hit, run_plan
-from eos_harness.rundir import claim
+from eos_harness.campaign import KeptCampaign, budget, error_lines, points_hit, run_plan, until_failure_rule
 from eos_harness.suites.metadata.plan import MUTANTS, expected_to_fail, plan
 from eos_harness.suites.metadata.runner import REAL, SYSTEMS, ScheduleError, error_verdict, run_scenario
 from eos_harness.verdict import ERROR, FAIL, exit_code
 
-__all__ = ["campaign_exit_code", "run_campaign", "summarize"]
+__all__ = ["SUITE", "campaign_exit_code", "run_campaign", "summarize"]
+
+SUITE = "metadata"  # how campaign.json names this suite (``--suite metadata``)
 
 
 @dataclass
@@ -57,25 +57,37 @@ class SystemTally:
 
 def run_campaign(seed: int, out_dir: Path, minutes: float | None = None, scenarios: int | None = None,
                  workers: int = 2, on_result: Callable[[dict], None] = lambda r: None,
-                 broker: BrokerSpec | str = EMBEDDED, systems: tuple[str, ...] | None = None) -> dict:
-    """Run a campaign; returns the chaos JSON object (``suite``, ``seed``, ``scenarios``, ``summary``)."""
-    systems = systems or SYSTEMS
+                 broker: BrokerSpec | str = EMBEDDED, systems: tuple[str, ...] | None = None,
+                 until_failure: bool = False, resume: bool = False, outputs: dict | None = None) -> dict:
+    """Run a campaign; returns the chaos JSON object (``suite``, ``seed``, ``scenarios``, ``summary``).
+
+    As the lifecycle campaign: the options are kept in ``out_dir`` (with ``outputs``: the JSON and JUnit
+    paths), ``resume`` continues the stopped campaign of ``out_dir`` (the same plan) with the scenarios
+    that have no result yet, and for ``minutes`` the time it had left; ``until_failure`` stops at the
+    first failure of the real controller (of any system when only mutants run)."""
+    systems = tuple(systems or SYSTEMS)
     if minutes is None and scenarios is None:
         minutes = 1.0
-    deadline = time.monotonic() + minutes * 60 if minutes is not None else None
-    claim(out_dir)
-    started = time.monotonic()
+    broker = parse(broker, internal=True)
+    kept = KeptCampaign.start(out_dir, {"suite": SUITE, "seed": seed, "systems": list(systems), "minutes": minutes,
+                                        "scenarios": scenarios, "broker": broker.cli_text, "workers": workers,
+                                        "until_failure": until_failure, **(outputs or {})}, resume)
+    deadline = kept.started + minutes * 60 - kept.spent if minutes is not None else None
 
     def one(index: int, scenario) -> dict:
         return run_scenario(scenario, out_dir / f"scenario-{index:05d}", keep=False)
 
-    broker = parse(broker, internal=True)
+    stop_after = until_failure_rule(systems, expected_to_fail, "system") if until_failure else lambda result: None
     run = run_plan(plan(seed, broker, systems), one, workers=workers, more=budget(scenarios, deadline),
-                   error_result=error_verdict, on_result=on_result, results_file=out_dir / "results.jsonl",
-                   fatal=(ScheduleError,))
-    campaign = {"suite": "metadata", "seed": seed, "broker": broker.cli_text, "minutes": minutes,
-                "scenarios": run.results, "summary": summarize(run.results, systems),
-                "seconds": round(time.monotonic() - started, 1)}
+                   error_result=error_verdict, on_result=kept.recorded(on_result),
+                   results_file=out_dir / "results.jsonl", fatal=(ScheduleError,), skip=kept.skip,
+                   stop_after=stop_after)
+    kept.end(stopped=run.stopped is not None)
+    results = kept.results(run)
+    campaign = {"suite": SUITE, "seed": seed, "broker": broker.cli_text, "minutes": minutes,
+                "scenarios": results, "summary": summarize(results, systems), "seconds": round(kept.seconds, 1)}
+    if until_failure:
+        campaign["until_failure"] = True
     if run.stopped is not None:
         campaign["stopped"] = run.stop_json
     return campaign

@@ -7,11 +7,9 @@ decided by :func:`unexpected` from the verdict's fields (each violation's ``chec
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from eos_harness.campaign import UNTIL_FAILURE, finished_results, load_state, run_plan, save_state
-from eos_harness.rundir import claim
+from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, run_plan
 from eos_harness.suites.spark.plan import MATRIX_SINKS, MUTANT_SINK, matrix, plan
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, exit_code, verdict_of
 
@@ -55,22 +53,10 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
     failure (a real sink failing; the mutant sink is expected to fail)."""
     from eos_harness.suites.spark.runner import error_result, run_spark_scenario
 
-    earlier: list[dict] = []
-    spent = 0.0
-    if resume:
-        earlier, spent = finished_results(out / "results.jsonl"), load_state(out, SUITE).get("spent_seconds", 0.0)
-    else:
-        claim(out)
-    started = time.monotonic() - spent
-    state = {"suite": SUITE, "seed": seed, "minutes": minutes, "scenarios": count, "source": source,
-             "strict": strict, "workers": workers, "sinks": list(sinks), "until_failure": until_failure,
-             **(options or {}), "spent_seconds": spent, "finished": False}
-    save_state(out, state)
-
-    def recorded(result: dict) -> None:
-        state["spent_seconds"] = round(time.monotonic() - started, 3)
-        save_state(out, state)
-        (on_result or (lambda result: None))(result)
+    kept = KeptCampaign.start(out, {"suite": SUITE, "seed": seed, "minutes": minutes, "scenarios": count,
+                                    "source": source, "strict": strict, "workers": workers, "sinks": list(sinks),
+                                    "until_failure": until_failure, **(options or {})}, resume)
+    recorded = kept.recorded(on_result or (lambda result: None))
 
     def stop_after(result: dict) -> str | None:
         if not until_failure or result["expected"] == "caught" or judge(result, strict) != FAIL:
@@ -90,17 +76,16 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
         return {**error_result(scenario, exc), "expected": expected(scenario)}
 
     def more(count_started: int) -> bool:  # the first scenario always runs, however short --minutes is
-        return minutes is None or not count_started or time.monotonic() - started <= minutes * 60
+        return minutes is None or not count_started or kept.seconds <= minutes * 60
 
     run = run_plan(plan(seed, count, source, sinks=sinks, strict=strict), one, workers=workers, more=more,
                    error_result=error, on_result=recorded, results_file=out / "results.jsonl",
-                   skip={r["index"] for r in earlier}, stop_after=stop_after)
-    state.update(spent_seconds=round(time.monotonic() - started, 3), finished=run.stopped is None)
-    save_state(out, state)
-    results = sorted(earlier + run.results, key=lambda r: r["index"])
+                   skip=kept.skip, stop_after=stop_after)
+    kept.end(stopped=run.stopped is not None)
+    results = kept.results(run)
     campaign = {"suite": "spark", "seed": seed, "source": source, "sinks": list(sinks), "scenarios": results,
                 "summary": summarize(results, strict, source, sinks),
-                "seconds": round(time.monotonic() - started, 1)}
+                "seconds": round(kept.seconds, 1)}
     if until_failure:
         campaign["until_failure"] = True
     if run.stopped is not None:
