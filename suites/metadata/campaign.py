@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
-from eos_harness.campaign import KeptCampaign, budget, error_lines, points_hit, run_plan, until_failure_rule
+from eos_harness.campaign import (
+    UNTIL_FAILURE,
+    KeptCampaign,
+    budget,
+    error_lines,
+    points_hit,
+    run_plan,
+    until_failure_rule,
+)
 from eos_harness.suites.metadata.plan import MUTANTS, expected_to_fail, plan
 from eos_harness.suites.metadata.runner import REAL, SYSTEMS, ScheduleError, error_verdict, run_scenario
 from eos_harness.verdict import ERROR, FAIL, exit_code
@@ -126,9 +134,12 @@ def summarize(results: list[dict], systems: tuple[str, ...] = SYSTEMS) -> dict:
 def campaign_exit_code(campaign: dict) -> int:
     """1 for an unexpected result, else 3 if the campaign did not test what it planned (a scenario
     that could not be run to its end, a campaign stopped early, its JSON not written), else 0. A
-    campaign stopped early is judged on the real controller only: a mutant not yet caught says nothing."""
+    campaign stopped early is judged on the real controller only: a mutant not yet caught says nothing.
+    Stopped by ``--until-failure``, it ran as asked: not incomplete."""
     summary = campaign["summary"]
-    cut_short = campaign.get("stopped") is not None or bool(campaign.get("json_error"))
+    stopped = campaign.get("stopped")
+    cut_short = stopped is not None or bool(campaign.get("json_error"))
     unexpected = [s for s in summary["unexpected"] if not cut_short or s == REAL]
+    incomplete = (cut_short and (stopped or {}).get("why") != UNTIL_FAILURE) or bool(campaign.get("json_error"))
     return exit_code([r["verdict"] for r in campaign["scenarios"]], unexpected=bool(unexpected),
-                     incomplete=cut_short)
+                     incomplete=incomplete)
