@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from eos_harness.session import STOPPING, kill_started_processes, signal_name
+from eos_harness.verdict import FAIL
 
 __all__ = ["GIVE_UP_AFTER", "STATE_FILE", "UNTIL_FAILURE", "CampaignRun", "ResumeError", "budget", "KeptCampaign",
            "environment_cause", "error_lines", "finished_results", "load_state", "points_hit", "run_plan", "save_state",
@@ -297,7 +298,7 @@ def until_failure_rule(names: Iterable[str], expected_to_fail: Callable[[str], b
     hunted = {n for n in names if not expected_to_fail(n)} or set(names)
 
     def stop(result: dict) -> str | None:
-        if result["verdict"] != "fail" or result[subject] not in hunted:
+        if result["verdict"] != FAIL or result[subject] not in hunted:
             return None
         checks = ", ".join(sorted({v["check"] for v in result["violations"]}))
         where = "the probe" if result.get("probe") else f"scenario {result['index']}"
