@@ -79,8 +79,9 @@ def _is_cluster_started_here(broker: str) -> bool:
     return cluster_for(broker) is not None
 
 
-KAFKA = Need("a Kafka broker", "--broker kafka-local, or kafka://HOST:PORT", _is_kafka)
-CLUSTER = Need("a Kafka cluster this process started (it kills or stops broker processes)", "--broker kafka-local",
+KAFKA = Need("a Kafka broker", "--broker kafka-local, kafka-quorum, or kafka://HOST:PORT", _is_kafka)
+CLUSTER = Need("a Kafka cluster this process started (it kills or stops broker processes)",
+               "--broker kafka-local or kafka-quorum",
                _is_cluster_started_here)
 
 

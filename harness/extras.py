@@ -39,4 +39,4 @@ def require(extra: str, needed_by: str) -> None:
 
 def needs_kafka(broker: object) -> bool:
     """Whether a ``--broker`` value (its text, or a parsed spec whose ``str`` is its text) is Kafka."""
-    return str(broker).startswith(("kafka-local", "kafka://"))
+    return str(broker).startswith(("kafka-local", "kafka-quorum", "kafka://"))

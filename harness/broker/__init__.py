@@ -116,7 +116,7 @@ class Broker(Protocol):
 
 def connect(spec: BrokerSpec | str) -> Broker:
     """Open a broker from a spec: ``embedded:PATH`` or ``kafka://HOST:PORT[?…]`` (a :class:`BrokerSpec`
-    or its text). ``kafka-local`` must be started first (:func:`eos_harness.broker.opening.open_broker`)."""
+    or its text). ``kafka-local`` and ``kafka-quorum`` must be started first (:func:`eos_harness.broker.opening.open_broker`)."""
     spec = parse(spec, internal=True)
     if spec.kind == "embedded" and spec.path is not None:
         from eos_harness.broker.embedded import EmbeddedBroker
@@ -128,6 +128,6 @@ def connect(spec: BrokerSpec | str) -> Broker:
         return KafkaBroker(spec)
     raise ValueError(
         f"broker {spec.cli_text!r} cannot be connected to as it is: open it with "
-        "eos_harness.broker.opening.open_broker (which starts kafka-local), or connect to "
+        "eos_harness.broker.opening.open_broker (which starts kafka-local and kafka-quorum), or connect to "
         "'embedded:PATH' (a SQLite log file) or 'kafka://HOST:PORT' (a running Kafka cluster)"
     )

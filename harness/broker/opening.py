@@ -4,7 +4,9 @@
 (:class:`eos_harness.cluster.LocalKafka`) and stops them when the block ends, whatever happens in
 it; ``opened.spec`` is the broker for scenarios (``kafka://127.0.0.1:…``, whose CLI text stays
 ``kafka-local:3`` for replay commands), ``opened.bootstrap_servers`` its address, ``opened.cluster``
-the started cluster (for faults that kill or stop brokers). A ``kafka://`` spec is checked to
+the started cluster (for faults that kill or stop brokers). ``kafka-quorum[:N]`` starts a KRaft
+quorum of 3 dedicated controllers and N brokers the same way
+(:func:`eos_harness.cluster.quorum.suite_quorum`; its address and faults name the brokers only). A ``kafka://`` spec is checked to
 answer first (a ClusterError naming the address, rather than every scenario timing out); an
 ``embedded`` spec opens as itself (each scenario makes its own SQLite file).
 """
@@ -16,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from eos_harness.broker.spec import BrokerSpec, parse
+from eos_harness.broker.spec import QUORUM_CONTROLLERS, BrokerSpec, parse
 
 if TYPE_CHECKING:
     from eos_harness.cluster.local import KafkaCluster
@@ -41,8 +43,8 @@ class OpenBroker:
 
 @contextlib.contextmanager
 def open_broker(spec: BrokerSpec | str, say: Callable[[str], object] = lambda text: None) -> Iterator[OpenBroker]:
-    """Yield ``spec`` opened: ``kafka-local[:N]`` started (and always stopped on exit), ``kafka://``
-    checked to answer, ``embedded`` as it is. ``say`` receives progress lines (a cluster starting)."""
+    """Yield ``spec`` opened: ``kafka-local[:N]`` or ``kafka-quorum[:N]`` started (and always stopped
+    on exit), ``kafka://`` checked to answer, ``embedded`` as it is. ``say`` receives progress lines (a cluster starting)."""
     spec = parse(spec)
     if spec.kind == "kafka":
         check_answers(spec)
@@ -52,10 +54,17 @@ def open_broker(spec: BrokerSpec | str, say: Callable[[str], object] = lambda te
         yield OpenBroker(spec)
         return
     from eos_harness.cluster import LocalKafka
+    from eos_harness.cluster.quorum import suite_quorum
 
-    say("starting a local Kafka broker on 127.0.0.1 …" if spec.brokers == 1
-        else f"starting {spec.brokers} local Kafka brokers on 127.0.0.1 …")
-    with LocalKafka(brokers=spec.brokers) as cluster:
+    if spec.kind == "kafka-quorum":
+        say(f"starting a KRaft quorum on 127.0.0.1: {QUORUM_CONTROLLERS} dedicated controllers and "
+            + ("one broker …" if spec.brokers == 1 else f"{spec.brokers} brokers …"))
+        starting: KafkaCluster = suite_quorum(spec.brokers, controllers=QUORUM_CONTROLLERS)
+    else:
+        say("starting a local Kafka broker on 127.0.0.1 …" if spec.brokers == 1
+            else f"starting {spec.brokers} local Kafka brokers on 127.0.0.1 …")
+        starting = LocalKafka(brokers=spec.brokers)
+    with starting as cluster:
         say(f"Kafka up on {cluster.bootstrap_servers}")
         yield OpenBroker(spec.started_at(cluster.bootstrap_servers), cluster)
 

@@ -4,7 +4,10 @@ The forms a user may write (on the command line, in a suite's options):
 
 - ``embedded``: the SQLite log (nothing to install); the harness gives each scenario its own file.
 - ``kafka-local`` / ``kafka-local:N``: N (1 to 5) Kafka brokers started on 127.0.0.1 from the
-  pinned jars for the command, and stopped at its end.
+  pinned jars for the command, and stopped at its end. Each is broker and controller at once.
+- ``kafka-quorum`` / ``kafka-quorum:N``: a KRaft quorum of 3 dedicated controllers and N (1 to 5)
+  brokers, started the same way (:class:`eos_harness.cluster.quorum.KafkaQuorum`); broker faults act
+  on its brokers, never on its controllers.
 - ``kafka://HOST:PORT[,HOST:PORT…][?key=value&…]``: a Kafka cluster you run; the properties after
   ``?`` are client properties (e.g. ``transaction.timeout.ms=5000``) for the tasks' transactional
   producers (see :mod:`eos_harness.broker.kafka`).
@@ -15,7 +18,7 @@ usage error rather than a broker file shared by every scenario of a campaign.
 
 A spec knows its runtime text (what :func:`eos_harness.broker.connect` opens), its CLI text (what a
 replay command says: ``kafka-local`` for a cluster the harness started at ``kafka://127.0.0.1:…``),
-its bootstrap servers and client properties. Opening one (starting a local cluster, checking
+its bootstrap servers and client properties. Opening one (starting a local cluster or quorum, checking
 that a remote one answers) is :func:`eos_harness.broker.opening.open_broker`.
 """
 
@@ -27,23 +30,27 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode
 
-__all__ = ["EMBEDDED", "MAX_LOCAL_BROKERS", "BrokerSpec", "parse"]
+__all__ = ["EMBEDDED", "MAX_LOCAL_BROKERS", "QUORUM_CONTROLLERS", "BrokerSpec", "parse"]
 
 MAX_LOCAL_BROKERS = 5
+QUORUM_CONTROLLERS = 3
 FORMS = ("embedded (SQLite log, nothing to install), kafka-local or kafka-local:N (N = 1 to "
-         f"{MAX_LOCAL_BROKERS} Kafka brokers started on 127.0.0.1), or kafka://HOST:PORT[,HOST:PORT][?key=value&…] "
-         "(a Kafka cluster you run, client properties after '?')")
+         f"{MAX_LOCAL_BROKERS} Kafka brokers started on 127.0.0.1), kafka-quorum or kafka-quorum:N "
+         f"({QUORUM_CONTROLLERS} dedicated KRaft controllers and N = 1 to {MAX_LOCAL_BROKERS} brokers started on "
+         "127.0.0.1), or kafka://HOST:PORT[,HOST:PORT][?key=value&…] (a Kafka cluster you run, client "
+         "properties after '?')")
 
-Kind = Literal["embedded", "kafka-local", "kafka"]
+Kind = Literal["embedded", "kafka-local", "kafka-quorum", "kafka"]
+STARTED_HERE = ("kafka-local", "kafka-quorum")
 
 
 @dataclass(frozen=True)
 class BrokerSpec:
     """One broker, as a value. Build it with :func:`parse`; the fields are its parts.
 
-    ``kind``: ``embedded``, ``kafka-local`` (to be started) or ``kafka`` (an address).
+    ``kind``: ``embedded``, ``kafka-local`` or ``kafka-quorum`` (to be started) or ``kafka`` (an address).
     ``path``: the SQLite file of ``embedded:PATH`` (None: each scenario gets its own).
-    ``brokers``: how many brokers ``kafka-local`` starts. ``servers``: the ``HOST:PORT`` of a
+    ``brokers``: how many brokers ``kafka-local`` or ``kafka-quorum`` starts. ``servers``: the ``HOST:PORT`` of a
     ``kafka`` spec. ``properties``: its client properties, in order. ``named``: the CLI text when
     it differs from the runtime one (a ``kafka-local`` the harness started, an embedded file)."""
 
@@ -60,8 +67,8 @@ class BrokerSpec:
         """The runtime text: what :func:`eos_harness.broker.connect` opens and :func:`parse` reads back."""
         if self.kind == "embedded":
             return "embedded" if self.path is None else f"embedded:{self.path}"
-        if self.kind == "kafka-local":
-            return "kafka-local" if self.brokers == 1 else f"kafka-local:{self.brokers}"
+        if self.kind in STARTED_HERE:
+            return self.kind if self.brokers == 1 else f"{self.kind}:{self.brokers}"
         query = f"?{urlencode(self.properties, safe=':/,')}" if self.properties else ""
         return f"kafka://{','.join(self.servers)}{query}"
 
@@ -84,7 +91,7 @@ class BrokerSpec:
         """``HOST:PORT[,HOST:PORT…]`` of a ``kafka://`` spec (a ``kafka-local`` one has none until started)."""
         if self.kind != "kafka":
             raise ValueError(f"broker {self.cli_text!r} has no address yet: open it first "
-                             "(eos_harness.broker.opening.open_broker starts kafka-local)")
+                             "(eos_harness.broker.opening.open_broker starts kafka-local and kafka-quorum)")
         return ",".join(self.servers)
 
     @property
@@ -107,9 +114,10 @@ class BrokerSpec:
         return replace(self, path=str(path), named=self.cli_text)
 
     def started_at(self, bootstrap_servers: str) -> BrokerSpec:
-        """A ``kafka-local`` spec once its cluster runs at ``bootstrap_servers`` (its CLI text stays)."""
-        if self.kind != "kafka-local":
-            raise ValueError(f"only kafka-local is started by the harness, not {self.cli_text!r}")
+        """A ``kafka-local`` or ``kafka-quorum`` spec once its cluster runs at ``bootstrap_servers`` (its
+        CLI text stays)."""
+        if self.kind not in STARTED_HERE:
+            raise ValueError(f"only kafka-local and kafka-quorum are started by the harness, not {self.cli_text!r}")
         return BrokerSpec("kafka", servers=_servers(bootstrap_servers, bootstrap_servers), named=self.cli_text)
 
 
@@ -134,12 +142,14 @@ def parse(text: str | BrokerSpec, *, internal: bool = False) -> BrokerSpec:
         if not path:
             raise ValueError(f"broker {text!r}: embedded:PATH needs a file path")
         return BrokerSpec("embedded", path=path)
-    if text == "kafka-local" or text.startswith("kafka-local:"):
-        count = text.partition(":")[2] if ":" in text else "1"
+    kind, colon, count = text.partition(":")
+    if kind in STARTED_HERE:
+        if not colon:
+            count = "1"
         if not count.isdigit() or not 1 <= int(count) <= MAX_LOCAL_BROKERS:
-            raise ValueError(f"broker {text!r}: the broker count after 'kafka-local:' must be 1 to "
-                             f"{MAX_LOCAL_BROKERS}, e.g. kafka-local:3")
-        return BrokerSpec("kafka-local", brokers=int(count))
+            raise ValueError(f"broker {text!r}: the broker count after '{kind}:' must be 1 to "
+                             f"{MAX_LOCAL_BROKERS}, e.g. {kind}:3")
+        return BrokerSpec(kind, brokers=int(count))
     if text.startswith("kafka://"):
         address, _, query = text.removeprefix("kafka://").partition("?")
         servers = _servers(address, text)

@@ -12,6 +12,11 @@ epoch), :meth:`kill_node` / :meth:`start_node` (kill -9, restart on the same sto
 :meth:`metadata_segments` (each controller's ``__cluster_metadata-0`` log segments, to decode
 with Kafka's own ``DumpLogSegments``, see :func:`decode_metadata_log`) and
 ``start(wait=False)`` + :meth:`start_node` for a fresh quorum whose bootstrap is to be cut.
+
+As a suite's broker (``--broker kafka-quorum[:N]``, opened by
+:func:`eos_harness.broker.opening.open_broker` through :func:`suite_quorum`) it is what the broker
+faults of ``faults.kafka`` act on: :meth:`node_ids` names its brokers only, so a fault that kills
+"a broker" or the transaction coordinator never hits a controller.
 """
 
 from __future__ import annotations
@@ -32,10 +37,12 @@ from eos_harness.cluster.local import (
 )
 from eos_harness.process.wait import WaitTimeout, wait_until
 
-__all__ = ["BROKER_ID_BASE", "KafkaQuorum", "QuorumNode", "decode_metadata_log", "decode_metadata_logs"]
+__all__ = ["BROKER_ID_BASE", "KafkaQuorum", "QuorumNode", "decode_metadata_log", "decode_metadata_logs",
+           "suite_quorum"]
 
 BROKER_ID_BASE = 100
 METADATA_PARTITION = "__cluster_metadata-0"
+SUITE_HEAP = "256m"  # a suite's topics are small; 4 to 8 JVMs share the machine
 
 
 @dataclass
@@ -89,6 +96,11 @@ class KafkaQuorum(LocalKafka):
 
     def broker_nodes(self) -> list[QuorumNode]:
         return [n for n in self.nodes if n.role == "broker"]
+
+    def node_ids(self) -> list[int]:
+        """The brokers' ids: the nodes a broker fault may kill, pause or look up as a transaction
+        coordinator (the controllers are :meth:`controller_nodes`)."""
+        return [n.node_id for n in self.broker_nodes()]
 
     @property
     def bootstrap_servers(self) -> str:
@@ -239,6 +251,27 @@ class KafkaQuorum(LocalKafka):
         props.update(self.overrides)
         props.update(self.controller_overrides if node.role == "controller" else self.broker_overrides)
         return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def suite_quorum(brokers: int, controllers: int = 3, heap: str = SUITE_HEAP) -> KafkaQuorum:
+    """The quorum behind ``--broker kafka-quorum:N``: ``controllers`` dedicated controllers and
+    ``brokers`` brokers whose settings match ``kafka-local:N``'s where the suites and their faults rely
+    on them (replication factor and min ISR, the one-second sweep of timed-out transactions that
+    ``txn-timeout`` waits for, no initial rebalance delay, a 3 s broker session)."""
+    replicas = min(3, brokers)
+    min_isr = "2" if brokers >= 3 else "1"
+    return KafkaQuorum(
+        controllers=controllers, brokers=brokers, heap=heap, replication_factor=replicas,
+        controller_overrides={"broker.session.timeout.ms": "3000"},
+        broker_overrides={
+            "min.insync.replicas": min_isr,
+            "transaction.state.log.min.isr": min_isr,
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+            "transaction.max.timeout.ms": "900000",
+            "group.initial.rebalance.delay.ms": "0",
+            "controlled.shutdown.enable": "true",
+        },
+    )
 
 
 def decode_metadata_log(segments: list[Path], timeout: float = 120.0) -> str:

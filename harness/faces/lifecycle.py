@@ -43,7 +43,8 @@ def store_timeout_option(command):
 
 
 BROKER_HELP = ("embedded (SQLite log) | kafka-local (start a local Kafka on 127.0.0.1) | kafka-local:3 "
-               "(three brokers) | kafka://HOST:PORT (a running cluster)")
+               "(three brokers) | kafka-quorum[:N] (3 dedicated KRaft controllers and N brokers) | "
+               "kafka://HOST:PORT (a running cluster)")
 
 # Logs and CI output are not terminals: give tables room instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -363,7 +364,7 @@ def interrupted_exit_code(campaign: dict) -> int | None:
 @click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
 @click.option("--out", default=None, help="Results directory (default runs/chaos-<seed>).")
 @click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once.")
-@click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP + "; on kafka-local the "
+@click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP + "; on kafka-local or kafka-quorum the "
               "campaign adds broker faults (broker-kill, broker-pause, coordinator-kill, txn-timeout)")
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
 @store_timeout_option
@@ -464,7 +465,7 @@ def demo_command(out, minutes, seed):
 
 @click.command("kafka-log")
 @click.option("--broker", type=BrokerParam(needs_kafka="the log checker"), default="kafka-local", show_default=True,
-              help="kafka-local | kafka-local:3 | kafka://HOST:PORT (the embedded broker is not Kafka)")
+              help="kafka-local | kafka-local:3 | kafka-quorum[:N] | kafka://HOST:PORT (the embedded broker is not Kafka)")
 @click.option("--seed", type=int, default=None, help="Seed of the workload (printed when not given).")
 @click.option("--transactions", type=click.IntRange(1, 100_000), default=60, show_default=True)
 @click.option("--partitions", type=click.IntRange(1, 64), default=2, show_default=True)

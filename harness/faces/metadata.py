@@ -39,7 +39,8 @@ RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM, --unt
                "a --minutes campaign gets the time it had left; the JSON holds every scenario. --json, --junit, "
                "--workers and --until-failure may be given anew.")
 BROKER_HELP = ("Where the metadata log lives: embedded (a topic of the SQLite log) | kafka-local (start a local "
-               "Kafka on 127.0.0.1) | kafka://HOST:PORT (a running cluster).")
+               "Kafka on 127.0.0.1) | kafka-quorum[:N] (start 3 dedicated KRaft controllers and N brokers) | "
+               "kafka://HOST:PORT (a running cluster).")
 
 
 def _systems() -> list[str]:
@@ -53,8 +54,8 @@ SYSTEM_LIST = NameList("system", _systems)
 
 def _check_broker(broker: BrokerSpec) -> None:
     if broker.kind == "kafka-local" and broker.brokers != 1:
-        raise ValueError(f"--broker {broker.cli_text!r}: the metadata suite runs on embedded, kafka-local or "
-                         "kafka://HOST:PORT")
+        raise ValueError(f"--broker {broker.cli_text!r}: the metadata suite runs on embedded, kafka-local, "
+                         "kafka-quorum[:N] or kafka://HOST:PORT")
 
 
 def _violations_table(result: dict) -> Table:

@@ -104,6 +104,7 @@ class BrokerParam(click.ParamType):
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
         if self.needs_kafka and not spec.is_kafka:
-            self.fail(f"{value!r}: {self.needs_kafka} needs Kafka: kafka-local, kafka-local:3 or kafka://HOST:PORT",
+            self.fail(f"{value!r}: {self.needs_kafka} needs Kafka: kafka-local, kafka-local:3, kafka-quorum or "
+                      "kafka://HOST:PORT",
                       param, ctx)
         return spec

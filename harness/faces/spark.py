@@ -115,7 +115,8 @@ def _matrix_table(results: list[dict], title: str) -> Table:
 
 
 BROKER_HELP = ("Kafka for --source kafka / --sink kafka: kafka-local (default: one KRaft broker on 127.0.0.1 "
-               "started for this command and stopped at its end; kafka-local:N for N brokers) or "
+               "started for this command and stopped at its end; kafka-local:N for N brokers), kafka-quorum[:N] "
+               "(3 dedicated KRaft controllers and N brokers) or "
                "kafka://HOST:PORT (a broker you run).")
 BROKER = BrokerParam(needs_kafka="Spark's Kafka source and sink")
 
