@@ -23,6 +23,8 @@ def test_every_form_parses_into_its_parts():
     assert parse("embedded") == EMBEDDED and EMBEDDED.kind == "embedded" and not EMBEDDED.is_kafka
     assert parse("kafka-local") == BrokerSpec("kafka-local", brokers=1)
     assert parse("kafka-local:3").brokers == 3 and parse("kafka-local:3").is_kafka
+    assert parse("kafka-quorum") == BrokerSpec("kafka-quorum", brokers=1) and parse("kafka-quorum").is_kafka
+    assert parse("kafka-quorum:3").brokers == 3 and parse("kafka-quorum:3").kind == "kafka-quorum"
     remote = parse("kafka://k1:9092,k2:9093?transaction.timeout.ms=5000&client.id=me")
     assert remote.kind == "kafka"
     assert remote.bootstrap_servers == "k1:9092,k2:9093"
@@ -31,7 +33,8 @@ def test_every_form_parses_into_its_parts():
 
 
 @pytest.mark.parametrize("text", [
-    "embedded", "kafka-local", "kafka-local:2", "kafka-local:5", "kafka://127.0.0.1:9092",
+    "embedded", "kafka-local", "kafka-local:2", "kafka-local:5", "kafka-quorum", "kafka-quorum:3", "kafka-quorum:5",
+    "kafka://127.0.0.1:9092",
     "kafka://a:1,b:2", "kafka://127.0.0.1:9092?transaction.timeout.ms=5000&client.id=x",
 ])
 def test_the_cli_text_round_trips(text):
@@ -42,6 +45,8 @@ def test_the_cli_text_round_trips(text):
 
 def test_odd_spellings_read_back_as_the_same_value():
     assert parse("kafka-local:1") == parse("kafka-local") and parse("kafka-local:1").cli_text == "kafka-local"
+    assert parse("kafka-quorum:1") == parse("kafka-quorum") and parse("kafka-quorum:1").cli_text == "kafka-quorum"
+    assert parse("kafka-quorum:2") != parse("kafka-local:2")
     spaced = parse("kafka://h:1?sasl.jaas.config=a%20b%3Dc")
     assert spaced.client_properties == {"sasl.jaas.config": "a b=c"}
     assert parse(spaced.text) == spaced
@@ -53,6 +58,10 @@ def test_odd_spellings_read_back_as_the_same_value():
     ("kafka-local:9", "must be 1 to 5"),
     ("kafka-local:0", "must be 1 to 5"),
     ("kafka-local:x", "kafka-local:3"),
+    ("kafka-quorum:0", "after 'kafka-quorum:' must be 1 to 5"),
+    ("kafka-quorum:6", "after 'kafka-quorum:' must be 1 to 5"),
+    ("kafka-quorum:", "kafka-quorum:3"),
+    ("kafka-quorums", "kafka-quorum or kafka-quorum:N"),
     ("embedded:GARBAGE", "takes no file on the command line"),
     ("kafka://", "is not HOST:PORT"),
     ("kafka://127.0.0.1", "is not HOST:PORT"),
@@ -93,6 +102,36 @@ def test_a_started_kafka_local_runs_at_its_address_and_replays_as_kafka_local():
     assert with_timeout.cli_text == "kafka-local:3" and "transaction.timeout.ms=5000" in with_timeout.text
     with pytest.raises(ValueError, match="open it first"):
         _ = parse("kafka-local").bootstrap_servers
+
+
+def test_a_started_kafka_quorum_runs_at_its_brokers_and_replays_as_kafka_quorum():
+    started = parse("kafka-quorum:2").started_at("127.0.0.1:4001,127.0.0.1:4002")
+    assert started.kind == "kafka" and started.bootstrap_servers == "127.0.0.1:4001,127.0.0.1:4002"
+    assert started.cli_text == "kafka-quorum:2" and parse(started.cli_text) == parse("kafka-quorum:2")
+    scenario = Scenario("memory", "counter", 3, broker=started)
+    assert "--broker kafka-quorum:2 " in scenario.repro() and "127.0.0.1" not in scenario.repro()
+    with pytest.raises(ValueError, match="open it first"):
+        _ = parse("kafka-quorum").bootstrap_servers
+    with pytest.raises(ValueError, match="open_broker"):
+        connect("kafka-quorum")
+
+
+def test_a_quorum_broker_offers_faults_its_brokers_only(tmp_path):
+    """The faults' lookups (node ids, coordinator fallback) never name a controller; the quorum's
+    brokers keep the settings kafka-local's faults rely on."""
+    from eos_harness.cluster.quorum import BROKER_ID_BASE, suite_quorum
+
+    quorum = suite_quorum(3)
+    quorum.nodes = quorum._new_nodes()
+    try:
+        assert [n.node_id for n in quorum.controller_nodes()] == [1, 2, 3]
+        assert quorum.node_ids() == [BROKER_ID_BASE + 1, BROKER_ID_BASE + 2, BROKER_ID_BASE + 3]
+        broker = quorum._properties(quorum.node(BROKER_ID_BASE + 1))
+        assert "transaction.abort.timed.out.transaction.cleanup.interval.ms=1000\n" in broker  # txn-timeout's sweep
+        assert "default.replication.factor=3\n" in broker and "min.insync.replicas=2\n" in broker
+        assert "process.roles=controller\n" in quorum._properties(quorum.node(1))
+    finally:
+        quorum.stop()  # nothing started: removes its directory
 
 
 def test_a_scenario_carries_one_broker_value(tmp_path):
@@ -147,6 +186,9 @@ def test_opening_a_kafka_address_where_nothing_answers_fails_naming_it():
     (["chaos", "--suite", "spark", "--broker", "embedded"], "needs Kafka"),
     (["run", "--suite", "metadata", "--broker", "embedded:GARBAGE"], "takes no file on the command line"),
     (["chaos", "--suite", "metadata", "--broker", "kafka-local:3"], "the metadata suite runs on"),
+    (["chaos", "--suite", "metadata", "--broker", "kafka-quorum:9"], "after 'kafka-quorum:' must be 1 to 5"),
+    (["chaos", "--broker", "kafka-quorum:0"], "must be 1 to 5"),
+    (["kafka-log", "--broker", "embedded"], "kafka-quorum"),
 ])
 def test_a_bad_broker_option_is_a_usage_error_before_anything_runs(tmp_path, args, message):
     proc = subprocess.run([EOS_BIN, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)

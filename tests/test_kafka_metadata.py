@@ -1,12 +1,19 @@
 """KIP-868 on a real KRaft quorum (``eos-harness kafka-metadata``): the checks on decoded metadata
 logs and broker sightings (pure, fast), and the test plan itself against 3 dedicated controllers
-(``kafka``: a CI-sized run; ``slow``: the full one)."""
+(``kafka``: a CI-sized run; ``slow``: the full one); and the metadata suite's chaos campaign on
+such a quorum (``--broker kafka-quorum``)."""
 
 from __future__ import annotations
 
+import json
+import os
 import struct
+import subprocess
+import sys
 import time
+from pathlib import Path
 
+import psutil
 import pytest
 from eos_harness.suites.kafka_metadata.checks import (
     LogEntry,
@@ -154,3 +161,38 @@ def test_kip868_plan_on_a_real_quorum_full():
     """Three controller kills while 30 topics of 1,000 partitions are created, two bootstrap cuts."""
     plan = Plan(seed=868, topics=30, partitions=1000, controller_kills=3, bootstrap_kills=2, brokers=3)
     _assert_run_held(run(plan), plan)
+
+
+@pytest.mark.kafka
+def test_the_metadata_chaos_campaign_runs_on_a_kraft_quorum_and_leaves_no_jvm(tmp_path):
+    """``chaos --suite metadata --broker kafka-quorum``: 3 dedicated controllers and one broker
+    started for the command, the real controller passes, each mutant is caught by its own check, and
+    no Kafka process outlives the command."""
+    out = tmp_path / "runs"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("eos-harness")), "chaos", "--suite", "metadata", "--broker",
+         "kafka-quorum", "--scenarios", "4", "--seed", "7", "--out", str(out)],
+        capture_output=True, text=True, timeout=240, env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    seconds = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "3 dedicated controllers and one broker" in proc.stdout
+    campaign = json.loads((out / "chaos.json").read_text())
+    assert campaign["broker"] == "kafka-quorum" and campaign["summary"]["unexpected"] == []
+    assert all(s["broker"].startswith("kafka://127.0.0.1:") and "--broker kafka-quorum" in s["repro"]
+               for s in campaign["scenarios"])
+    systems = campaign["summary"]["systems"]
+    assert systems["controller"]["scenarios"] >= 1 and systems["controller"]["status"] == "ok"
+    mutants = {name: t for name, t in systems.items() if t["expected"] == "fail" and t["scenarios"]}
+    assert len(mutants) >= 2 and all(t["status"] == "caught" and t["caught_by_its_check"] for t in mutants.values())
+    # 37 s measured on 2 cores (load ~2); the bound catches a hang, not a busy machine.
+    assert seconds < 180
+    left = []
+    for process in psutil.process_iter():
+        try:
+            if str(tmp_path) in (process.environ().get("EOS_HARNESS_KAFKA") or "") + " ".join(process.cmdline()):
+                left.append(process)
+        except (psutil.Error, OSError):
+            continue
+    assert left == [], f"left running after the command: {[p.cmdline()[:3] for p in left]}"
