@@ -31,6 +31,7 @@ __all__ = [
     "crash_point",
     "declare",
     "declare_for_run",
+    "declared_for_run",
     "declared",
     "disarm_all",
     "load_declarations",
@@ -81,6 +82,13 @@ def declare_for_run(name: str) -> str:
     if name not in _declared:
         _declared[name] = CrashPoint(name, DECLARED_FOR_RUN)
     return name
+
+
+def declared_for_run(name: str) -> bool:
+    """Whether ``name`` was declared for this run only (:func:`declare_for_run`), not by a module: a
+    task's process forked from the preloaded server must then declare it too before arming it."""
+    point = _declared.get(name)
+    return point is not None and point.description == DECLARED_FOR_RUN
 
 
 # The harness's modules that declare crash points (the task runtime, the built-in stores and mutants,

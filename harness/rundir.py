@@ -25,7 +25,7 @@ MARKER = ".eos-harness-run"
 HARNESS_MADE = (
     MARKER, "scenario-*", "[0-9][0-9][0-9]-*", "chaos.json", "campaign.json", "results.jsonl", "history.jsonl", "verdict.json",
     "broker.sqlite*", "state", "state-*", "input", "output", "checkpoint", "run-*.config.json", "run-*.log",
-    "run-*.report.jsonl", "snapshots", "report.html",
+    "run-*.report.jsonl", "snapshots", "report.html", "children.log",
 )
 
 

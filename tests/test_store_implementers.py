@@ -1,6 +1,7 @@
-"""What a store implementer sees of ``verify``, through the CLI: a user's store module is imported
-once per run (not once per child), its output goes to the log file and not to the terminal, and a
-crash point of its own that it never declared is used, with a warning, and judged on its behaviour."""
+"""What a store implementer sees of ``verify``, ``run`` and ``chaos``, through the CLI: a user's store
+module is imported once per run (not once per child), its output goes to the log file and not to the
+terminal, and a crash point of its own that it never declared is used, with a warning, and judged on
+its behaviour."""
 
 from __future__ import annotations
 
@@ -60,3 +61,51 @@ def test_points_lists_a_user_stores_own_points_with_their_meanings_and_the_undec
     proc, _ = eos("points", "--store", "offsets_first_store:make_store", "--json")
     rows = {r["name"]: r for r in json.loads(proc.stdout)}
     assert rows["user.commit.between_files"]["declared"] is False and rows["user.commit.between_files"]["reached"]
+
+
+def test_chaos_catches_offsets_written_before_data_at_an_undeclared_point_and_run_replays_it(tmp_path):
+    out = tmp_path / "chaos"
+    proc, _ = eos("chaos", "--stores", "offsets_first_store:make_store", "--scenarios", "14", "--seed", "1",
+                  "--out", str(out), "--no-report")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    campaign = json.loads((out / "chaos.json").read_text())
+    assert "user.commit.between_files" in campaign["summary"]["points_hit"]
+    assert campaign["summary"]["unexpected"] == ["offsets_first_store:make_store"]
+    [caught] = [r for r in campaign["scenarios"] if r["verdict"] == "fail"]
+    assert caught["crash_points"] == ["user.commit.between_files"]
+    assert "atomic_commit" in {v["check"] for v in caught["violations"]}
+    assert all(r["verdict"] == "pass" for r in campaign["scenarios"] if r is not caught)  # no error: the point is used
+    [warning] = campaign["warnings"]
+    assert "'user.commit.between_files'" in warning and "declare(" in warning and "eos_harness.faults.points" in warning
+    assert proc.stdout.count("warning: ") == 1
+    # The replay command names the undeclared point: run declares it for the run as well, and fails the same way.
+    replay = caught["repro"].split()[1:]
+    proc, _ = eos(*replay, "--out", str(tmp_path / "run"), "--json", str(tmp_path / "run.json"), "--no-report")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "run.json").read_text())
+    assert "atomic_commit" in {v["check"] for v in result["violations"]}
+    assert proc.stdout.count("warning: ") == 1 and "'user.commit.between_files'" in proc.stdout
+
+
+def test_run_and_chaos_keep_a_noisy_stores_output_off_the_terminal_in_the_run_directorys_log(tmp_path):
+    proc, _ = eos("run", "--store", "slow_noisy_store:make_store", "--seed", "1", "--crash-at",
+                  "task.commit.after_eos", "--out", str(tmp_path / "run"), "--json", str(tmp_path / "run.json"),
+                  "--no-report")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "run.json").read_text())
+    assert result["verdict"] == "pass" and result["crash_points"] == ["task.commit.after_eos"]
+    assert result["log"] == str(tmp_path / "run" / "children.log")
+    assert NOISE not in proc.stdout + proc.stderr
+    log = (tmp_path / "run" / "children.log").read_text()
+    assert NOISE in log and "UserWarning" in log
+    assert result["log"] in proc.stdout.replace("\n", "")
+
+    proc, _ = eos("chaos", "--stores", "slow_noisy_store:make_store", "--seed", "1", "--scenarios", "4",
+                  "--out", str(tmp_path / "chaos"), "--no-report")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    campaign = json.loads((tmp_path / "chaos" / "chaos.json").read_text())
+    assert campaign["summary"]["stores"]["slow_noisy_store:make_store"]["status"] == "ok"
+    assert campaign["log"] == str(tmp_path / "chaos" / "children.log")
+    assert NOISE not in proc.stdout + proc.stderr
+    # The driver's own import (when it checks --stores), the zygote's and the probe's: all in the log.
+    assert NOISE in (tmp_path / "chaos" / "children.log").read_text()

@@ -133,19 +133,25 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
                 overwrite, store_timeout, no_report):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
     from eos_harness.cluster import ClusterError
+    from eos_harness.process.server import held_output
     from eos_harness.runtime import TaskConfig
     from eos_harness.stores import StoreFactoryError, resolve
+    from eos_harness.suites.lifecycle.campaign import CHILDREN_LOG
     from eos_harness.suites.lifecycle.checks import CHECKS
     from eos_harness.suites.lifecycle.runner import Scenario, error_verdict, run_scenario
-    from eos_harness.suites.lifecycle.schedule import ScheduleError, parse_schedule
+    from eos_harness.suites.lifecycle.schedule import ScheduleError, parse_store_schedule
 
     _require_kafka_extra(broker)
     seed = _seed(seed)
     console.print(f"seed: {seed}")
     try:
-        # The store's module declares its own crash points: load it before reading the schedule.
-        resolve(TaskConfig.for_store(store, broker="", state_dir="", workload=workload).store)
-        schedule = parse_schedule(list(crash_at))
+        # The store's module declares its own crash points: load it before reading the schedule (its
+        # output is kept for the run's log, off the terminal).
+        with held_output(children=True):  # and a probe's, for a point of the store's own (see below)
+            resolve(TaskConfig.for_store(store, broker="", state_dir="", workload=workload).store)
+            schedule, warning = parse_store_schedule(store, list(crash_at), store_timeout)
+        if warning:
+            console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
         scenario = Scenario(store, workload, seed, schedule, broker=broker, records=records,
                             commit_interval=commit_interval, store_timeout=store_timeout)
         _check_json_path(json_path)
@@ -154,7 +160,7 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
         with open_broker(broker, say=console.print) as opened:
             scenario = replace(scenario, broker=opened.spec)
             try:
-                result = run_scenario(scenario, out_dir)
+                result = run_scenario(scenario, out_dir, log=CHILDREN_LOG)
             except (ScheduleError, StoreFactoryError, ValueError):
                 raise
             except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
@@ -191,10 +197,16 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
                 console.print(f"{v['check']} in the store's {v['key']}: {v['observed']}\nthe store's {what}:\n"
                               f"{v['detail']}", markup=False, highlight=False)
                 break
+        for v in result["violations"]:  # what the task's process wrote before it failed (from the log)
+            if v["check"] == "task_finishes" and v.get("detail"):
+                console.print(f"task_finishes: {v['observed']}\n{v['detail']}", markup=False, highlight=False)
+                break
     if result["verdict"] != "pass" or result["fault_errors"]:
         console.print(f"replay: {result['repro']}", soft_wrap=True)
     if "history" in result:
         console.print(f"history: {result['history']}")
+    if "log" in result:
+        console.print(f"the store's output: {result['log']}", soft_wrap=True)
     if json_error:
         console.print(f"[red]{json_error}[/] (the verdict is above and in {out_dir / 'verdict.json'})")
     if not no_report:
@@ -280,6 +292,8 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
     # REPORT (issue 17 part 1): the HTML report of the run directory is written here, after the JSON and the
     # JUnit file, whether the campaign ran to its end or was stopped (Ctrl-C, SIGTERM, --until-failure).
     console.print(chaos_table(campaign))
+    for warning in campaign.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
     summary = campaign["summary"]
     console.print(f"{summary['total']} scenarios in {campaign['seconds']} s "
                   f"({summary['total'] / max(campaign['seconds'], 1e-9):.1f}/s); crash points hit: {len(summary['points_hit'])}")
@@ -309,7 +323,8 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
         console.print(f"[red]{json_error}[/]; the scenarios that finished are in {out_dir / 'results.jsonl'} "
                       "as far as it could be written", soft_wrap=True)
     else:
-        console.print(f"results: {json_file} (histories under {out_dir})")
+        console.print(f"results: {json_file} (histories under {out_dir}; the stores' output: "
+                      f"{campaign.get('log')})", soft_wrap=True)
     if junit_error:
         campaign["junit_error"] = junit_error
         console.print(f"[red]{junit_error}[/]", soft_wrap=True)

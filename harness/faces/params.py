@@ -53,12 +53,14 @@ def _store_names() -> list[str]:
 
 def _store_factory_problem(name: str) -> str | None:
     """None when ``name`` is a store factory ``module:function`` that resolves, else why not."""
+    from eos_harness.process.server import held_output
     from eos_harness.stores import StoreFactoryError, resolve
 
     if ":" not in name:
         return "unknown"
     try:
-        resolve(name)
+        with held_output():  # its import may print or warn: kept for the run's log, off the terminal
+            resolve(name)
     except StoreFactoryError as exc:
         return str(exc)
     return None

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import traceback
 from collections import Counter
 from collections.abc import Iterator
@@ -42,7 +44,7 @@ from eos_harness.process.guard import (
 )
 
 __all__ = ["ChildCrashed", "StoreCallError", "StoreHang", "StoreProcess", "StoreServer", "children_output",
-           "forkserver_context", "own_output_to", "preload_store"]
+           "forkserver_context", "held_output", "output_offset", "output_since", "own_output_to", "preload_store"]
 
 PRELOAD = ["eos_harness.stores.catalogue", "eos_harness.runtime", "eos_harness.broker.embedded", "eos_harness.suites.lifecycle.runner",
            "eos_harness.broker.kafka", "eos_harness.metadata.controller", "eos_harness.metadata.reader",
@@ -72,15 +74,47 @@ def preload_store(spec: str, timeout: float = STORE_TIMEOUT_S) -> str | None:
     return forkserver_context().preload(spec.partition(":")[0], list(sys.path), timeout)
 
 
+_held: list[Path] = []  # the driver's own output, held in temp files until a log file opens
+
+
+@contextlib.contextmanager
+def held_output(children: bool = False) -> Iterator[None]:
+    """Within the block, this process's own stdout and stderr (and with ``children``, its children's)
+    go to a temp file (in the command's temp root), appended to the log file of the next
+    :func:`children_output`: for the driver's import of a user's store module, or a probe of the
+    store, before the run directory exists (the module may print or warn)."""
+    fd, path = tempfile.mkstemp(prefix="eos-driver-", suffix=".log")
+    os.close(fd)
+    _held.append(Path(path))
+    with own_output_to(path), (_children_to(path) if children else contextlib.nullcontext()):
+        yield
+
+
+def _append_held(path: str | Path) -> None:
+    while _held:
+        held = _held.pop(0)
+        with contextlib.suppress(OSError):
+            with open(held, "rb") as source, open(path, "ab") as log:
+                shutil.copyfileobj(source, log)
+            held.unlink()
+
+
 @contextlib.contextmanager
 def children_output(path: str | Path) -> Iterator[Path]:
     """Within the block, every child's stdout and stderr (and the zygote's imports') are appended to
-    ``path``, not written to the terminal."""
+    ``path``, not written to the terminal; so is what was written in :func:`held_output` before."""
+    _append_held(path)
+    with _children_to(path):
+        yield Path(path)
+
+
+@contextlib.contextmanager
+def _children_to(path: str | Path) -> Iterator[None]:
     ctx = forkserver_context()
     previous = ctx.output
     ctx.set_output(str(path))
     try:
-        yield Path(path)
+        yield
     finally:
         with contextlib.suppress(zygote.ZygoteError, OSError):
             ctx.set_output(previous)
@@ -109,7 +143,7 @@ def own_output_to(path: str | Path) -> Iterator[None]:
             os.close(each)
 
 
-def _output_since(offset: int | None, lines: int = OUTPUT_LINES) -> str:
+def output_since(offset: int | None, lines: int = OUTPUT_LINES) -> str:
     """The first ``lines`` lines children wrote to the output file from ``offset`` on ("" if none)."""
     path = forkserver_context().output
     if path is None or offset is None:
@@ -121,7 +155,7 @@ def _output_since(offset: int | None, lines: int = OUTPUT_LINES) -> str:
     return ""
 
 
-def _output_offset() -> int | None:
+def output_offset() -> int | None:
     path = forkserver_context().output
     if path is None:
         return None
@@ -253,7 +287,7 @@ class StoreProcess:
         self._close_pipes()
         if point is not None:
             self.crashes[point] += 1
-        return ChildCrashed(point, self.process.exitcode, "" if point else _output_since(self.output_offset))
+        return ChildCrashed(point, self.process.exitcode, "" if point else output_since(self.output_offset))
 
     def _close_pipes(self) -> None:
         self.conn.close()
@@ -322,7 +356,7 @@ class StoreServer:
         when the store cannot be opened."""
         preload_store(spec, self.timeout)
         ctx = forkserver_context()
-        offset = _output_offset()
+        offset = output_offset()
         parent, child = ctx.Pipe()
         stacks, stack_writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_serve, args=(spec, str(directory), list(sys.path), arms or [], child,

@@ -28,8 +28,10 @@ from pathlib import Path
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, error_lines, points_hit, run_plan
 from eos_harness.campaign import until_failure_rule as campaign_until_failure
+from eos_harness.faults import points
 from eos_harness.models.workloads import WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
+from eos_harness.process.server import children_output
 from eos_harness.stores import StoreFactoryError, base_store, probe_store, resolve
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
@@ -42,6 +44,7 @@ from eos_harness.suites.lifecycle.runner import Scenario, ScheduleError, error_v
 from eos_harness.verdict import ERROR, FAIL, exit_code
 
 SUITE = "eos"  # how campaign.json names this suite (``--suite eos``)
+CHILDREN_LOG = "children.log"  # in the run directory: every child's stdout and stderr (the JSON's ``log``)
 
 
 @dataclass
@@ -87,8 +90,8 @@ def run_campaign(
 
     Each store is first probed once in a child (:func:`probe_stores`): a store that hangs, raises or
     returns a wrong type there is a result of its own (verdict ``fail``, ``"probe": true``) and is not
-    planned; one that reaches a crash point it never declared is an ``error`` result and is planned
-    without that point.
+    planned; a crash point it reaches but never declared is declared for the run and planned, with a
+    warning (``warnings``). Every child's stdout and stderr go to ``out_dir/children.log`` (``log``).
 
     The options are kept in ``out_dir`` (:data:`~eos_harness.campaign.STATE_FILE`, with ``outputs``:
     the JSON and JUnit paths) so that a stopped campaign can be resumed: ``resume`` continues the
@@ -112,44 +115,48 @@ def run_campaign(
     deadline = kept.started + minutes * 60 - kept.spent if minutes is not None else None
     recorded = kept.recorded(on_result)
 
-    faults = kafka_faults(broker)
-    reached, probed = probe_stores(stores, seed, store_timeout, broker, workers)
-    for result in probed:
-        on_result(result)
-    stop_after = until_failure_rule(stores) if until_failure else lambda result: None
-    # A store expected to pass that broke the protocol in its probe is the failure --until-failure looks for
-    # (once: a resumed campaign goes on past it, as past a scenario that failed).
-    stopped_by_probe = None if resume else next((r for r in map(stop_after, probed) if r is not None), None)
-    planned = [s for s in stores if s in reached]
-    source = (replace(scenario, store_timeout=store_timeout)
-              for scenario in plan(seed, planned, workloads, broker=broker, broker_faults=faults,
-                                   reached=reached)) if planned else iter(())
-    if stopped_by_probe is not None:
-        source = iter(())
+    log = out_dir / CHILDREN_LOG
+    with children_output(log):  # resumed: appended to
+        faults = kafka_faults(broker)
+        reached, probed, warnings = probe_stores(stores, seed, store_timeout, broker, workers)
+        for result in probed:
+            on_result(result)
+        stop_after = until_failure_rule(stores) if until_failure else lambda result: None
+        # A store expected to pass that broke the protocol in its probe is the failure --until-failure looks for
+        # (once: a resumed campaign goes on past it, as past a scenario that failed).
+        stopped_by_probe = None if resume else next((r for r in map(stop_after, probed) if r is not None), None)
+        planned = [s for s in stores if s in reached]
+        source = (replace(scenario, store_timeout=store_timeout)
+                  for scenario in plan(seed, planned, workloads, broker=broker, broker_faults=faults,
+                                       reached=reached)) if planned else iter(())
+        if stopped_by_probe is not None:
+            source = iter(())
 
-    # A fault that kills or stops a broker hits every scenario on the cluster, not only its own:
-    # such a scenario runs alone, after the running ones finish.
-    run = run_plan(source, lambda index, scenario: run_scenario(scenario, out_dir / f"scenario-{index:05d}", False),
-                   workers=workers, more=budget(scenarios, deadline), run_alone=affects_cluster, on_result=recorded,
-                   error_result=error_verdict, results_file=out_dir / "results.jsonl",
-                   fatal=(ScheduleError, StoreFactoryError), skip=kept.skip,
-                   stop_after=stop_after)
-    stop_json = run.stop_json or ({"why": UNTIL_FAILURE, "message": stopped_by_probe} if stopped_by_probe else None)
-    kept.end(stopped=stop_json is not None)
-    results = kept.results(run)
-    campaign = {
-        "seed": seed,
-        "broker": broker.cli_text,
-        "kafka_faults": faults,
-        "minutes": minutes,
-        "scenarios": probed + results,
-        "summary": summarize(probed + results, stores),
-    }
-    if until_failure:
-        campaign["until_failure"] = True
-    if stop_json is not None:
-        campaign["stopped"] = stop_json
-    return campaign
+        # A fault that kills or stops a broker hits every scenario on the cluster, not only its own:
+        # such a scenario runs alone, after the running ones finish.
+        run = run_plan(source, lambda index, scenario: run_scenario(scenario, out_dir / f"scenario-{index:05d}", False),
+                       workers=workers, more=budget(scenarios, deadline), run_alone=affects_cluster, on_result=recorded,
+                       error_result=error_verdict, results_file=out_dir / "results.jsonl",
+                       fatal=(ScheduleError, StoreFactoryError), skip=kept.skip,
+                       stop_after=stop_after)
+        stop_json = run.stop_json or ({"why": UNTIL_FAILURE, "message": stopped_by_probe} if stopped_by_probe else None)
+        kept.end(stopped=stop_json is not None)
+        results = kept.results(run)
+        campaign = {
+            "seed": seed,
+            "broker": broker.cli_text,
+            "kafka_faults": faults,
+            "minutes": minutes,
+            "scenarios": probed + results,
+            "summary": summarize(probed + results, stores),
+            "warnings": warnings,
+            "log": str(log),
+        }
+        if until_failure:
+            campaign["until_failure"] = True
+        if stop_json is not None:
+            campaign["stopped"] = stop_json
+        return campaign
 
 
 def until_failure_rule(stores: list[str]) -> Callable[[dict], str | None]:
@@ -159,17 +166,21 @@ def until_failure_rule(stores: list[str]) -> Callable[[dict], str | None]:
 
 
 def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: BrokerSpec,
-                 workers: int) -> tuple[dict[str, list[str]], list[dict]]:
+                 workers: int) -> tuple[dict[str, list[str]], list[dict], list[str]]:
     """Probe each store once (in children, at most ``workers`` at a time): the crash points of each
-    store that can be planned, and a result for each store that broke the protocol (``fail``; not
-    planned), reached a crash point it never declared, or could not be probed (``error``; planned
-    with the points found)."""
+    store that can be planned, a result for each store that broke the protocol (``fail``; not
+    planned) or could not be probed (``error``; planned with the points found), and the warnings. A
+    crash point a store reaches but never declared is declared for the run (here, and in each task
+    process that arms it) and planned like a declared one, with a warning that says how to declare it."""
     specs = {s: base_store(s) for s in stores}
     unique = sorted(set(specs.values()))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         probes = dict(zip(unique, pool.map(lambda spec: probe_store(spec, store_timeout), unique), strict=True))
     reached: dict[str, list[str]] = {}
     results: list[dict] = []
+    warnings = [w for spec in unique if (w := probes[spec].undeclared_warning(spec))]
+    for name in (p for spec in unique for p in probes[spec].undeclared):
+        points.declare_for_run(name)
     for store, spec in specs.items():
         probe = probes[spec]
         base = {**verdict(Scenario(store, "-", seed, broker=broker), [], [], []), "workload": None, "probe": True,
@@ -177,11 +188,10 @@ def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: Bro
         if probe.finding is not None:
             results.append({**base, "verdict": "fail", "violations": [finding_violation(probe.finding).to_json()]})
             continue
-        reached[store] = probe.points
-        message = probe.error or probe.undeclared_message(spec)
-        if message:
-            results.append({**base, "verdict": "error", "error": message})
-    return reached, results
+        reached[store] = [*probe.points, *probe.undeclared]
+        if probe.error:
+            results.append({**base, "verdict": "error", "error": probe.error})
+    return reached, results, warnings
 
 
 def summarize(results: list[dict], stores: list[str]) -> dict:

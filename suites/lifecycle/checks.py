@@ -248,6 +248,15 @@ def _store_finding(event: dict) -> dict | None:
     return None
 
 
+def _with_output(text: str, event: dict) -> str:
+    """``text`` and the first lines the child wrote before ``event`` (its stdout and stderr, kept in the
+    run's log file), when it wrote any."""
+    output = event.get("output")
+    if not output:
+        return text
+    return f"{text}\n" * bool(text) + f"the process wrote (first lines, from the run's log):\n{output}"
+
+
 def check_store_calls(history: list[dict], model: LifecycleModel) -> list[Violation]:
     """``store_hang``, ``store_raised``, ``store_return_type``: the store broke the protocol itself."""
     return [finding_violation(f, event=e["seq"]) for e in history if (f := _store_finding(e)) is not None]
@@ -256,7 +265,8 @@ def check_store_calls(history: list[dict], model: LifecycleModel) -> list[Violat
 def check_finishes(history: list[dict], model: LifecycleModel) -> list[Violation]:
     store_findings = any(_store_finding(e) for e in history)  # reported by check_store_calls
     violations = [
-        Violation("task_finishes", None, "no error", e["error"].strip().splitlines()[-1], e["seq"])
+        Violation("task_finishes", None, "no error", e["error"].strip().splitlines()[-1], e["seq"],
+                  detail=_with_output(e["error"].strip(), e))
         for e in history
         if e["type"] == "error" and not _store_finding(e)
     ]
@@ -280,7 +290,9 @@ def check_finishes(history: list[dict], model: LifecycleModel) -> list[Violation
             violations.append(Violation("zombie_fenced", None, f"instance {e['instance']}, stalled past its "
                                         "transaction timeout, is fenced", "it committed after waking", e["seq"]))
     if not any(e["type"] == "done" for e in history) and not violations and not store_findings:
-        violations.append(Violation("task_finishes", None, "the task reaches the end of its input", "it never did", None))
+        died = [e for e in history if e["type"] == "crash" and e.get("output")]  # outside any fault
+        violations.append(Violation("task_finishes", None, "the task reaches the end of its input", "it never did", None,
+                                    detail=_with_output("", died[-1]) if died else None))
     return violations
 
 

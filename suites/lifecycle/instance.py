@@ -37,7 +37,7 @@ from eos_harness.process.guard import (
     install_stack_dump,
     stack_and_kill,
 )
-from eos_harness.process.server import forkserver_context, preload_store
+from eos_harness.process.server import forkserver_context, output_offset, output_since, preload_store
 from eos_harness.runtime import Task, TaskConfig
 from eos_harness.suites.lifecycle.schedule import Fault
 
@@ -46,9 +46,10 @@ POLL_S = 0.25  # how often the driver looks at the running store call while no e
 
 
 def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: str, conn, stacks=None,
-                clock=None) -> None:
+                clock=None, for_run: bool = False) -> None:
     """Entry point of a task instance (runs in the forked child); ``armed``: (point, hit, action);
-    ``stacks``: where to write the stacks on SIGUSR1; ``clock``: the driver's CallClock."""
+    ``stacks``: where to write the stacks on SIGUSR1; ``clock``: the driver's CallClock; ``for_run``:
+    the armed point is a store's own that no module declares, declared for the run by the driver."""
     if stacks is not None:
         install_stack_dump(stacks)
     if clock is not None:
@@ -58,6 +59,8 @@ def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: st
         task = Task(config, emit=conn.send)
         if armed is not None:
             points.load_declarations()
+            if for_run:
+                points.declare_for_run(armed[0])
             points.arm(*armed)
         if mode == "verify":
             task.start()
@@ -97,8 +100,10 @@ class Instance(FaultedChild):
         self.stacks, stack_writer = ctx.Pipe(duplex=False)
         self.clock = CallClock()
         self.resumed_ns = 0  # a call running while the instance was frozen counts from its waking
-        self.proc = ctx.Process(target=_child_main, args=(config, armed, mode, child, stack_writer, self.clock.handle),
-                                daemon=True)
+        for_run = armed is not None and points.declared_for_run(armed[0])
+        self.output_offset = output_offset()  # where this child's output starts in the run's log file
+        self.proc = ctx.Process(target=_child_main, args=(config, armed, mode, child, stack_writer, self.clock.handle,
+                                                          for_run), daemon=True)
         self.proc.start()
         child.close()
         stack_writer.close()
@@ -106,9 +111,23 @@ class Instance(FaultedChild):
         history.add(number, {"type": "start", "mode": mode, "fault": str(fault) if fault else None, "pid": self.proc.pid})
 
     def record(self, event: dict) -> None:
+        if event["type"] == "error":  # the first lines the child wrote (to the run's log) may explain it
+            event = self._with_output(event)
         super().record(event)
         if event["type"] == "aborted":
             self.fired = "transaction.aborted"
+
+    def _with_output(self, event: dict) -> dict:
+        text = output_since(self.output_offset)
+        return {**event, "output": text} if text else event
+
+    def record_crash(self) -> None:
+        if self.fired is not None:
+            super().record_crash()
+            return
+        # Died outside any fault (at open, say): what it wrote to the run's log explains it.
+        self.history.add(self.number, self._with_output({"type": "crash", "point": "unexpected-exit",
+                                                         "exitcode": self.proc.exitcode}))
 
     def _ended(self) -> None:
         if self._broker_fault is not None:

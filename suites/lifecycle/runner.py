@@ -34,6 +34,7 @@ from eos_harness.history import History
 from eos_harness.models.lifecycle import LifecycleModel
 from eos_harness.models.workloads import workload
 from eos_harness.process.guard import STORE_TIMEOUT_S
+from eos_harness.process.server import children_output
 from eos_harness.process.zombies import zombies
 from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
@@ -92,9 +93,11 @@ def broker_spec(scenario: Scenario, run_dir: Path) -> BrokerSpec:
     return scenario.broker
 
 
-def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
+def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True, log: str | None = None) -> dict:
     """Run one scenario in ``run_dir`` and return its verdict object. ``run_dir`` is created, or, if
-    the harness made it, emptied of earlier results (see :func:`eos_harness.rundir.claim`)."""
+    the harness made it, emptied of earlier results (see :func:`eos_harness.rundir.claim`). ``log``: a
+    file name in ``run_dir`` that every child's stdout and stderr go to (the verdict's ``log``), not
+    the terminal (``run``; a campaign opens its own, for all its scenarios)."""
     resolve(TaskConfig.for_store(scenario.store, broker="", state_dir="", workload=scenario.workload).store)
     scheduled = [kinds.kind_of(f) for f in scenario.schedule]
     _check_needs(scheduled, scenario.broker)
@@ -104,6 +107,14 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
 
         cluster = cluster_for(scenario.broker)
     claim(run_dir)
+    if log is None:
+        return _run_claimed(scenario, run_dir, keep, scheduled, cluster)
+    with children_output(run_dir / log) as log_file:
+        return _run_claimed(scenario, run_dir, keep, scheduled, cluster, log_file)
+
+
+def _run_claimed(scenario: Scenario, run_dir: Path, keep: bool, scheduled: list[kinds.FaultKind], cluster,
+                 log: Path | None = None) -> dict:
     started = time.perf_counter()
     started_at = time.time()
     records = _input_records(scenario)
@@ -168,6 +179,8 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
     result["seconds"] = round(time.perf_counter() - started, 3)
     result["started_at"] = round(started_at, 3)  # wall clock (Unix time), to line scenarios up with each other
     result["history"] = str(run_dir / "history.jsonl")
+    if log is not None:
+        result["log"] = str(log)
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2))
     if not keep and result["verdict"] == PASS:
         shutil.rmtree(run_dir / "state", ignore_errors=True)

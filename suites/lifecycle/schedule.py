@@ -61,3 +61,23 @@ def parse_schedule(text: str | list[str] | tuple[str, ...]) -> tuple[Fault, ...]
                 raise ScheduleError(f"{exc}{hint}") from None
         faults.append(Fault(name, int(hit or 1), kind.action))
     return tuple(faults)
+
+
+def parse_store_schedule(store: str, text: str | list[str] | tuple[str, ...],
+                         timeout: float | None = None) -> tuple[tuple[Fault, ...], str | None]:
+    """:func:`parse_schedule` for a run of ``store``, and the warning to show. A schedule that names a
+    crash point no module declares, with a user's store (``module:function``): the store is probed
+    once (in a child), and the points it reaches but never declared are declared for the run, as
+    ``chaos`` and ``verify`` do (the replay command of a campaign's scenario names them); the warning
+    names them and says how to declare them."""
+    try:
+        return parse_schedule(text), None
+    except ScheduleError:
+        from eos_harness.stores import builtin_spec, probe_store
+
+        if ":" not in store or builtin_spec(store) is not None:
+            raise
+    probe = probe_store(store, timeout)
+    for name in probe.undeclared:
+        points.declare_for_run(name)
+    return parse_schedule(text), probe.undeclared_warning(store)
