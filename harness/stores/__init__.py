@@ -144,7 +144,8 @@ class StoreProbe:
     """What running a store once (open, write, commit, close, reopen, recover, close) showed.
 
     ``points``: the declared crash points it reached, in order; ``undeclared``: points it reached
-    that no module declared (the harness cannot arm them); ``finding``: the store broke the
+    that no module declared (declared for the run by ``verify``, ``run`` and ``chaos``, with
+    :meth:`undeclared_warning`); ``finding``: the store broke the
     protocol on the way (``check``, ``operation``, ``expected``, ``observed``, ``detail``), or None;
     ``error``: why the probe could not be run to its end (the harness's own trouble, or the store's
     process dying outside any crash point), or None.
@@ -154,18 +155,6 @@ class StoreProbe:
     undeclared: list[str] = field(default_factory=list)
     finding: dict | None = None
     error: str | None = None
-
-    def undeclared_message(self, store: str) -> str | None:
-        """What to tell the user about ``undeclared`` (None when every point is declared)."""
-        if not self.undeclared:
-            return None
-        names = ", ".join(repr(p) for p in self.undeclared)
-        example = self.undeclared[0]
-        return (f"store {store!r} reaches crash point{'s' if len(self.undeclared) > 1 else ''} {names}, never "
-                f"declared, so the harness cannot arm {'them' if len(self.undeclared) > 1 else 'it'}: in the store's "
-                f"module, at import time, add `from eos_harness.faults.points import declare` and "
-                f"`declare({example!r}, \"what has happened when the point is reached\")`")
-
 
     def undeclared_warning(self, store: str) -> str | None:
         """The warning when ``undeclared`` points are declared for the run (verify): names them and
