@@ -352,7 +352,9 @@ class KeptCampaign:
 
         def record(result: dict) -> None:
             self.state["spent_seconds"] = round(self.seconds, 3)
-            save_state(self.out_dir, self.state)
+            # Best effort: a full disk is the engine's to report (results.jsonl), never a traceback here.
+            with contextlib.suppress(OSError):
+                save_state(self.out_dir, self.state)
             on_result(result)
 
         return record
@@ -360,7 +362,8 @@ class KeptCampaign:
     def end(self, stopped: bool) -> None:
         """Keep the campaign's end: ``stopped`` early (it can be resumed) or ran to its end."""
         self.state.update(spent_seconds=round(self.seconds, 3), finished=not stopped)
-        save_state(self.out_dir, self.state)
+        with contextlib.suppress(OSError):  # a full disk: the results on the terminal still stand
+            save_state(self.out_dir, self.state)
 
     def results(self, run: CampaignRun) -> list[dict]:
         """Every result of the campaign, before and now, in plan order."""

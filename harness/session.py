@@ -162,8 +162,43 @@ def _shutdown_children() -> None:
     forkserver = sys.modules.get("multiprocessing.forkserver")
     if forkserver is not None:
         with contextlib.suppress(Exception):
-            forkserver._forkserver._stop()
+            _stop_forkserver(forkserver._forkserver)
     util = sys.modules.get("multiprocessing.util")
     if util is not None:  # what multiprocessing does at exit, among it removing its pymp-* directory
         with contextlib.suppress(Exception):
             util._run_finalizers()
+
+
+def _stop_forkserver(server, grace_s: float = 3.0) -> None:
+    """multiprocessing's own ``ForkServer._stop`` asks the forkserver to end and then waits for it
+    without a bound; a forkserver that does not end (seen with a full disk: it hung, and so did the
+    command) is killed with its children after ``grace_s``."""
+    from multiprocessing import util
+
+    import psutil
+
+    with server._lock:
+        pid = server._forkserver_pid
+        if pid is None:
+            return
+        os.close(server._forkserver_alive_fd)  # asks the forkserver to stop
+        server._forkserver_alive_fd = None
+        try:
+            process = psutil.Process(pid)
+            try:
+                process.wait(grace_s)
+            except psutil.TimeoutExpired:
+                for child in process.children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        child.kill()
+                process.kill()
+                process.wait(5)
+        except psutil.NoSuchProcess:
+            pass
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        server._forkserver_pid = None
+        address, server._forkserver_address = server._forkserver_address, None
+        if address and not util.is_abstract_socket_namespace(address):
+            with contextlib.suppress(OSError):
+                os.unlink(address)
