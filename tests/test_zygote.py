@@ -11,6 +11,7 @@ import time
 
 import psutil
 from eos_harness.process.server import forkserver_context
+from eos_harness.session import _stop_forkserver
 
 
 def _reply_then_exit(conn, code: int) -> None:
@@ -103,3 +104,25 @@ def _session(sid: int) -> list[psutil.Process]:
         except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
             pass
     return left
+
+
+def test_a_server_started_after_the_forkserver_stopped_gets_a_new_zygote():
+    """A long-lived process (a pytest session) outlives the zygote when a command run in it stops
+    multiprocessing's forkserver (as every eos-harness command does at its end): the next store
+    server starts a new zygote instead of failing every start with 'the zygote is gone'."""
+    from multiprocessing import forkserver
+
+    from eos_harness.process.server import StoreServer
+
+    ctx = forkserver_context()
+    first = ctx.Process(target=_reply_then_exit, args=(ctx.Pipe()[1], 0))
+    first.start()
+    first.join()
+    _stop_forkserver(forkserver._forkserver)  # as a command's end does; the zygote goes with it
+    with StoreServer():
+        parent, child = ctx.Pipe()
+        again = ctx.Process(target=_reply_then_exit, args=(child, 7))
+        again.start()
+        assert parent.recv() == ("pid", again.pid)
+        again.join()
+        assert again.exitcode == 7

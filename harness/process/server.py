@@ -345,6 +345,7 @@ class StoreServer:
         self.crashes: Counter[str] = crashes if crashes is not None else Counter()
 
     def __enter__(self) -> StoreServer:
+        forkserver_context().discard_dead()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -420,6 +420,15 @@ class ZygoteContext:
     def Process(self, target, args: tuple = (), daemon: bool = True) -> Process:  # noqa: N802
         return Process(self._get, target, args, daemon)
 
+    def discard_dead(self) -> None:
+        """Forget a zygote that is gone, so that the next start makes a new one. A long-lived process
+        (a pytest session) can outlive the zygote: another command run in it stops multiprocessing's
+        forkserver, and the zygote with it. Called where a server starts, never in a running scenario
+        (whose dead zygote is an error the scenario must report)."""
+        with self._lock:
+            if self._zygote is not None and not self._zygote._process.is_alive():
+                self._zygote = None
+
     def shutdown(self) -> None:
         """Kill every live child, then the zygote (also run at exit)."""
         with self._lock:
