@@ -27,6 +27,13 @@ to ``recover`` and replays the changelog from it, that offset included. A store 
 offset of the last record written instead (one less) would have that record replayed twice, and a
 store that adds one would skip a record: the suite's ``offset_convention`` check catches both.
 
+**Several changelog partitions (KIP-1035).** A store may be fed by several changelog partitions
+(a global store): ``StoreContext.changelogs`` names them, ``commit`` receives an offset for each (and
+for the source partitions whose KIP-796 positions it keeps; a partition is a changelog partition iff
+its topic ends with ``-changelog``), all committed atomically with the data, and
+``committed_offset(tp)`` answers for each, None for a partition never committed. Checked by the
+offsets suite (``suites/offsets``, run by ``eos-harness verify``).
+
 **Optional methods.** ``capabilities()`` (see :class:`Capabilities`) and ``restore(records,
 end_offset)`` (see :meth:`StateStore.restore`): a store without them offers every capability, and
 is restored by the runtime through ``put`` and ``commit``.
@@ -137,7 +144,9 @@ class StoreContext:
 
     ``directory`` is ``[state.dir]/[application.id]/[task.id]/rocksdb/[store.name]``: the store
     owns it and nothing outside it. ``changelog`` is the store's changelog partition
-    ``[application.id]-[store.name]-changelog``/``partition``.
+    ``[application.id]-[store.name]-changelog``/``partition``. ``changelogs`` (optional, KIP-1035):
+    every changelog partition feeding the store, ``(changelog,)`` unless given; a global store has
+    several, and ``commit`` then names each of them (``committed_offset`` answers for each).
     """
 
     directory: Path
@@ -146,6 +155,26 @@ class StoreContext:
     store_name: str = "store"
     changelog: TopicPartition = field(default_factory=lambda: TopicPartition("app-store-changelog", 0))
     via_processor: bool = False
+    changelogs: tuple[TopicPartition, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.changelogs:
+            object.__setattr__(self, "changelogs", (self.changelog,))
+
+    @property
+    def task_dir(self) -> Path:
+        """``[state.dir]/[application.id]/[task.id]``: where the task's ``.checkpoint`` lives."""
+        return self.directory.parent.parent
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """The task's legacy ``.checkpoint`` file (changelog offsets of stores that do not manage them)."""
+        return self.task_dir / ".checkpoint"
+
+    @property
+    def position_path(self) -> Path:
+        """The store's legacy KIP-796 ``.position`` file (source-topic offsets)."""
+        return self.directory / ".position"
 
 
 class StoreError(Exception):

@@ -117,8 +117,29 @@ def _store_points(store: str, as_json: bool) -> None:
         click.echo(f"note: the probe run did not finish: {probe.error or probe.finding['observed']}")
 
 
+def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``verify --list-checks``: every check ``verify`` may report, by suite, with its one-line meaning."""
+    if not value or ctx.resilient_parsing:
+        return
+    from eos_harness.suites.conformance.checks import CHECKS
+    from eos_harness.suites.offsets.checks import PROMISES
+    from eos_harness.suites.windows.checks import CHECKS as WINDOW_CHECKS
+
+    for title, checks in (("conformance suite (every key-value store)", CHECKS),
+                          ("offsets suite (KIP-892/KIP-1035; checks a store does not qualify for are not_applicable, "
+                           "with the reason)", PROMISES),
+                          ("window store suite (window stores)", WINDOW_CHECKS)):
+        click.echo(f"{title}:")
+        for name, meaning in checks.items():
+            click.echo(f"  {name:<34} {meaning}")
+    ctx.exit(0)
+
+
 @main.command("verify")
 @click.argument("store")
+@click.option("--list-checks", is_flag=True, is_eager=True, expose_value=False, callback=_list_checks,
+              help="List every check verify reports (conformance, offsets and window suites), each with its "
+                   "one-line meaning, and exit.")
 @click.option("--seed", type=int, default=None, help="Seed of the state machine (printed when not given).")
 @click.option("--examples", type=AT_LEAST_ONE, default=40, show_default=True, help="Hypothesis examples.")
 @click.option("--steps", type=AT_LEAST_ONE, default=25, show_default=True, help="Steps per example.")
@@ -135,14 +156,15 @@ def _store_points(store: str, as_json: bool) -> None:
 @click.option("--allow", "allow", multiple=True, metavar="CHECK",
               help="Waive CHECK, a difference you know about (repeatable); the verdict names what was waived. "
                    "Checks: read_your_own_writes, read_committed_isolation, no_uncommitted_survives, atomic_commit, "
-                   "committed_durable, committed_offset_durable, clean_close_durable, recover_trust, offset_convention.")
+                   "committed_durable, committed_offset_durable, clean_close_durable, recover_trust, offset_convention, "
+                   "and the offsets suite's (--list-checks).")
 @click.option("--max-findings", type=AT_LEAST_ONE, default=5, show_default=True,
               help="Distinct checks the state machine looks for (each found one is waived and it runs again).")
 def verify_command(store: str, seed: int | None, examples: int, steps: int, shrink: bool, json_path: str | None,
                    store_timeout: float, log_path: str | None, junit_path: str | None, allow: tuple[str, ...],
                    max_findings: int) -> None:
-    """Run the conformance suite against STORE (a built-in name or module:function); a window store
-    (its kind, or a store with ``window_config``) gets the window store suite."""
+    """Run the conformance suite and the offsets suite against STORE (a built-in name or module:function);
+    a window store (its kind, or a store with ``window_config``) gets the window store suite."""
     import os
     import random
     import sys
@@ -152,14 +174,14 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     from eos_harness.faces.lifecycle import console
     from eos_harness.rundir import RunDirError, check_output_file, write_text
     from eos_harness.stores import StoreFactoryError
-    from eos_harness.suites.conformance.checks import GUARD_CHECKS, WAIVABLE
-    from eos_harness.suites.conformance.runner import verify
+    from eos_harness.suites.conformance.checks import GUARD_CHECKS
+    from eos_harness.suites.conformance.runner import ALLOWABLE, verify
     from eos_harness.verdict import exit_code
     from rich.table import Table
 
-    unknown = [c for c in allow if c not in WAIVABLE]
+    unknown = [c for c in allow if c not in ALLOWABLE]
     if unknown:
-        raise click.BadParameter(f"unknown check {unknown[0]!r}; one of: {', '.join(WAIVABLE)}", param_hint="--allow")
+        raise click.BadParameter(f"unknown check {unknown[0]!r}; one of: {', '.join(ALLOWABLE)}", param_hint="--allow")
     if log_path is None and json_path:
         log_path = str(Path(json_path).with_suffix(".log"))
     try:
@@ -227,6 +249,9 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
             console.print(f"#{number} replay: {v['replay']}", **plain)
     for line in result.get("not_checked", []):
         console.print(f"not checked: {line}", markup=False, highlight=False, soft_wrap=True)
+    for skipped in result.get("offsets", {}).get("not_applicable", []):
+        console.print(f"not applicable: offsets {skipped['scenario']} ({', '.join(skipped['checks'])}): "
+                      f"{skipped['reason']}", markup=False, highlight=False, soft_wrap=True)
     for check in result.get("allowed", []):
         times = result.get("waived", {}).get(check, 0)
         console.print(f"waived: {check} (--allow; fired {times} time{'s' if times != 1 else ''})",

@@ -1,12 +1,15 @@
 """``eos-harness verify`` as JUnit (see :mod:`eos_harness.junit`): a testsuite for the store, a
-testcase per conformance check; each violation is listed under its check with the case (the shrunk
+testcase per conformance check (and a testsuite ``STORE (offsets)`` of the offsets suite's
+promises, skipped with the reason where none of its scenarios applies); each violation is listed under its check with the case (the shrunk
 steps) it showed in and the command that replays the run. A failure is a failure, mutant or not, as
 the command's exit code says."""
 
 from __future__ import annotations
 
-from eos_harness.junit import Scenario, Suite, check_cases
+from eos_harness.junit import SKIPPED, Case, Scenario, Suite, check_cases
 from eos_harness.suites.conformance.runner import CHECKS
+from eos_harness.suites.offsets.checks import PROMISES
+from eos_harness.verdict import NOT_APPLICABLE
 
 __all__ = ["verify_suites"]
 
@@ -19,5 +22,25 @@ def verify_suites(result: dict, window: bool = False) -> list[Suite]:
     store = result["store"]
     found = [Scenario(f"case {(v.get('case') or '?').splitlines()[0]}", result["repro"], [v])
              for v in result["violations"]]
-    cases = check_cases(f"verify.{store}", checks, found, len(result["cases"]), unit="case")
-    return [Suite(store, cases, {"seed": result["seed"], "cases": len(result["cases"]), "verdict": result["verdict"]})]
+    offsets = result.get("offsets")
+    mine = [s for s in found if s.violations[0].get("check") not in PROMISES] if offsets else found
+    cases = check_cases(f"verify.{store}", checks, mine, len(result["cases"]), unit="case")
+    suites = [Suite(store, cases, {"seed": result["seed"], "cases": len(result["cases"]), "verdict": result["verdict"]})]
+    if offsets:
+        suites.append(_offsets_suite(result, offsets, [s for s in found if s not in mine]))
+    return suites
+
+
+def _offsets_suite(result: dict, offsets: dict, found: list[Scenario]) -> Suite:
+    """The offsets suite's testsuite: a testcase per promise; one none of whose scenarios applies to
+    the store is skipped with the reason."""
+    store = result["store"]
+    classname = f"verify.offsets.{store}"
+    cases = []
+    for case in check_cases(classname, PROMISES, found, len(offsets["cases"]), unit="scenario"):
+        if offsets["checks"].get(case.name) == NOT_APPLICABLE:
+            reasons = [f"{n['scenario']}: {n['reason']}" for n in offsets["not_applicable"] if case.name in n["checks"]]
+            case = Case(case.name, classname, SKIPPED, "not applicable: " + "; ".join(reasons))
+        cases.append(case)
+    return Suite(f"{store} (offsets)", cases, {"seed": result["seed"], "scenarios": len(offsets["cases"]),
+                                               "verdict": offsets["verdict"]})

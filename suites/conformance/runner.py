@@ -14,6 +14,10 @@ command with the checks found before it allowed: that run finds exactly this one
 the user allows (``--allow``) is waived from the start, and the verdict names it. What a store
 declares it lacks (``harness/store.py``: ``Capabilities``) is not checked, and the verdict says so.
 
+Then the offsets suite (``suites/offsets``: several changelog partitions, upgrade, downgrade, closed
+stores) runs against the same store, and its violations join the verdict (its own view: the
+verdict's ``offsets``, with each check's verdict and the scenarios that do not apply, and why).
+
 Checks: :data:`.checks.CHECKS`. About the store's calls themselves (:mod:`eos_harness.process.guard`):
 ``store_hang`` (a call did not return within ``store_timeout``: the suite stops there, with the
 store's stack), ``store_raised`` (with the store's traceback), ``store_return_type``; after one of
@@ -38,6 +42,8 @@ from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
 from eos_harness.process.server import StoreServer, children_output, own_output_to
 from eos_harness.store import Capabilities
 from eos_harness.stores import probe_store, resolve
+from eos_harness.suites.offsets.checks import PROMISES
+from eos_harness.suites.offsets.runner import verify_offsets
 from eos_harness.verdict import Violation, verdict_of
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
@@ -49,7 +55,10 @@ from .checks import GUARD_CHECKS, WAIVABLE
 from .driver import ConformanceViolation, StoreAbandoned, StoreUnderTest, features_of
 from .plan import WORKLOADS, machine_for, matrix_cases
 
-__all__ = ["CHECKS", "MAX_FINDINGS", "PROBE", "ConformanceViolation", "StoreAbandoned", "machine_for", "matrix_cases",
+# The checks ``--allow`` may waive: the conformance suite's, and the offsets suite's promises.
+ALLOWABLE = (*WAIVABLE, *PROMISES)
+
+__all__ = ["ALLOWABLE", "CHECKS", "MAX_FINDINGS", "PROBE", "ConformanceViolation", "StoreAbandoned", "machine_for", "matrix_cases",
            "not_checked", "run_case", "verify"]
 
 # The checks (promises) of the suite, by their public names (violations' ``check``; JUnit testcases).
@@ -129,10 +138,10 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
     with own_output_to(log):
         resolve(spec)  # clear error for a bad spec before any process starts
     allowed = tuple(dict.fromkeys(allow))
-    unknown = [c for c in allowed if c not in WAIVABLE]
+    unknown = [c for c in allowed if c not in ALLOWABLE]
     if unknown:
         raise ValueError(f"cannot allow {', '.join(map(repr, unknown))}: the checks that can be allowed are "
-                         f"{', '.join(WAIVABLE)}")
+                         f"{', '.join(ALLOWABLE)}")
     repro = f"eos-harness verify {shlex.quote(spec)} --seed {seed} --examples {examples} --steps {steps}"
     if store_timeout != STORE_TIMEOUT_S:
         repro += f" --store-timeout {store_timeout:g}"
@@ -144,6 +153,7 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
     cases: list[str] = ["probe: open, write, commit, close, reopen, recover (finds the crash points reached)"]
     crashes: Counter[str] = Counter()
     stopped = None
+    offsets = None
     with children_output(log):
         probe = probe_store(spec, store_timeout)
         reached = [*probe.points, *probe.undeclared]
@@ -158,7 +168,16 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
             except StoreAbandoned as exc:
                 suite.add(exc.violation, suite.replay_now)
             violations, replays, stopped = suite.violations, suite.replays, suite.stopped
+            if not any(v.check in GUARD_CHECKS for v in violations):  # a store that could be driven to the end
+                offsets = verify_offsets(spec, seed, store_timeout, allow=allowed, repro=repro)
     error = probe.error
+    if offsets is not None:  # the offsets suite's verdict joins this one (suites/offsets)
+        cases += offsets["cases"]
+        violations = [*violations, *(Violation.from_json(v) for v in offsets["violations"])]
+        replays = [*replays, *(v["replay"] for v in offsets["violations"])]
+        error = error or offsets.get("error")
+        for check, times in offsets["waived"].items():
+            waived[check] += times
     result = {
         "store": spec,
         "verdict": verdict_of(violations, error=error),
@@ -173,6 +192,8 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
         "warnings": [w for w in [probe.undeclared_warning(spec)] if w],
         "log": str(log),
     }
+    if offsets is not None:
+        result["offsets"] = {key: offsets[key] for key in ("verdict", "cases", "checks", "not_applicable")}
     if stopped:
         result["stopped"] = stopped
     if error:

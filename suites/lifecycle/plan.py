@@ -33,7 +33,7 @@ POINT_HITS = {P_MID_BATCH: lambda rng, commit_interval: rng.randint(1, 3 * commi
 def default_stores() -> list[str]:
     from eos_harness.stores.window_catalogue import SUITE_ONLY
 
-    return [s.name for s in builtin_specs() if s.name not in SUITE_ONLY]
+    return [s.name for s in builtin_specs() if s.name not in SUITE_ONLY and s.suite is None]
 
 
 def workloads_for(store: str, workloads: list[str]) -> list[str]:

@@ -1,0 +1,6 @@
+"""The offsets suite (KIP-892/KIP-1035): changelog offsets and source positions kept by the store
+itself, for several partitions, across crashes, reopens, upgrades and downgrades.
+
+``checks.PROMISES`` lists its checks; each scenario module (``partitions``, ``migration``,
+``closing``) exposes ``SCENARIOS``; ``runner.verify_offsets`` runs them all against one store.
+"""

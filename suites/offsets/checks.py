@@ -1,0 +1,29 @@
+"""The promises of the offsets suite: check name -> the promise in one line.
+
+Every scenario module adds its own checks here (one line each); ``eos-harness verify --list-checks``
+shows them beside the conformance suite's. A violation's ``check`` is one of these names (or one of
+the guard checks about the store's calls themselves, :data:`GUARD_CHECKS`).
+"""
+
+from __future__ import annotations
+
+__all__ = ["GUARD_CHECKS", "PROMISES"]
+
+PROMISES: dict[str, str] = {
+    # -- several changelog partitions (partitions.py) --
+    "offsets_match_data": "after a crash at any moment, the data and the committed offsets are those of the same "
+                          "commit (never data of one commit with offsets of another)",
+    "partitions_committed_together": "the offsets of every partition given to one commit are committed together: "
+                                     "after a crash, never some partitions at one commit and some at another",
+    "partition_offset_exact": "committed_offset(tp) returns, for each partition, the offset of the last commit that "
+                              "named it; a commit naming only some partitions leaves the others as they were",
+    "partition_offset_survives_reopen": "after close() and a reopen, committed_offset returns every partition's "
+                                        "last committed offset: no partition is forgotten",
+    "never_committed_is_none": "committed_offset is None for a partition never committed, for every partition of a "
+                               "store that does not manage offsets, and after a restart of one not persistent",
+    "flush_is_noop": "flush() commits nothing (KIP-892): no write becomes durable or visible to read_committed(), "
+                     "no offset is recorded",
+}
+
+# About the store's calls themselves (as in the conformance suite): after one, the scenario stops.
+GUARD_CHECKS = ("store_raised", "store_return_type", "store_hang", "store_error")

@@ -1,0 +1,146 @@
+"""What a scenario of the offsets suite is, and the live store it drives.
+
+A :class:`Scenario` is ``(name, checks, applies, run)``: ``applies(features)`` is None when the
+scenario applies to a store with these :class:`Features`, else the reason it does not (reported as
+``not_applicable``); ``run(store_spec, workdir, seed, store_timeout)`` drives the store and returns
+the violations it found (``[]`` when every promise held). The store runs in a child of a
+:class:`~eos_harness.process.server.StoreServer` (:class:`LiveStore`), so every call is bounded and
+a crash is real: a SIGKILL, or an armed crash point firing inside the store.
+
+A scenario may let :class:`~eos_harness.process.server.StoreCallError` or
+:class:`~eos_harness.process.server.StoreHang` escape: the runner reports it as the guard's check
+(``store_raised``, ``store_hang`` …) for that scenario.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreProcess, StoreServer
+from eos_harness.store import Capabilities, TopicPartition
+from eos_harness.verdict import Violation
+
+__all__ = ["CHANGELOGS", "KEYS", "NEVER_COMMITTED", "SOURCE", "Features", "LiveStore", "Scenario", "show_offsets"]
+
+# A global store fed by three changelog partitions, and one source partition whose KIP-796 position
+# the store keeps beside them (OFFSETS.md point 3). NEVER_COMMITTED is never given to a commit.
+CHANGELOGS = tuple(TopicPartition("app-store-changelog", p) for p in range(3))
+SOURCE = TopicPartition("app-input", 0)
+NEVER_COMMITTED = TopicPartition("app-store-changelog", 3)
+KEYS = [b"a", b"b", b"c", b"d", b"e"]
+
+
+@dataclass(frozen=True)
+class Features:
+    """What a store says of itself, asked once in a child before the scenarios run."""
+
+    persistent: bool
+    transactional: bool
+    manages_offsets: bool
+    offers: Capabilities = field(default_factory=Capabilities)
+    has_restore: bool = False
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario of the offsets suite (see the module docstring)."""
+
+    name: str
+    checks: tuple[str, ...]
+    applies: Callable[[Features], str | None]
+    run: Callable[[str, Path, int, float], list[Violation]]
+
+
+def show_offsets(offsets: dict[TopicPartition, int | None]) -> dict[str, int | None]:
+    """Offsets keyed by ``topic-partition`` text, for verdicts a person reads."""
+    return {str(tp): offset for tp, offset in sorted(offsets.items())}
+
+
+class LiveStore:
+    """One store in a child process, reopened in the same directory after each crash or close.
+
+    ``with LiveStore(spec, workdir, timeout) as live:`` … every child is killed at the end. The
+    store's context names :data:`CHANGELOGS` (``context`` overrides or adds fields)."""
+
+    def __init__(self, spec: str, workdir: Path, timeout: float, context: dict | None = None) -> None:
+        self.spec = spec
+        self.directory = workdir / "app" / "0_0" / "rocksdb" / "store"
+        self.context = {"changelogs": CHANGELOGS, **(context or {})}
+        self.server = StoreServer(timeout=timeout)
+        self.proc: StoreProcess | None = None
+        self.story: list[str] = []  # what happened, in a store implementer's words
+
+    def __enter__(self) -> LiveStore:
+        self.server.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.__exit__(*exc)
+
+    def told(self, line: str) -> None:
+        self.story.append(line)
+
+    def start(self, arms: list[tuple[str, int]] | None = None, trace: bool = False) -> LiveStore:
+        """Open the store (a new child) in its directory."""
+        self.proc = self.server.start(self.spec, self.directory, arms=arms, trace=trace, context=self.context)
+        return self
+
+    def call(self, method: str, *args):
+        return self.proc.call(method, *args)
+
+    def kill(self) -> None:
+        """SIGKILL the store's process (a crash between two calls)."""
+        self.told("SIGKILL of the store's process")
+        self.proc.kill()
+
+    def close(self) -> list:
+        """A clean close (the trace of crash points reached, for a child started with ``trace``)."""
+        self.told("close()")
+        return self.call("close") or []
+
+    def commit_crashing(self, offsets: dict[TopicPartition, int], point: str, hit: int) -> bool:
+        """``commit(offsets)`` with ``point`` armed for its hit #``hit``: True when the store died there."""
+        self.call("arm", point, hit)
+        try:
+            self.proc.call("commit", offsets)
+        except ChildCrashed:
+            self.told(f"commit {show_offsets(offsets)}: the process died at crash point {point} (hit #{hit})")
+            return True
+        self.call("disarm")
+        self.told(f"commit {show_offsets(offsets)}: crash point {point} (hit #{hit}) not reached; committed")
+        return False
+
+    def offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
+        return {tp: self.call("committed_offset", tp) for tp in tps}
+
+    def contents(self, offers: Capabilities, committed: bool = False) -> dict[bytes, bytes]:
+        """Every live entry (key by key over :data:`KEYS` for a store that declares no range scans)."""
+        prefix = "rc_" if committed else ""
+        if offers.range_scans:
+            return dict(self.call(prefix + "all"))
+        return {k: v for k in KEYS if (v := self.call(prefix + "get", k)) is not None}
+
+    def put_all(self, entries: list[tuple[bytes, bytes | None]], offers: Capabilities) -> None:
+        if offers.put_all:
+            self.call("put_all", entries)
+        else:
+            for key, value in entries:
+                self.call("put", key, value)
+
+    def recent(self, lines: int = 8) -> str:
+        return "\n".join(f"  {line}" for line in self.story[-lines:])
+
+
+def features_of(spec: str, workdir: Path, timeout: float) -> Features:
+    """Ask the store what it is (in a child, in ``workdir``)."""
+    with LiveStore(spec, workdir, timeout) as live:
+        live.start()
+        features = Features(live.call("persistent"), live.call("transactional"), live.call("manages_offsets"),
+                            live.call("capabilities"), live.call("offers_restore"))
+        live.call("close")
+        return features
+
+
+GUARD_ERRORS = (StoreCallError, StoreHang)
