@@ -36,7 +36,9 @@ offsets suite (``suites/offsets``, run by ``eos-harness verify``).
 
 **Optional methods.** ``capabilities()`` (see :class:`Capabilities`) and ``restore(records,
 end_offset)`` (see :meth:`StateStore.restore`): a store without them offers every capability, and
-is restored by the runtime through ``put`` and ``commit``.
+is restored by the runtime through ``put`` and ``commit``. A store fed by several changelog
+partitions (the lifecycle's ``global`` workload) is always restored through ``put`` and ``commit``
+(``restore`` takes one partition's records), each partition replayed from its own committed offset.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ in the model (against a dict), so the model's expectation is exactly what the ta
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -48,6 +49,12 @@ class Workload:
     # A windowed workload runs on a window store created with these arguments (name, retention_period,
     # window_size, grace_period); its store keys are windowed keys ``key@window_start``.
     window_store: dict[str, object] = field(default_factory=dict)
+    # The store's changelog partitions: a global store's changelog topic has several, and each write
+    # goes to the partition of its key (:func:`changelog_partition`).
+    changelog_partitions: int = 1
+    # Drawn only when named (``--workloads``): a campaign without workloads runs the others, so the
+    # plan for a seed stays what it was before this workload existed.
+    opt_in: bool = False
 
     @property
     def windowed(self) -> bool:
@@ -135,6 +142,33 @@ def _many_keys(key: Key, value: Value, store: ReadView) -> Effects:
     return Effects(((key, b"seen"),), ((key, b"dup" if seen else b"new"),))
 
 
+def changelog_partition(key: Key, partitions: int) -> int:
+    """The changelog partition of a store write of ``key`` (a stable hash of the key, as a Kafka
+    producer's default partitioner; every write of one key goes to one partition, in order)."""
+    return zlib.crc32(key) % partitions
+
+
+GLOBAL_PARTITIONS = 3
+
+
+def _global_gen(rng: random.Random, n: int) -> list[tuple[Key, Value]]:
+    keys = max(6, n // 5)
+    return [(f"g{rng.randrange(keys):03d}".encode(), b"DEL" if rng.random() < 0.15 else b"%d" % rng.randint(1, 9))
+            for _ in range(n)]
+
+
+def _global_counts(key: Key, value: Value, store: ReadView) -> Effects:
+    """Per-key sums and a running total: each record writes its key and ``total`` (two writes that
+    usually land on two changelog partitions); ``DEL`` deletes the key and takes its sum off the total."""
+    old = int(store.get(key) or b"0")
+    total = int(store.get(b"total") or b"0")
+    if value == b"DEL":
+        new_total = str(total - old).encode()
+        return Effects(((key, None), (b"total", new_total)), ((key, b"deleted"),))
+    new, new_total = str(old + int(value)).encode(), str(total + int(value)).encode()
+    return Effects(((key, new), (b"total", new_total)), ((key, new),))
+
+
 def windowed_key(key: Key, window_start: int) -> Key:
     """A window's key in a key-value view: ``key@window_start`` (the same as ``harness.window_store``'s)."""
     return b"%s@%013d" % (key, window_start)
@@ -194,8 +228,15 @@ WORKLOADS: dict[str, Workload] = {
         Workload("hopping-count", "window store: counts in 20 ms windows every 5 ms, out-of-order and late records",
                  _event_times_gen, _windowed_count(HOPPING), default_records=80, operations=frozenset({"get", "put_all"}),
                  window_store=_window_store_args(HOPPING)),
+        Workload("global", f"a global store fed by {GLOBAL_PARTITIONS} changelog partitions (writes by key): per-key "
+                 "sums, a running total, deletes", _global_gen, _global_counts,
+                 operations=frozenset({"get", "put_all", "delete"}), changelog_partitions=GLOBAL_PARTITIONS,
+                 opt_in=True),
     )
 }
+
+# What a campaign runs when no workload is named.
+DEFAULT_WORKLOADS: list[str] = [name for name, w in WORKLOADS.items() if not w.opt_in]
 
 
 def workload(name: str) -> Workload:

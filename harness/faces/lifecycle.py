@@ -25,7 +25,7 @@ from eos_harness.faces.params import (
     require_extra,
 )
 from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
-from eos_harness.models.workloads import WORKLOADS
+from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
 from eos_harness.verdict import ERROR, EXIT_INCOMPLETE, error_reason, exit_code
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -372,7 +372,9 @@ def interrupted_exit_code(campaign: dict) -> int | None:
 @click.option("--stores", type=STORE_LIST, default=None,
               help="Comma-separated stores (default: every built-in store, mutant and unsafe variant).")
 @click.option("--workloads", type=WORKLOAD_LIST, default=None,
-              help=f"Comma-separated workloads (default: all of {', '.join(WORKLOADS)}).")
+              help=f"Comma-separated workloads (default: all of {', '.join(DEFAULT_WORKLOADS)}; "
+                   f"{', '.join(sorted(set(WORKLOADS) - set(DEFAULT_WORKLOADS)))} only when named: "
+                   "global is a global store fed by 3 changelog partitions).")
 @click.option("--minutes", type=POSITIVE_MINUTES, default=None, help="Run for this long (default 1 unless --scenarios).")
 @click.option("--scenarios", type=AT_LEAST_ONE, default=None, help="Run exactly this many scenarios.")
 @click.option("--seed", type=int, default=None, help="Campaign seed (printed when not given).")

@@ -10,6 +10,9 @@ changelog inside the open EOS transaction, every output record to the output top
   (4a) ``store.commit(changelog offsets)``,                            ``task.commit.after_store``
   (4b) the ``.checkpoint`` file,                                         ``task.commit.after_checkpoint``
 
+A global store (a workload with several changelog partitions) logs each write to the partition of
+its key and commits, checkpoints and restores every partition (``runtime.changelogs``).
+
 Names follow Kafka Streams' state store naming rule (seed 004): the store lives in
 ``[state.dir]/[application.id]/[task.id]/rocksdb/[store.name]`` and logs to
 ``[application.id]-[store.name]-changelog``.
@@ -30,6 +33,7 @@ from eos_harness.broker import Broker, ProducerFenced, TransactionAborted, Trans
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.models.workloads import Workload, workload
 from eos_harness.process.guard import guarded
+from eos_harness.runtime.changelogs import Changelogs
 from eos_harness.runtime.checkpoint import read_checkpoint, write_checkpoint
 from eos_harness.store import (
     ChangelogRecord,
@@ -74,6 +78,7 @@ class TaskConfig:
     read_every: int = 3
     legacy_wipe: bool = True
     report_contents: bool = True
+    changelog_partitions: int = 0  # the store's changelog partitions; 0: the workload's (a global store: several)
 
     @property
     def task_id(self) -> str:
@@ -116,6 +121,12 @@ class TaskConfig:
         return TopicPartition(self.changelog_topic, self.partition)
 
     @property
+    def changelog_tps(self) -> tuple[TopicPartition, ...]:
+        """Every changelog partition feeding the store: the task's own, or a global store's 0..n-1."""
+        n = self.changelog_partitions or workload(self.workload).changelog_partitions
+        return (self.changelog_tp,) if n <= 1 else tuple(TopicPartition(self.changelog_topic, p) for p in range(n))
+
+    @property
     def transactional_id(self) -> str:
         return f"{self.application_id}-{self.task_id}"
 
@@ -136,14 +147,16 @@ class TaskConfig:
 def create_topics(broker: Broker, config: TaskConfig) -> None:
     partitions = config.partition + 1
     for topic in (config.input_topic, config.output_topic, config.changelog_topic):
-        broker.create_topic(topic, partitions)
+        broker.create_topic(topic, max(partitions, len(config.changelog_tps)) if topic == config.changelog_topic
+                            else partitions)
 
 
 class _LoggingWriter:
-    """Applies a processor's writes to the store and appends them to the changelog."""
+    """Applies a processor's writes to the store and appends them to the changelog (each to its key's
+    partition)."""
 
-    def __init__(self, store: StateStore, producer: TransactionalProducer, tp: TopicPartition) -> None:
-        self.store, self.producer, self.tp = store, producer, tp
+    def __init__(self, store: StateStore, producer: TransactionalProducer, changelogs: Changelogs) -> None:
+        self.store, self.producer, self.changelogs = store, producer, changelogs
         self.put_all = capabilities_of(store).put_all  # a store that declares no put_all gets puts
 
     def write(self, writes: tuple[tuple[bytes, bytes | None], ...]) -> None:
@@ -153,7 +166,8 @@ class _LoggingWriter:
         else:
             self.store.put_all(list(writes))
         for key, value in writes:
-            self.producer.send(self.tp.topic, self.tp.partition, key, value)
+            tp = self.changelogs.of(key)
+            self.producer.send(tp.topic, tp.partition, key, value)
 
 
 class Task:
@@ -175,7 +189,8 @@ class Task:
         self.position = 0  # next input offset to process
         self.committed_position = 0
         self.store_committed_position = 0
-        self.changelog_position = 0
+        self.changelogs = Changelogs(config.changelog_tps)
+        self.changelog_positions = dict.fromkeys(self.changelogs.tps, 0)
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self) -> None:
@@ -213,15 +228,14 @@ class Task:
                 task_id=config.task_id,
                 store_name=config.store_name,
                 changelog=config.changelog_tp,
+                changelogs=self.changelogs.tps,
             )
         )
         return store
 
-    def _stored_offset(self, store: StateStore) -> int | None:
-        tp = self.config.changelog_tp
-        if store.manages_offsets():
-            return store.committed_offset(tp)
-        return read_checkpoint(self.config.checkpoint_path).get(tp)
+    def _stored_offsets(self, store: StateStore) -> dict[TopicPartition, int | None]:
+        checkpoint = {} if store.manages_offsets() else read_checkpoint(self.config.checkpoint_path)
+        return self.changelogs.stored(store, checkpoint)
 
     def recover(self) -> None:
         """KIP-844 step 1: recover the store, then replay the committed changelog tail."""
@@ -229,31 +243,30 @@ class Task:
         assert broker is not None
         started = time.perf_counter()
         store = self._open_store()
-        tp = config.changelog_tp
+        tps = self.changelogs.tps
         wiped = False
-        start = self._stored_offset(store)
-        trusted = store.recover(start)
-        if store.persistent() and not trusted:
-            if start is None and config.legacy_wipe:
-                # EOS and no checkpoint: the contents may hold uncommitted writes. Wipe, restore all.
-                store.close()
-                shutil.rmtree(config.store_dir, ignore_errors=True)
-                store = self._open_store()
-                wiped = True
-            if start is None:
-                start = 0
-        if not store.persistent():
-            start = 0
-        start = start or 0
+        starts = self._stored_offsets(store)
+        trusted = store.recover(starts.get(config.changelog_tp))
+        if store.persistent() and not trusted and None in starts.values() and config.legacy_wipe:
+            # EOS and no checkpoint (for some partition): the contents may hold uncommitted writes. Wipe, restore all.
+            store.close()
+            shutil.rmtree(config.store_dir, ignore_errors=True)
+            store = self._open_store()
+            wiped = True
+        if wiped or not store.persistent():
+            starts = dict.fromkeys(tps, 0)
+        starts = {tp: start or 0 for tp, start in starts.items()}
         self.store = store
         # What recover() left, before any replay: a transactional store's data must be exactly the
         # state its committed offset names (KIP-892: data and offsets are committed together).
         audit = config.report_contents and trusted and store.persistent() and store.transactional()
-        recovered_offset = self._stored_offset(store) if audit else None
+        recovered = self._stored_offsets(store) if audit else {}
         pre_replay = [[encode(k), encode(v)] for k, v in store.all()] if audit else None
-        records = broker.read_committed(tp, start)
-        end = records[-1].offset + 1 if records else start  # the next offset to read (harness/store.py)
-        own_restore = offers_restore(store)
+        tails = {tp: broker.read_committed(tp, starts[tp]) for tp in tps}
+        # the next offset to read (harness/store.py), each partition's
+        ends = {tp: tail[-1].offset + 1 if tail else starts[tp] for tp, tail in tails.items()}
+        records = [record for tp in tps for record in tails[tp]]  # a key's writes stay in order
+        own_restore = offers_restore(store) and not self.changelogs.several  # restore() takes one partition
         if own_restore:
             # The store's own restore path gets the whole tail and commits it with ``end`` itself.
             if records:
@@ -269,45 +282,45 @@ class Task:
             # then leaves no checkpoint, and the next start wipes the store.
             config.checkpoint_path.unlink(missing_ok=True)
         if own_restore:
-            self._commit_store(end, in_restore=True,
+            self._commit_store(ends, in_restore=True,
                                records=[ChangelogRecord(r.offset, r.key, r.value) for r in records])
         else:
-            self._commit_store(end, in_restore=True)
-        self.changelog_position = end
+            self._commit_store(ends, in_restore=True)
+        self.changelog_positions = ends
         self.emit(
             {
                 "type": "recover",
-                "store_offset": start,
+                **self.changelogs.fields("store_offset", starts, "store_offsets"),
                 "recover_result": trusted,
                 "wiped": wiped,
                 "replayed_records": len(records),
                 "restored_by": "store.restore" if own_restore else "put and commit",
-                "changelog_length": broker.end_offset(tp),
+                "changelog_length": sum(broker.end_offset(tp) for tp in tps),
                 "input_position": self.committed_position,
                 "seconds": round(time.perf_counter() - started, 6),
                 "transactional": store.transactional(),
                 "persistent": store.persistent(),
                 "manages_offsets": store.manages_offsets(),
                 "contents": [[encode(k), encode(v)] for k, v in store.all()] if config.report_contents else None,
-                "recovered_offset": recovered_offset,
+                **self.changelogs.fields("recovered_offset", recovered, "recovered_offsets"),
                 "pre_replay_contents": pre_replay,
             }
         )
 
-    def _commit_store(self, changelog_end: int, in_restore: bool = False,
+    def _commit_store(self, changelog_ends: dict[TopicPartition, int], in_restore: bool = False,
                       records: list[ChangelogRecord] | None = None) -> None:
-        """Commit the store at ``changelog_end``; with ``records``, through the store's own
-        ``restore(records, changelog_end)`` (which commits them itself)."""
+        """Commit the store at ``changelog_ends`` (every partition's); with ``records`` (one partition),
+        through the store's own ``restore(records, changelog_end)`` (which commits them itself)."""
         store = self.store
         assert store is not None
-        tp = self.config.changelog_tp
-        self.emit({"type": "store_commit_begin", "input_position": self.committed_position, "changelog_position": changelog_end})
+        positions = self.changelogs.positions(changelog_ends)
+        self.emit({"type": "store_commit_begin", "input_position": self.committed_position, **positions})
         if records is not None:
-            store.restore(records, changelog_end)
+            store.restore(records, changelog_ends[self.config.changelog_tp])
         else:
-            store.commit({tp: changelog_end})
+            store.commit(dict(changelog_ends))
         self.store_committed_position = self.committed_position
-        self.emit({"type": "store_commit", "input_position": self.committed_position, "changelog_position": changelog_end, "restore": in_restore})
+        self.emit({"type": "store_commit", "input_position": self.committed_position, **positions, "restore": in_restore})
 
     def _write_checkpoint(self, on_close: bool = False) -> None:
         store = self.store
@@ -319,12 +332,12 @@ class Task:
             return  # under EOS a legacy store is checkpointed only on a clean close
         if store.manages_offsets() and not on_close:
             return  # KIP-892: offsets live in the store; .checkpoint is rewritten on close
-        write_checkpoint(self.config.checkpoint_path, {self.config.changelog_tp: self.changelog_position})
+        write_checkpoint(self.config.checkpoint_path, self.changelog_positions)
 
     def process_all(self) -> None:
         config, broker, producer, store = self.config, self.broker, self.producer, self.store
         assert broker is not None and producer is not None and store is not None
-        writer = _LoggingWriter(store, producer, config.changelog_tp)
+        writer = _LoggingWriter(store, producer, self.changelogs)
         records = broker.read_committed(config.input_tp, self.position)
         uncommitted = 0
         for record in records:
@@ -360,10 +373,10 @@ class Task:
         producer.send_offsets_to_transaction({config.input_tp: self.position}, config.group_id)
         positions = producer.commit_transaction()
         self.committed_position = self.position
-        self.changelog_position = positions.get(config.changelog_tp, self.changelog_position)
-        self.emit({"type": "commit", "input_position": self.position, "changelog_position": self.changelog_position})
+        self.changelog_positions = {tp: positions.get(tp, old) for tp, old in self.changelog_positions.items()}
+        self.emit({"type": "commit", "input_position": self.position, **self.changelogs.positions(self.changelog_positions)})
         crash_point(P_AFTER_EOS)
-        self._commit_store(self.changelog_position)
+        self._commit_store(self.changelog_positions)
         crash_point(P_AFTER_STORE)
         self._write_checkpoint()
         crash_point(P_AFTER_CHECKPOINT)

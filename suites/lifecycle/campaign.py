@@ -29,7 +29,7 @@ from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, error_lines, points_hit, run_plan
 from eos_harness.campaign import until_failure_rule as campaign_until_failure
 from eos_harness.faults import points
-from eos_harness.models.workloads import WORKLOADS
+from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
 from eos_harness.process.server import children_output
 from eos_harness.stores import StoreFactoryError, base_store, probe_store, resolve
@@ -101,7 +101,7 @@ def run_campaign(
     stores = stores or default_stores()
     for store in stores:
         resolve(base_store(store))
-    workloads = workloads or list(WORKLOADS)
+    workloads = workloads or list(DEFAULT_WORKLOADS)
     for wl in workloads:
         if wl not in WORKLOADS:
             raise ValueError(f"unknown workload {wl!r}: choose among {', '.join(WORKLOADS)}")

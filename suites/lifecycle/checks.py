@@ -10,14 +10,19 @@ summaries and mutants' ``caught_by`` use them).
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from eos_harness.models.lifecycle import LifecycleModel
+from eos_harness.models.workloads import changelog_partition
 from eos_harness.process.guard import finding_violation, hang_finding
 from eos_harness.verdict import Violation
 
 CHECKS = {
     "atomic_commit": "what a transactional store holds right after recover (before any replay) is exactly the "
                      "state its committed offset names: data and offsets were committed together",
+    "partitions_one_commit": "a store fed by several changelog partitions (a global store) recovers every "
+                             "partition's offset from one and the same commit, never one partition's from "
+                             "another commit than the others'",
     "no_uncommitted_survives": "after recovery the store holds no write of an uncommitted record",
     "committed_rolls_forward": "after recovery every committed write is there (rolled forward from the changelog "
                                "when the crash fell between the EOS commit and the store commit)",
@@ -86,28 +91,66 @@ def check_recovered_state(history: list[dict], model: LifecycleModel) -> list[Vi
             else:
                 check = "state_matches_model"
             violations.append(
-                Violation(check, _show(key), _show(exp), _show(obs), event["seq"])
+                Violation(check, _show(key), _show(exp), _show(obs), event["seq"], detail=_partition_of(key, event))
             )
     return violations
 
 
+def _partition_of(key: bytes, event: dict) -> str | None:
+    """For a store fed by several changelog partitions: the partition ``key``'s writes go to."""
+    partitions = len(event.get("store_offsets") or ())
+    return f"changelog partition {changelog_partition(key, partitions)}" if partitions > 1 else None
+
+
+def _offsets(event: dict, one: str, several: str) -> int | tuple | None:
+    """An event's changelog offsets: the one partition's (``one``), or every partition's, in partition
+    order (``several``: a global store), as a tuple."""
+    return tuple(event[several]) if several in event else event[one]
+
+
+def _never_committed(offset: int | tuple | None) -> bool:
+    return not any(offset) if isinstance(offset, tuple) else not offset
+
+
+def _torn(offset: tuple, committed_with: dict) -> Violation | None:
+    """A ``partitions_one_commit`` violation when each partition's offset is one some commit gave, but no
+    one commit gave them all (offsets of one partition written apart from another's)."""
+    commits = [commit for commit in committed_with if isinstance(commit, tuple) and len(commit) == len(offset)]
+    if not commits:
+        return None
+    per_partition = [{commit[i] for commit in commits} | {None} for i in range(len(offset))]
+    if not all(o in given for o, given in zip(offset, per_partition, strict=True)):
+        return None
+    last = max(commits, key=lambda commit: max(committed_with[commit]))
+    apart = [f"partition {i}: {o}" for i, (o, want) in enumerate(zip(offset, last, strict=True)) if o != want]
+    return Violation("partitions_one_commit", None, "every partition's offset from one commit",
+                     f"offsets {list(offset)} (no commit gave them together)", None,
+                     detail=f"the last commit begun gave {list(last)}; apart from it: {', '.join(apart)}")
+
+
 def check_atomic_commit(history: list[dict], model: LifecycleModel) -> list[Violation]:
     violations: list[Violation] = []
-    # changelog position a store committed -> the input positions committed with it
-    committed_with: dict[int, set[int]] = {}
+    # changelog offsets a store committed (a global store's: a tuple, one per partition) -> the input
+    # positions committed with them
+    committed_with: dict[int | tuple, set[int]] = {}
     for event in history:
         kind = event["type"]
         if kind == "migrated":
             committed_with = {}
         elif kind in ("store_commit_begin", "store_commit") and "changelog_position" in event:
             # a commit that began may have completed
-            committed_with.setdefault(event["changelog_position"], set()).add(event["input_position"])
+            offsets = _offsets(event, "changelog_position", "changelog_positions")
+            committed_with.setdefault(offsets, set()).add(event["input_position"])
         elif kind == "recover" and event.get("pre_replay_contents") is not None:
-            offset = event["recovered_offset"]
-            candidates = {0} if not offset else committed_with.get(offset, set())
+            offset = _offsets(event, "recovered_offset", "recovered_offsets")
+            candidates = {0} if _never_committed(offset) else committed_with.get(offset, set())
+            if not candidates and isinstance(offset, tuple) and (torn := _torn(offset, committed_with)):
+                violations.append(replace(torn, event=event["seq"]))
+                continue
             if not candidates:
+                shown = list(offset) if isinstance(offset, tuple) else offset
                 violations.append(Violation("atomic_commit", None, "a changelog offset some commit gave",
-                                            f"committed offset {offset}", event["seq"]))
+                                            f"committed offset {shown}", event["seq"]))
                 continue
             observed = {_b(k): _b(v) for k, v in event["pre_replay_contents"]}
             if any(model.state_at(p) == observed for p in candidates):

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
-from eos_harness.models.workloads import WORKLOADS
+from eos_harness.models.workloads import DEFAULT_WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.stores import base_store, reached_points
 from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, plan
@@ -21,7 +21,7 @@ def coverage(store: str, seed: int, store_timeout: float = STORE_TIMEOUT_S) -> l
     reached = {store: reached_points(base_store(store), store_timeout)}
     count = len(LIFECYCLE_POINTS) + len(reached[store]) + 1
     return [replace(s, store_timeout=store_timeout)
-            for s in itertools.islice(plan(seed, [store], list(WORKLOADS), reached=reached), count)]
+            for s in itertools.islice(plan(seed, [store], list(DEFAULT_WORKLOADS), reached=reached), count)]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

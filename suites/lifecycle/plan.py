@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.faults import kinds
-from eos_harness.models.workloads import WORKLOADS
+from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
 from eos_harness.runtime import (
     P_AFTER_CHECKPOINT,
     P_AFTER_EOS,
@@ -42,7 +42,7 @@ def workloads_for(store: str, workloads: list[str]) -> list[str]:
     spec = builtin_spec(base_store(store))
     window = spec is not None and spec.window
     mine = [w for w in workloads if WORKLOADS[w].windowed == window]
-    return mine or [name for name, w in WORKLOADS.items() if w.windowed == window]
+    return mine or [name for name in DEFAULT_WORKLOADS if WORKLOADS[name].windowed == window]
 
 
 def expected_to_fail(store: str) -> bool:
