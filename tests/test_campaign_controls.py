@@ -66,7 +66,7 @@ def results_of(case) -> list:
 
 
 def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_continues_the_plan(tmp_path):
-    from eos_harness.models.workloads import WORKLOADS
+    from eos_harness.models.workloads import DEFAULT_WORKLOADS
     from eos_harness.suites.lifecycle.plan import default_stores, plan
 
     out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
@@ -100,7 +100,7 @@ def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_con
     keys = scenario_keys(resumed)
     assert len(keys) > len(finished) and set(finished) <= set(keys)
     assert len({k[0] for k in keys}) == len(keys)
-    expected_plan = plan(7, default_stores(), list(WORKLOADS))
+    expected_plan = plan(7, default_stores(), list(DEFAULT_WORKLOADS))
     by_index = {}
     for index, scenario in enumerate(expected_plan):
         if index > max(k[0] for k in keys):

@@ -97,10 +97,10 @@ def test_the_same_seed_plans_the_same_scenarios():
 def test_every_store_meets_every_workload_in_its_coverage_scenarios():
     # Some mistakes show on one workload only (a range scan over a tombstone needs range-aggregate):
     # a store whose first scenarios skip a workload lets such a mutant survive a short campaign.
-    from eos_harness.models.workloads import WORKLOADS
+    from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
     from eos_harness.suites.lifecycle.plan import default_stores, expected_to_fail, workloads_for
 
-    stores, workloads = default_stores(), list(WORKLOADS)
+    stores, workloads = default_stores(), list(DEFAULT_WORKLOADS)  # a campaign's default
     for broker_faults in ([], ["broker-kill"]):
         first = list(itertools.islice(plan(7, stores, workloads, broker="embedded" if not broker_faults else "kafka-local",
                                            broker_faults=broker_faults), 15 * len(stores)))

@@ -1,0 +1,143 @@
+"""The global-store workload: one store fed by 3 changelog partitions (each write to its key's partition),
+through the EOS task runtime and the lifecycle checks, on the embedded broker: every partition is
+committed, checkpointed and restored from its own offset; a crash in every window keeps EOS on a
+correct store, and a store that tears data from offsets, or one partition's offset from another's,
+is caught by the check that names its mistake."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from eos_harness.broker import connect
+from eos_harness.models.workloads import (
+    DEFAULT_WORKLOADS,
+    GLOBAL_PARTITIONS,
+    WORKLOADS,
+    changelog_partition,
+    workload,
+)
+from eos_harness.runtime import (
+    P_AFTER_EOS,
+    P_CLOSE_MID,
+    P_MID_BATCH,
+    P_MID_REPLAY,
+    Task,
+    TaskConfig,
+    create_topics,
+)
+from eos_harness.runtime.checkpoint import read_checkpoint
+from eos_harness.store import StoreContext, TopicPartition
+from eos_harness.stores import resolve
+from eos_harness.stores.indexed import P_AFTER_WRITE, P_BEFORE_WRITE
+from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, plan
+from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
+from eos_harness.suites.lifecycle.schedule import Fault
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GLOBAL = "global"
+
+
+def checks(result: dict) -> set[str]:
+    return {v["check"] for v in result["violations"]}
+
+
+def run_task(store: str, tmp_path: Path, seed: int = 5) -> tuple[TaskConfig, dict[TopicPartition, int]]:
+    """One clean task instance in this process (recover, process the whole input, close); its config
+    and the end offset of each changelog partition."""
+    config = TaskConfig(store=store, broker=f"embedded:{tmp_path / 'broker.sqlite'}", state_dir=str(tmp_path / "state"),
+                        workload=GLOBAL)
+    broker = connect(config.broker)
+    create_topics(broker, config)
+    broker.produce(config.input_topic, 0, workload(GLOBAL).generate(random.Random(seed), 60))
+    Task(config).run()
+    ends = {tp: broker.end_offset(tp) for tp in config.changelog_tps}
+    broker.close()
+    return config, ends
+
+
+def test_the_global_workload_is_fed_by_three_partitions_and_is_drawn_only_when_named():
+    assert GLOBAL in WORKLOADS and GLOBAL not in DEFAULT_WORKLOADS
+    assert WORKLOADS[GLOBAL].changelog_partitions == GLOBAL_PARTITIONS >= 3
+    # The plan of a campaign that names no workload is the one it always was; naming it draws it.
+    default = [(s.store, s.workload, s.seed) for s in itertools.islice(plan(7, ["rocksdb-indexed"], DEFAULT_WORKLOADS), 40)]
+    assert GLOBAL not in {w for _, w, _ in default}
+    chosen = list(itertools.islice(plan(7, ["rocksdb-indexed", "memory"], [GLOBAL]), 30))
+    assert {s.workload for s in chosen} == {GLOBAL}
+    # One record's two writes (its key and the running total) land on different partitions.
+    records = workload(GLOBAL).generate(random.Random(1), 120)
+    assert {changelog_partition(key, GLOBAL_PARTITIONS) for key, _ in records} == set(range(GLOBAL_PARTITIONS))
+
+
+def test_every_partition_is_committed_with_the_data_and_checkpointed(tmp_path):
+    # A store that manages offsets: after a clean close it holds each partition's changelog end.
+    config, ends = run_task("rocksdb-indexed", tmp_path / "indexed")
+    assert len(config.changelog_tps) == GLOBAL_PARTITIONS
+    assert all(end > 0 for end in ends.values()), ends
+    store = resolve("rocksdb-indexed")()
+    store.init(StoreContext(config.store_dir, config.application_id, config.task_id, config.store_name,
+                            config.changelog_tp, changelogs=config.changelog_tps))
+    assert {tp: store.committed_offset(tp) for tp in config.changelog_tps} == ends
+    assert store.committed_offset(TopicPartition(config.changelog_topic, GLOBAL_PARTITIONS)) is None
+    store.close()
+    # A store that does not: the task's .checkpoint holds every partition.
+    legacy, legacy_ends = run_task("rocksdb-legacy", tmp_path / "legacy")
+    assert read_checkpoint(legacy.checkpoint_path) == legacy_ends
+
+
+WINDOWS = [Fault(point, 1 if point == P_CLOSE_MID else 2) for point in LIFECYCLE_POINTS] + [
+    Fault(P_BEFORE_WRITE, 2), Fault(P_AFTER_WRITE, 2),  # inside the store's commit
+    Fault(P_AFTER_EOS, 2, "freeze"),  # a zombie, fenced when it wakes
+    Fault("kill", 9),
+]
+
+
+@pytest.mark.parametrize("fault", WINDOWS, ids=str)
+def test_a_crash_in_every_window_keeps_every_partition_exactly_once(fault, tmp_path):
+    result = run_scenario(Scenario("rocksdb-indexed", GLOBAL, 3, (fault,)), tmp_path)
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["crash_points"], "the fault never fired"
+
+
+@pytest.mark.parametrize("store", ["rocksdb-secondary", "memory", "rocksdb-legacy"])
+def test_a_crash_during_a_roll_forward_restore_of_three_partitions_is_harmless(store, tmp_path):
+    result = run_scenario(Scenario(store, GLOBAL, 4, (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY))), tmp_path)
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["crash_points"] == [P_AFTER_EOS, P_MID_REPLAY]
+    after_crash = result["recovery"][1]
+    if store == "rocksdb-secondary":  # the roll forward: the commit the store missed, from all three partitions
+        assert after_crash["replayed_records"] == after_crash["uncommitted_tail"] == 20
+    else:  # not persistent, or wiped (legacy): every partition from its start
+        assert after_crash["replayed_records"] == after_crash["changelog_length"] == 40
+
+
+def test_data_written_apart_from_its_offsets_is_caught_by_atomic_commit(tmp_path):
+    result = run_scenario(Scenario("mutant-split-offsets-write", GLOBAL, 3,
+                                   (Fault("store.commit.between_data_and_offsets", 2),)), tmp_path)
+    assert result["verdict"] == "fail"
+    assert "atomic_commit" in checks(result), result["violations"]
+
+
+def test_the_legacy_store_without_its_wipe_is_caught(tmp_path):
+    result = run_scenario(Scenario("rocksdb-legacy-nowipe", GLOBAL, 2, (Fault(P_MID_BATCH, 15),)), tmp_path)
+    assert result["verdict"] == "fail"
+    assert "no_uncommitted_survives" in checks(result), result["violations"]
+
+
+def test_one_partition_offset_written_apart_from_the_others_is_caught_by_partitions_one_commit(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(FIXTURES))  # the zygote imports the store module with this path
+    sys.modules.pop("torn_partitions_store", None)
+    result = run_scenario(Scenario("torn_partitions_store:make_store", GLOBAL, 3,
+                                   (Fault("torn.commit.between_partitions", 2),)), tmp_path)
+    assert result["verdict"] == "fail"
+    torn = [v for v in result["violations"] if v["check"] == "partitions_one_commit"]
+    assert torn, result["violations"]
+    # the first partition's offset is the new commit's, the others' the commit before
+    assert "partition 1" in torn[0]["detail"] and "partition 2" in torn[0]["detail"]
+    # the same store, without the crash between its partitions, keeps EOS
+    clean = run_scenario(Scenario("torn_partitions_store:make_store", GLOBAL, 3, (Fault(P_AFTER_EOS, 2),)),
+                         tmp_path / "clean")
+    assert clean["verdict"] == "pass", clean["violations"]
