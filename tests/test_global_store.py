@@ -141,3 +141,20 @@ def test_one_partition_offset_written_apart_from_the_others_is_caught_by_partiti
     clean = run_scenario(Scenario("torn_partitions_store:make_store", GLOBAL, 3, (Fault(P_AFTER_EOS, 2),)),
                          tmp_path / "clean")
     assert clean["verdict"] == "pass", clean["violations"]
+
+
+@pytest.mark.kafka
+def test_three_partitions_on_kafka_roll_forward_and_a_torn_commit_is_caught(eos_kafka_cluster, tmp_path, monkeypatch):
+    # On Kafka each partition's offsets skip the transaction markers: every partition is restored
+    # from its own committed offset all the same.
+    result = run_scenario(Scenario("rocksdb-indexed", GLOBAL, 4, (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY)),
+                                   broker=eos_kafka_cluster.spec), tmp_path / "indexed")
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["crash_points"] == [P_AFTER_EOS, P_MID_REPLAY]
+    assert result["recovery"][1]["replayed_records"] == result["recovery"][1]["uncommitted_tail"] == 20
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    torn = run_scenario(Scenario("torn_partitions_store:make_store", GLOBAL, 3,
+                                 (Fault("torn.commit.between_partitions", 2),), broker=eos_kafka_cluster.spec),
+                        tmp_path / "torn")
+    assert torn["verdict"] == "fail"
+    assert "partitions_one_commit" in checks(torn), torn["violations"]
