@@ -34,6 +34,18 @@ its topic ends with ``-changelog``), all committed atomically with the data, and
 ``committed_offset(tp)`` answers for each, None for a partition never committed. Checked by the
 offsets suite (``suites/offsets``, run by ``eos-harness verify``).
 
+**Upgrade and downgrade (KIP-1035).** A persistent store that manages offsets, opened on a directory
+that still holds the legacy files (the task's ``.checkpoint``, ``StoreContext.checkpoint_path``, and
+its own KIP-796 ``.position``, ``StoreContext.position_path``), imports those offsets (its own
+partitions of the ``.checkpoint``, which the task's stores share) durably, then removes them from the
+files; a malformed file is a :class:`StoreError` naming the file and the line, raised by ``init``
+before anything changed. With ``StoreContext.upgrade_from`` set to a version before offset management
+(before ``4.3``), ``close()`` writes the changelog offsets back to the ``.checkpoint`` and the
+positions to ``.position`` and drops its own copy, so that an older store opens the directory.
+A store that cannot open a directory written by a newer format raises
+:class:`IncompatibleStoreDirectory` from ``init``: the runtime then wipes the store and restores it
+from the changelog. Checked by the offsets suite (``migration_*``, ``downgrade_*``).
+
 **Optional methods.** ``capabilities()`` (see :class:`Capabilities`) and ``restore(records,
 end_offset)`` (see :meth:`StateStore.restore`): a store without them offers every capability, and
 is restored by the runtime through ``put`` and ``commit``. A store fed by several changelog
@@ -55,6 +67,7 @@ __all__ = [
     "KeyValueView",
     "StateStore",
     "StoreContext",
+    "IncompatibleStoreDirectory",
     "StoreError",
     "TopicPartition",
     "capabilities_of",
@@ -158,6 +171,9 @@ class StoreContext:
     changelog: TopicPartition = field(default_factory=lambda: TopicPartition("app-store-changelog", 0))
     via_processor: bool = False
     changelogs: tuple[TopicPartition, ...] = ()
+    # Kafka's ``upgrade.from``: set to a version before offset management (e.g. "3.9"), close()
+    # hands the offsets back to the legacy files so that version can open the store (KIP-1035).
+    upgrade_from: str | None = None
 
     def __post_init__(self) -> None:
         if not self.changelogs:
@@ -181,6 +197,13 @@ class StoreContext:
 
 class StoreError(Exception):
     """A store refused an operation; the message says why."""
+
+
+class IncompatibleStoreDirectory(StoreError):
+    """``init`` found a directory written by a store format it cannot open (KIP-1035: a store from
+    before offset management meeting the offsets column family of an upgraded one, without
+    ``upgrade.from``). The one exception ``init`` may raise: the runtime wipes the store's directory
+    and restores it from the changelog."""
 
 
 class CommitFromProcessorError(StoreError):

@@ -4,8 +4,9 @@ The store runs in a child process (the store server's, or a task instance's). Th
 in a :class:`GuardedStore`, which turns what the protocol does not allow into findings the driver
 reports with a named check:
 
-- ``store_raised``: the store raised where the protocol allows no exception (the only one it
-  allows is :class:`~eos_harness.store.CommitFromProcessorError` from ``commit``); the finding
+- ``store_raised``: the store raised where the protocol allows no exception (the only ones it
+  allows are :class:`~eos_harness.store.CommitFromProcessorError` from ``commit``, and
+  :class:`~eos_harness.store.IncompatibleStoreDirectory` from ``init``); the finding
   carries the store's own traceback;
 - ``store_return_type``: a value of the wrong type (``get returned str, the protocol requires
   bytes or None``);
@@ -31,7 +32,7 @@ import types
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 
-from eos_harness.store import Capabilities, CommitFromProcessorError
+from eos_harness.store import Capabilities, CommitFromProcessorError, IncompatibleStoreDirectory
 from eos_harness.stores import StoreFactoryError
 from eos_harness.verdict import Violation
 
@@ -171,6 +172,8 @@ def _invoke(operation: str, method: Callable, args: tuple):
     except Exception as exc:  # noqa: BLE001 - whatever the store raises is the finding
         if operation == "commit" and isinstance(exc, CommitFromProcessorError):
             raise  # the one exception the protocol allows
+        if operation == "init" and isinstance(exc, IncompatibleStoreDirectory):
+            raise  # the runtime wipes the directory and restores the store
         raise StoreRaised(operation, exc) from None
     finally:
         if clock is not None:

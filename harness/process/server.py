@@ -209,7 +209,7 @@ _OPERATION = {"rc_get": "read_committed().get", "rc_range": "read_committed().ra
 
 
 def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str, int]], conn, stacks=None,
-           trace: bool = False, context: dict | None = None) -> None:
+           trace: bool = False, context: dict | None = None, init_arms: list[tuple[str, int]] | None = None) -> None:
     """Child main loop: open the store, then execute calls until close or EOF. With ``trace``, the
     crash points reached are recorded from the start, and ``close`` answers with them
     (``[(point, declared), …]``). ``context``: further :class:`StoreContext` fields (``changelogs`` …)."""
@@ -224,6 +224,9 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
         points.start_tracing()
     try:
         store = guarded(resolve(spec))()
+        for point, hit in init_arms or []:  # points inside init itself (a migration's steps)
+            points.declare_for_run(point)
+            points.arm(point, hit)
         store.init(StoreContext(directory=Path(directory), **(context or {})))
         for point, hit in arms:
             points.declare_for_run(point)
@@ -352,17 +355,19 @@ class StoreServer:
         self.shutdown()
 
     def start(self, spec: str, directory: Path, arms: list[tuple[str, int]] | None = None,
-              trace: bool = False, context: dict | None = None) -> StoreProcess:
+              trace: bool = False, context: dict | None = None,
+              init_arms: list[tuple[str, int]] | None = None) -> StoreProcess:
         """A child with the store opened (``init``) in ``directory``; raises StoreHang or StoreCallError
         when the store cannot be opened. ``context``: further :class:`~eos_harness.store.StoreContext`
-        fields for the store's ``init`` (e.g. ``{"changelogs": (tp0, tp1, tp2)}``)."""
+        fields for the store's ``init`` (e.g. ``{"changelogs": (tp0, tp1, tp2)}``). ``init_arms``: points
+        armed before ``init`` (``arms`` are armed after it), e.g. a step of the store's migration."""
         preload_store(spec, self.timeout)
         ctx = forkserver_context()
         offset = output_offset()
         parent, child = ctx.Pipe()
         stacks, stack_writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_serve, args=(spec, str(directory), list(sys.path), arms or [], child,
-                                                stack_writer, trace, context), daemon=True)
+                                                stack_writer, trace, context, init_arms), daemon=True)
         proc.start()
         child.close()
         stack_writer.close()

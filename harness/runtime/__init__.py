@@ -35,6 +35,7 @@ from eos_harness.models.workloads import Workload, workload
 from eos_harness.process.guard import guarded
 from eos_harness.runtime.changelogs import Changelogs
 from eos_harness.runtime.checkpoint import read_checkpoint, write_checkpoint
+from eos_harness.runtime.upgraded import open_or_wipe
 from eos_harness.store import (
     ChangelogRecord,
     StateStore,
@@ -79,6 +80,7 @@ class TaskConfig:
     legacy_wipe: bool = True
     report_contents: bool = True
     changelog_partitions: int = 0  # the store's changelog partitions; 0: the workload's (a global store: several)
+    upgrade_from: str | None = None  # Kafka's upgrade.from (KIP-1035 downgrade: the store hands back its offsets)
 
     @property
     def task_id(self) -> str:
@@ -220,18 +222,16 @@ class Task:
     def _open_store(self) -> StateStore:
         config = self.config
         config.store_dir.mkdir(parents=True, exist_ok=True)
-        store = self.factory()
-        store.init(
-            StoreContext(
-                directory=config.store_dir,
-                application_id=config.application_id,
-                task_id=config.task_id,
-                store_name=config.store_name,
-                changelog=config.changelog_tp,
-                changelogs=self.changelogs.tps,
-            )
+        context = StoreContext(
+            directory=config.store_dir,
+            application_id=config.application_id,
+            task_id=config.task_id,
+            store_name=config.store_name,
+            changelog=config.changelog_tp,
+            upgrade_from=config.upgrade_from,
+            changelogs=self.changelogs.tps,
         )
-        return store
+        return open_or_wipe(self.factory, context, self.emit)
 
     def _stored_offsets(self, store: StateStore) -> dict[TopicPartition, int | None]:
         checkpoint = {} if store.manages_offsets() else read_checkpoint(self.config.checkpoint_path)

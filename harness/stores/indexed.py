@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
+from eos_harness.stores import migration
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 P_BEFORE_WRITE = declare("store.commit.before_write", "indexed store: batch built, not yet written")
@@ -28,6 +29,11 @@ _MISSING = object()
 
 def offset_key(tp: TopicPartition) -> bytes:
     return tp.topic.encode() + b"\0" + str(tp.partition).encode()
+
+
+def decode_offset_key(raw: bytes) -> TopicPartition:
+    topic, _, partition = raw.rpartition(b"\0")
+    return TopicPartition(topic.decode(), int(partition))
 
 
 def encode_offset(offset: int) -> bytes:
@@ -103,12 +109,33 @@ class IndexedRocksStore:
 
     # -- lifecycle --------------------------------------------------------------------------------
     def init(self, context: StoreContext) -> None:
+        legacy = migration.read_legacy(context)  # a malformed legacy file stops us before we touch anything
+        migration.downgrading(context.upgrade_from)  # an upgrade_from that is not a version, too
         context.directory.mkdir(parents=True, exist_ok=True)
         self._db, cfs = open_rocksdb(str(context.directory / "db"), (OFFSETS_CF,))
         self._offsets_cf, self._offsets_handle = cfs[OFFSETS_CF]
+        self._context = context
         self._via_processor = context.via_processor
         self._overlay = {}
         self._sorted = None
+        migration.import_legacy(legacy, self.committed_offset, self._write_offsets)
+
+    # -- offsets in their column family (KIP-1035 upgrade and downgrade) ---------------------------
+    def _write_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Write ``offsets`` into the offsets column family, synced (the upgrade's import)."""
+        batch = WriteBatch(raw_mode=True)
+        self._add_offsets(batch, offsets)
+        self._db.write(batch, self._write_options)
+
+    def stored_offsets(self) -> dict[TopicPartition, int]:
+        """Every offset the store holds (changelog offsets and positions)."""
+        return {decode_offset_key(k): decode_offset(v) for k, v in scan(self._offsets_cf)}
+
+    def _drop_offsets(self) -> None:
+        """Drop the offsets column family (the downgrade's last step): an older store opens the database."""
+        self._offsets_cf.close()
+        self._offsets_cf = self._offsets_handle = None
+        self._db.drop_column_family(OFFSETS_CF)
 
     def persistent(self) -> bool:
         return True
@@ -204,6 +231,10 @@ class IndexedRocksStore:
     def close(self) -> None:
         self._overlay = {}
         if self._db is not None:
-            self._offsets_cf.close()
+            if migration.downgrading(self._context.upgrade_from):
+                migration.export_offsets(self._context, self.stored_offsets(), self._drop_offsets)
+            if self._offsets_cf is not None:
+                self._offsets_cf.close()
+            self._offsets_cf = self._offsets_handle = None
             self._db.close()
             self._db = None

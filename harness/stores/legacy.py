@@ -4,6 +4,11 @@ Writes go straight into the database (its write-ahead log), visible to every rea
 they survive a crash of the process whether or not the task committed: the hazard KIP-844 fixes.
 ``recover`` returns False (the contents cannot be trusted after a crash); the offsets are not the
 store's business (KIP-892: the runtime keeps them in the task's ``.checkpoint`` file).
+
+Like Kafka Streams before 4.3, it cannot open a database an upgraded store wrote (KIP-1035: the
+offsets column family): ``init`` raises :class:`~eos_harness.store.IncompatibleStoreDirectory`, and the
+runtime wipes the directory and restores the store from the changelog. An upgraded store closed with
+``upgrade_from`` set dropped that column family, and opens here with its keys.
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 
 from eos_harness.faults.points import crash_point, declare
-from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
+from eos_harness.store import CommitFromProcessorError, IncompatibleStoreDirectory, StoreContext, TopicPartition
 from eos_harness.stores.indexed import open_rocksdb, scan
+from rocksdict import Rdict
 
 P_BEFORE_FLUSH = declare("store.legacy.commit.before_flush", "legacy store: commit called, WAL not yet synced")
 P_AFTER_FLUSH = declare("store.legacy.commit.after_flush", "legacy store: WAL synced")
@@ -28,7 +34,15 @@ class LegacyRocksStore:
 
     def init(self, context: StoreContext) -> None:
         context.directory.mkdir(parents=True, exist_ok=True)
-        self._db, _ = open_rocksdb(str(context.directory / "db"))
+        path = context.directory / "db"
+        if (path / "CURRENT").exists():
+            unknown = [cf for cf in Rdict.list_cf(str(path)) if cf != "default"]
+            if unknown:
+                raise IncompatibleStoreDirectory(
+                    f"{path}: column families {unknown} were written by a store that manages its offsets "
+                    "(KIP-1035); this store cannot open them: wipe the directory and restore from the changelog, "
+                    "or close the newer store with upgrade_from set to downgrade it")
+        self._db, _ = open_rocksdb(str(path))
         self._via_processor = context.via_processor
 
     def persistent(self) -> bool:

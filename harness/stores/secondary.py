@@ -17,9 +17,11 @@ from pathlib import Path
 
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
+from eos_harness.stores import migration
 from eos_harness.stores.indexed import (
     OFFSETS_CF,
     decode_offset,
+    decode_offset_key,
     encode_offset,
     merge,
     offset_key,
@@ -73,6 +75,9 @@ class SecondaryRocksStore:
         self._sync.sync = True
 
     def init(self, context: StoreContext) -> None:
+        legacy = migration.read_legacy(context)  # a malformed legacy file stops us before we touch anything
+        migration.downgrading(context.upgrade_from)  # an upgrade_from that is not a version, too
+        self._context = context
         self.directory = context.directory
         self.directory.mkdir(parents=True, exist_ok=True)
         self.marker = self.directory / "COMMIT"
@@ -80,6 +85,23 @@ class SecondaryRocksStore:
         self._offsets, self._offsets_handle = cfs[OFFSETS_CF]
         self._tmp, _ = open_rocksdb(str(self.directory / "tmp"))
         self._via_processor = context.via_processor
+        migration.import_legacy(legacy, self.committed_offset, self._write_offsets)
+
+    # -- offsets in the main store's column family (KIP-1035 upgrade and downgrade) ------------------
+    def _write_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        batch = WriteBatch(raw_mode=True)
+        for tp, offset in offsets.items():
+            batch.put(offset_key(tp), encode_offset(offset), self._offsets_handle)
+        self._main.write(batch, self._sync)
+
+    def stored_offsets(self) -> dict[TopicPartition, int]:
+        """Every offset the store holds (changelog offsets and positions)."""
+        return {decode_offset_key(k): decode_offset(v) for k, v in scan(self._offsets)}
+
+    def _drop_offsets(self) -> None:
+        self._offsets.close()
+        self._offsets = self._offsets_handle = None
+        self._main.drop_column_family(OFFSETS_CF)
 
     def persistent(self) -> bool:
         return True
@@ -200,7 +222,11 @@ class SecondaryRocksStore:
         if self._main is None:
             return
         self._truncate()
-        self._offsets.close()
+        if migration.downgrading(self._context.upgrade_from):
+            migration.export_offsets(self._context, self.stored_offsets(), self._drop_offsets)
+        if self._offsets is not None:
+            self._offsets.close()
+        self._offsets = self._offsets_handle = None
         self._main.close()
         self._tmp.close()
         self._main = self._tmp = None
