@@ -163,7 +163,7 @@ def test_a_store_commit_that_splits_data_and_offsets_is_caught_through_the_run_c
 def test_the_chaos_campaign_passes_every_real_store_and_catches_every_mutant(tmp_path):
     """The main job's promise: the coverage part of a campaign (every store × every point it reaches)."""
     out = tmp_path / "chaos.json"
-    key_value = ",".join(s.name for s in BUILTIN.values() if not s.window)  # window stores: tests/test_window_stores.py
+    key_value = ",".join(s for s in default_stores() if not BUILTIN[s].window)  # window stores: tests/test_window_stores.py
     proc = subprocess.run([EOS_BIN, "chaos", "--scenarios", "150", "--seed", "7", "--stores", key_value, "--json", str(out),
                            "--out", str(tmp_path / "c")], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -175,7 +175,7 @@ def test_the_chaos_campaign_passes_every_real_store_and_catches_every_mutant(tmp
         assert tally["expected"] == expected, name
         assert tally["status"] == ("caught" if expected == "fail" else "ok"), (name, tally)
     assert "no_uncommitted_survives" in stores["rocksdb-legacy-nowipe"]["checks"]
-    assert {s.name for s in BUILTIN.values() if not s.window} <= set(stores)
+    assert {s for s in default_stores() if not BUILTIN[s].window} <= set(stores)
     hit = set(campaign["summary"]["points_hit"])
     assert set(LIFECYCLE_POINTS) | {P_MID_REPLAY, "store.commit.mid_copy", "store.commit.after_write"} <= hit
     for scenario in campaign["scenarios"]:  # which scenario hit which point

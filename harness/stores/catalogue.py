@@ -25,3 +25,4 @@ register(StoreSpec("rocksdb-legacy-nowipe", "unsafe-runtime",
                    LegacyRocksStore, base="rocksdb-legacy", runtime={"legacy_wipe": False}))
 
 from eos_harness.stores import mutants, window_catalogue  # noqa: E402,F401  (registers the mutants, window stores and window mutants)
+from eos_harness.stores import migration_mutants  # noqa: E402,F401  (the KIP-1035 upgrade/downgrade mutants)

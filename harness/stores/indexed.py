@@ -118,7 +118,15 @@ class IndexedRocksStore:
         self._via_processor = context.via_processor
         self._overlay = {}
         self._sorted = None
+        self._migrate(legacy)
+
+    def _migrate(self, legacy: migration.LegacyOffsets) -> None:
+        """The upgrade: import the legacy files' offsets durably, then clean the files up."""
         migration.import_legacy(legacy, self.committed_offset, self._write_offsets)
+
+    def _downgrade(self) -> None:
+        """``close()`` with ``upgrade_from`` before 4.3: hand the offsets back to the legacy files."""
+        migration.export_offsets(self._context, self.stored_offsets(), self._drop_offsets)
 
     # -- offsets in their column family (KIP-1035 upgrade and downgrade) ---------------------------
     def _write_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
@@ -232,7 +240,7 @@ class IndexedRocksStore:
         self._overlay = {}
         if self._db is not None:
             if migration.downgrading(self._context.upgrade_from):
-                migration.export_offsets(self._context, self.stored_offsets(), self._drop_offsets)
+                self._downgrade()
             if self._offsets_cf is not None:
                 self._offsets_cf.close()
             self._offsets_cf = self._offsets_handle = None
