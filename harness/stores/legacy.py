@@ -16,7 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 
 from eos_harness.faults.points import crash_point, declare
-from eos_harness.store import CommitFromProcessorError, IncompatibleStoreDirectory, StoreContext, TopicPartition
+from eos_harness.store import (
+    CommitFromProcessorError,
+    IncompatibleStoreDirectory,
+    StoreContext,
+    TopicPartition,
+)
 from eos_harness.stores.indexed import open_rocksdb, scan
 from rocksdict import Rdict
 

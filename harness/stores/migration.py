@@ -125,7 +125,7 @@ def read_offsets_file(path: Path) -> dict[TopicPartition, int] | None:
     offsets: dict[TopicPartition, int] = {}
     for number, line in enumerate(entries, start=3):
         fields = line.split(" ")
-        if len(fields) != 3 or not fields[0] or not fields[1].isdigit() or not re.fullmatch(r"-?\d+", fields[2]):
+        if len(fields) != 3 or not fields[0] or not fields[1].isdigit() or not fields[2].lstrip("-").isdigit():
             raise OffsetsFileError(path, number, f"expected 'topic partition offset', found {line!r}")
         tp = TopicPartition(fields[0], int(fields[1]))
         if tp in offsets:

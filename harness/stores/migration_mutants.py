@@ -50,7 +50,7 @@ class DowngradeKeepsOffsets(IndexedRocksStore):
 MUTANTS = (
     ("mutant-offsets-migration-deletes-early", MigrationDeletesEarly, ("migration_keeps_offsets",),
      "upgrade deletes the legacy .checkpoint/.position before the imported offsets are durable"),
-    ("mutant-offsets-migration-imports-lower", MigrationImportsLower, ("migration_offset_not_lower",),
+    ("mutant-offsets-migration-imports-lower", MigrationImportsLower, ("migration_offset_exact",),
      "upgrade imports each offset one lower than the legacy file holds"),
     ("mutant-offsets-downgrade-keeps-offsets", DowngradeKeepsOffsets, ("downgrade_hands_back_offsets",),
      "downgrade (upgrade_from) leaves the offsets in the store and writes no .checkpoint"),

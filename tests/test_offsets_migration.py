@@ -1,0 +1,126 @@
+"""KIP-1035 upgrade and downgrade (issue 15 items 2 and 3): the built-in stores import the legacy
+``.checkpoint``/``.position`` and hand them back with ``upgrade_from``; a crash at every step keeps
+every offset and key; malformed files are clear errors; the real path under the task runtime; the
+migration mutants are each caught by the check naming their mistake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from eos_harness.store import IncompatibleStoreDirectory, StoreContext, StoreError, TopicPartition
+from eos_harness.stores import resolve
+from eos_harness.stores.legacy import LegacyRocksStore
+from eos_harness.stores.migration import OffsetsFileError, read_offsets_file, write_offsets_file
+from eos_harness.suites.offsets.migration import MALFORMED, SCENARIOS
+from eos_harness.suites.offsets.upgrade_path import round_trip
+
+CHANGELOG = TopicPartition("app-store-changelog", 0)
+OTHER = TopicPartition("app-other-changelog", 0)
+SOURCE = TopicPartition("app-input", 0)
+SCENARIO = {s.name: s for s in SCENARIOS}
+
+
+def context(tmp_path: Path, **fields) -> StoreContext:
+    return StoreContext(tmp_path / "state" / "app" / "0_0" / "rocksdb" / "store", **fields)
+
+
+def legacy_directory(ctx: StoreContext) -> None:
+    """What a store before offset management leaves: keys in RocksDB, offsets in the legacy files."""
+    store = LegacyRocksStore()
+    store.init(ctx)
+    store.put(b"a", b"1")
+    store.put(b"b", b"2")
+    store.commit({})
+    store.close()
+    write_offsets_file(ctx.checkpoint_path, {CHANGELOG: 70, OTHER: 9})
+    write_offsets_file(ctx.position_path, {SOURCE: 41})
+
+
+@pytest.mark.parametrize("store", ["rocksdb-indexed"])
+def test_an_upgraded_store_imports_its_offsets_and_leaves_the_other_stores_checkpoint(store, tmp_path):
+    ctx = context(tmp_path)
+    legacy_directory(ctx)
+    s = resolve(store)()
+    s.init(ctx)
+    assert (s.committed_offset(CHANGELOG), s.committed_offset(SOURCE), s.committed_offset(OTHER)) == (70, 41, None)
+    assert dict(s.all()) == {b"a": b"1", b"b": b"2"}
+    s.close()
+    assert read_offsets_file(ctx.checkpoint_path) == {OTHER: 9}
+    assert not ctx.position_path.exists()
+
+
+def test_a_downgrade_hands_the_offsets_back_and_the_legacy_store_opens_the_directory(tmp_path):
+    ctx = context(tmp_path)
+    legacy_directory(ctx)
+    s = resolve("rocksdb-indexed")()
+    s.init(ctx)
+    s.put(b"c", b"3")
+    s.commit({CHANGELOG: 80, SOURCE: 45})
+    s.close()
+    with pytest.raises(IncompatibleStoreDirectory, match="column families"):
+        LegacyRocksStore().init(ctx)  # without upgrade_from: the older store cannot open it
+    s = resolve("rocksdb-indexed")()
+    s.init(context(tmp_path, upgrade_from="4.2"))
+    s.close()
+    assert read_offsets_file(ctx.checkpoint_path) == {CHANGELOG: 80, OTHER: 9}
+    assert read_offsets_file(ctx.position_path) == {SOURCE: 45}
+    legacy = LegacyRocksStore()
+    legacy.init(ctx)
+    assert dict(legacy.all()) == {b"a": b"1", b"b": b"2", b"c": b"3"}
+    legacy.close()
+
+
+def test_upgrade_from_must_be_a_version(tmp_path):
+    with pytest.raises(ValueError, match="not a Kafka version"):
+        resolve("rocksdb-indexed")().init(context(tmp_path, upgrade_from="yesterday"))
+
+
+@pytest.mark.parametrize("which,text,line", MALFORMED)
+def test_a_malformed_legacy_file_names_the_file_and_the_line_and_changes_nothing(which, text, line, tmp_path):
+    ctx = context(tmp_path)
+    legacy_directory(ctx)
+    path = ctx.checkpoint_path if which == "checkpoint" else ctx.position_path
+    path.write_text(text)
+    with pytest.raises(OffsetsFileError) as raised:
+        resolve("rocksdb-indexed")().init(ctx)
+    assert isinstance(raised.value, StoreError)
+    assert str(path) in str(raised.value) and f"line {line}:" in str(raised.value)
+    assert path.read_text() == text
+    legacy = LegacyRocksStore()  # the database was not even opened: no offsets column family was created
+    legacy.init(ctx)
+    assert dict(legacy.all()) == {b"a": b"1", b"b": b"2"}
+    legacy.close()
+
+
+@pytest.mark.parametrize("store", ["rocksdb-indexed", "rocksdb-secondary"])
+@pytest.mark.parametrize("scenario", [s.name for s in SCENARIOS])
+def test_the_migration_scenarios_pass_the_stores_that_manage_offsets(store, scenario, tmp_path):
+    assert SCENARIO[scenario].run(store, tmp_path, 1, 60) == []
+
+
+@pytest.mark.parametrize("mutant,scenario,check", [
+    ("mutant-offsets-migration-deletes-early", "upgrade_from_legacy_files", "migration_keeps_offsets"),
+    ("mutant-offsets-migration-imports-lower", "upgrade_from_legacy_files", "migration_offset_exact"),
+    ("mutant-offsets-downgrade-keeps-offsets", "downgrade_with_upgrade_from", "downgrade_hands_back_offsets"),
+])
+def test_each_migration_mutant_is_caught_by_the_check_naming_its_mistake(mutant, scenario, check, tmp_path):
+    from eos_harness.stores import builtin_spec
+
+    assert check in builtin_spec(mutant).caught_by
+    fired = {v.check for v in SCENARIO[scenario].run(mutant, tmp_path, 1, 60)}
+    assert fired == {check}
+
+
+def test_the_real_path_legacy_to_indexed_and_back_keeps_every_offset_and_key_through_a_crash_at_each_step(tmp_path):
+    result = round_trip(tmp_path, seed=3)
+    assert result["violations"] == []
+    assert len(result["cases"]) == 11  # 5 upgrade, 5 downgrade, 1 without upgrade_from (wiped and restored)
+    assert result["crashes"] == 8  # one per migration step and one per downgrade step
+
+
+def test_the_real_path_catches_a_migration_that_deletes_the_checkpoint_first(tmp_path):
+    result = round_trip(tmp_path, seed=3, upgraded="mutant-offsets-migration-deletes-early")
+    lost = [v for v in result["violations"] if v.check == "migration_keeps_offsets"]
+    assert lost and all("store.migrate.after_checkpoint" in v.case or "store.migrate.after_position" in v.case
+                        for v in lost)
