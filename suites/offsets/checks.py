@@ -23,6 +23,21 @@ PROMISES: dict[str, str] = {
                                "store that does not manage offsets, and after a restart of one not persistent",
     "flush_is_noop": "flush() commits nothing (KIP-892): no write becomes durable or visible to read_committed(), "
                      "no offset is recorded",
+    # -- upgrade and downgrade (migration.py) --
+    "migration_keeps_offsets": "opened on a legacy .checkpoint/.position, the store imports their offsets; after a "
+                               "crash at any migration step and a restart, no offset is lost (never neither the file "
+                               "nor the store)",
+    "migration_offset_exact": "an imported offset is exactly the legacy file's: never lower (records replayed twice) "
+                              "nor higher (records skipped)",
+    "migration_keeps_keys": "every key the store held before the migration is there after it, whatever step a crash hit",
+    "migration_cleans_files": "after the migration the .position is gone and the task's .checkpoint keeps only other "
+                              "stores' partitions (deleted when none is left)",
+    "malformed_offsets_file": "a malformed .checkpoint or .position stops init with an error naming the file and the "
+                              "line; the file and the store's data are left untouched",
+    "downgrade_hands_back_offsets": "close() with upgrade_from before 4.3 writes the changelog offsets to the task's "
+                                    ".checkpoint and the positions to .position, and keeps no offsets of its own",
+    "downgrade_keeps_offsets": "after a crash at any step of the downgrade and a restart, every offset (in the store "
+                               "or in the files) and every key is there",
 }
 
 # About the store's calls themselves (as in the conformance suite): after one, the scenario stops.

@@ -32,24 +32,7 @@ from eos_harness.verdict import Violation
 
 from .scenario import CHANGELOGS, KEYS, SOURCE, Features, Scenario, show_offsets
 
-__all__ = ["MIGRATION_PROMISES", "SCENARIOS"]
-
-MIGRATION_PROMISES: dict[str, str] = {
-    "migration_keeps_offsets": "opened on a legacy .checkpoint/.position, the store imports their offsets; after a "
-                               "crash at any migration step and a restart, no offset is lost (never neither the file "
-                               "nor the store)",
-    "migration_offset_exact": "an imported offset is exactly the legacy file's: never lower (records replayed twice) "
-                              "nor higher (records skipped)",
-    "migration_keeps_keys": "every key the store held before the migration is there after it, whatever step a crash hit",
-    "migration_cleans_files": "after the migration the .position is gone and the task's .checkpoint keeps only other "
-                              "stores' partitions (deleted when none is left)",
-    "malformed_offsets_file": "a malformed .checkpoint or .position stops init with an error naming the file and the "
-                              "line; the file and the store's data are left untouched",
-    "downgrade_hands_back_offsets": "close() with upgrade_from before 4.3 writes the changelog offsets to the task's "
-                                    ".checkpoint and the positions to .position, and keeps no offsets of its own",
-    "downgrade_keeps_offsets": "after a crash at any step of the downgrade and a restart, every offset (in the store "
-                               "or in the files) and every key is there",
-}
+__all__ = ["MALFORMED", "SCENARIOS"]
 
 OTHER_STORE = TopicPartition("app-other-changelog", 0)  # another store of the same task: its .checkpoint entry stays
 DOWNGRADE_TO = "3.9"
