@@ -6,9 +6,11 @@ its behaviour."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.test_reliability_store import eos
 
+DIES_AT_OPEN = "dies_at_open_store: cannot lock the state directory"  # the fixture's line, then its directory
 NOISE = "slow_noisy_store: heavy dependency loaded"  # what the fixture's module warns and prints on import
 
 
@@ -109,3 +111,47 @@ def test_run_and_chaos_keep_a_noisy_stores_output_off_the_terminal_in_the_run_di
     assert NOISE not in proc.stdout + proc.stderr
     # The driver's own import (when it checks --stores), the zygote's and the probe's: all in the log.
     assert NOISE in (tmp_path / "chaos" / "children.log").read_text()
+
+
+def test_a_task_that_dies_at_open_carries_the_first_lines_it_wrote_in_its_finding(tmp_path):
+    """``run``: the ``task_finishes`` finding's detail (JSON and terminal) has the line the store wrote to
+    stderr before its process died; the run's children.log has it too."""
+    proc, _ = eos("run", "--store", "dies_at_open_store:make_store", "--seed", "1", "--out", str(tmp_path / "run"),
+                  "--json", str(tmp_path / "run.json"), "--no-report")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "run.json").read_text())
+    [finding] = result["violations"]
+    assert finding["check"] == "task_finishes", finding
+    state = tmp_path / "run" / "state"
+    assert f"{DIES_AT_OPEN}: {state}" in finding["detail"], finding
+    assert f"{DIES_AT_OPEN}: {state}" in proc.stdout.replace("\n", "")  # beside the finding, not only in the log
+    assert "task_finishes: it never did" in proc.stdout
+    assert f"{DIES_AT_OPEN}: {state}" in (tmp_path / "run" / "children.log").read_text()
+    assert DIES_AT_OPEN not in proc.stderr
+
+
+def test_chaos_attaches_to_each_finding_the_lines_its_own_task_wrote_not_another_scenarios(tmp_path):
+    """``chaos`` runs two scenarios at a time, their children writing to one log file: each scenario's
+    ``task_finishes`` detail has only what its own task's process wrote (the line naming its own state
+    directory), and children.log has every scenario's lines."""
+    out = tmp_path / "chaos"
+    proc, _ = eos("chaos", "--stores", "dies_at_open_store:make_store", "--seed", "1", "--scenarios", "8",
+                  "--workers", "2", "--out", str(out), "--no-report")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    campaign = json.loads((out / "chaos.json").read_text())
+    failed = [r for r in campaign["scenarios"] if r["verdict"] == "fail"]
+    assert len(failed) == 8, [r["verdict"] for r in campaign["scenarios"]]
+    log = (out / "children.log").read_text()
+    for result in failed:
+        [finding] = result["violations"]
+        assert finding["check"] == "task_finishes", finding
+        lines = [line for line in finding["detail"].splitlines() if line.startswith(DIES_AT_OPEN)]
+        own = Path(result["history"]).parent / "state"
+        assert len(lines) == 1 and lines[0].startswith(f"{DIES_AT_OPEN}: {own}/"), (own, finding["detail"])
+        assert lines[0] in log
+    # The terminal shows the replayed scenario's finding with its lines (and nothing of the others').
+    replayed = next(r for r in failed if f"replay: {r['repro']}" in proc.stdout)
+    shown = proc.stdout.split("could not be run")[0]  # the probe's error, below, quotes its own child
+    [line] = [line for line in shown.splitlines() if DIES_AT_OPEN in line]
+    assert line.startswith(f"{DIES_AT_OPEN}: {Path(replayed['history']).parent / 'state'}/"), proc.stdout
+    assert DIES_AT_OPEN not in proc.stderr

@@ -307,6 +307,11 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
         for r in campaign["scenarios"]:
             if r["store"] in summary["unexpected"] and r["verdict"] == "fail":
                 console.print(f"  replay: {r['repro']}", soft_wrap=True)
+                for v in r["violations"]:  # what its task's process wrote before it failed (from the log)
+                    if v["check"] == "task_finishes" and v.get("detail"):
+                        console.print(f"  task_finishes: {v['observed']}\n{v['detail']}", markup=False,
+                                      highlight=False, soft_wrap=True)
+                        break
                 break
     if summary.get("fault_errors"):
         console.print(f"[red]{len(summary['fault_errors'])} scheduled fault(s) could not be injected "

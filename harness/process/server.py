@@ -44,7 +44,8 @@ from eos_harness.process.guard import (
 )
 
 __all__ = ["ChildCrashed", "StoreCallError", "StoreHang", "StoreProcess", "StoreServer", "children_output",
-           "forkserver_context", "held_output", "output_offset", "output_since", "own_output_to", "preload_store"]
+           "OwnOutput", "forkserver_context", "held_output", "output_offset", "output_since", "output_to",
+           "own_output_to", "preload_store"]
 
 PRELOAD = ["eos_harness.stores.catalogue", "eos_harness.runtime", "eos_harness.broker.embedded", "eos_harness.suites.lifecycle.runner",
            "eos_harness.broker.kafka", "eos_harness.metadata.controller", "eos_harness.metadata.reader",
@@ -153,6 +154,58 @@ def output_since(offset: int | None, lines: int = OUTPUT_LINES) -> str:
         text = log.read(64 * 1024).decode("utf-8", "replace")
         return "\n".join(text.splitlines()[:lines])
     return ""
+
+
+class OwnOutput:
+    """One child's stdout and stderr kept apart from the other children's while it runs, when the
+    children's output goes to a log file (:func:`children_output`): scenarios run side by side write to
+    one log, so the first lines a child wrote are read from its own file (:meth:`first_lines`), not from
+    the log from an offset. :meth:`close` (when the child is reaped) appends the file to the log.
+
+    The driver makes one before it starts the child and passes :attr:`path` to it; the child calls
+    :func:`output_to` with it first thing. Without a log file, ``path`` is None and nothing changes."""
+
+    def __init__(self) -> None:
+        self.log = forkserver_context().output
+        self.path: str | None = None
+        self.written = b""  # once closed: what the child wrote (its file is gone)
+        if self.log is not None:
+            fd, self.path = tempfile.mkstemp(prefix="eos-child-", suffix=".log")  # in the command's temp root
+            os.close(fd)
+
+    def first_lines(self, lines: int = OUTPUT_LINES) -> str:
+        """The first ``lines`` lines the child wrote so far ("" if none, or no log file)."""
+        written = self.written[:64 * 1024]
+        if self.path is not None:
+            with contextlib.suppress(OSError), open(self.path, "rb") as own:
+                written = own.read(64 * 1024)
+        return "\n".join(written.decode("utf-8", "replace").splitlines()[:lines])
+
+    def close(self) -> None:
+        """Append what the child wrote to the log file (once), and remove its own file."""
+        if self.path is None:
+            return
+        path, self.path = self.path, None
+        with contextlib.suppress(OSError):
+            with open(path, "rb") as own:
+                self.written = own.read()
+            if self.written:
+                with open(self.log, "ab") as log:
+                    log.write(self.written)  # one write, appending: not interleaved with another child's
+            os.unlink(path)
+
+
+def output_to(path: str | None) -> None:
+    """In a child: point this process's stdout and stderr at ``path`` (its :class:`OwnOutput`), if any."""
+    if path is None:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def output_offset() -> int | None:

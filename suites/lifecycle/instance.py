@@ -37,7 +37,7 @@ from eos_harness.process.guard import (
     install_stack_dump,
     stack_and_kill,
 )
-from eos_harness.process.server import forkserver_context, output_offset, output_since, preload_store
+from eos_harness.process.server import OwnOutput, forkserver_context, output_to, preload_store
 from eos_harness.runtime import Task, TaskConfig
 from eos_harness.suites.lifecycle.schedule import Fault
 
@@ -46,10 +46,12 @@ POLL_S = 0.25  # how often the driver looks at the running store call while no e
 
 
 def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: str, conn, stacks=None,
-                clock=None, for_run: bool = False) -> None:
+                clock=None, for_run: bool = False, output: str | None = None) -> None:
     """Entry point of a task instance (runs in the forked child); ``armed``: (point, hit, action);
     ``stacks``: where to write the stacks on SIGUSR1; ``clock``: the driver's CallClock; ``for_run``:
-    the armed point is a store's own that no module declares, declared for the run by the driver."""
+    the armed point is a store's own that no module declares, declared for the run by the driver;
+    ``output``: the file its stdout and stderr go to (its :class:`OwnOutput`), if any."""
+    output_to(output)
     if stacks is not None:
         install_stack_dump(stacks)
     if clock is not None:
@@ -101,9 +103,9 @@ class Instance(FaultedChild):
         self.clock = CallClock()
         self.resumed_ns = 0  # a call running while the instance was frozen counts from its waking
         for_run = armed is not None and points.declared_for_run(armed[0])
-        self.output_offset = output_offset()  # where this child's output starts in the run's log file
+        self.output = OwnOutput()  # what this child writes, apart from the other scenarios' children
         self.proc = ctx.Process(target=_child_main, args=(config, armed, mode, child, stack_writer, self.clock.handle,
-                                                          for_run), daemon=True)
+                                                          for_run, self.output.path), daemon=True)
         self.proc.start()
         child.close()
         stack_writer.close()
@@ -118,7 +120,7 @@ class Instance(FaultedChild):
             self.fired = "transaction.aborted"
 
     def _with_output(self, event: dict) -> dict:
-        text = output_since(self.output_offset)
+        text = self.output.first_lines()
         return {**event, "output": text} if text else event
 
     def record_crash(self) -> None:
@@ -213,6 +215,7 @@ class Instance(FaultedChild):
         super().reap()
         self.stacks.close()
         self.clock.close()
+        self.output.close()  # into the run's log
 
 
 def _stopped_or_gone(pid: int) -> bool:
