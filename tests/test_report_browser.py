@@ -2,7 +2,8 @@
 ``chromium`` when it is missing): headless Chromium loads the file with its network switched off,
 runs its scripts, and the rendered page has the failure's timeline (plotly drew its SVG), its
 violations and its repro command. A screenshot of each report is kept in the test's directory,
-and in ``$EOS_REPORT_SHOTS`` when set.
+and in ``$EOS_REPORT_SHOTS`` when set. Every suite's campaign report is checked: lifecycle, metadata
+and Spark.
 
 The Spark report is of a recorded real Spark campaign (``tests/fixtures/spark-campaign``: the
 mutant sink, caught, and a real sink that passed): a live Spark campaign takes minutes."""
@@ -102,4 +103,26 @@ def test_a_spark_campaign_report_in_chromium(tmp_path):
     dom = _rendered(report, tmp_path, "spark-campaign")
     _assert_failure_rendered(dom, failing)
     assert 'id="plot-restart" class="plotly-graph-div js-plotly-plot"' in dom
+    assert "No unexpected result" in _text(dom.split('id="summary-title"')[0])
+
+
+def test_a_metadata_campaign_report_in_chromium(tmp_path):
+    """The real controller and every mutant: each mutant's failure has its drawn timeline, violations and
+    repro command; scenarios per second is drawn; the mutants were caught, so nothing is unexpected."""
+    out = tmp_path / "campaign"
+    done = subprocess.run([sys.executable, "-m", "eos_harness.faces.cli", "chaos", "--suite", "metadata",
+                           "--scenarios", "14", "--seed", "7", "--out", str(out)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    campaign = json.loads((out / "chaos.json").read_text())
+    failing = sorted((r for r in campaign["scenarios"] if r["verdict"] == "fail"), key=lambda r: r["index"])
+    assert {r["system"] for r in failing} == {s for s, t in campaign["summary"]["systems"].items()
+                                              if t["expected"] == "fail"}
+    dom = _rendered(out / "report.html", tmp_path, "metadata-campaign")
+    _assert_failure_rendered(dom, failing[0])
+    for n, result in enumerate(failing):  # every mutant's section, in order, with its own repro
+        section = re.search(rf'<section class="failure[^"]*" id="failure-{n}".*?</section>', dom, re.S)
+        assert section and result["repro"] in _text(section.group(0)), result["system"]
+        assert re.search(rf'<div id="timeline-{n}" class="[^"]*js-plotly-plot', section.group(0)), result["system"]
+    assert 'id="plot-rate" class="plotly-graph-div js-plotly-plot"' in dom
     assert "No unexpected result" in _text(dom.split('id="summary-title"')[0])
