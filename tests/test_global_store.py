@@ -45,11 +45,11 @@ def checks(result: dict) -> set[str]:
     return {v["check"] for v in result["violations"]}
 
 
-def run_task(store: str, tmp_path: Path, seed: int = 5) -> tuple[TaskConfig, dict[TopicPartition, int]]:
+def run_task(store: str, tmp_path: Path, seed: int = 5, partitions: int = 0) -> tuple[TaskConfig, dict[TopicPartition, int]]:
     """One clean task instance in this process (recover, process the whole input, close); its config
     and the end offset of each changelog partition."""
     config = TaskConfig(store=store, broker=f"embedded:{tmp_path / 'broker.sqlite'}", state_dir=str(tmp_path / "state"),
-                        workload=GLOBAL)
+                        workload=GLOBAL, changelog_partitions=partitions)
     broker = connect(config.broker)
     create_topics(broker, config)
     broker.produce(config.input_topic, 0, workload(GLOBAL).generate(random.Random(seed), 60))
@@ -72,19 +72,20 @@ def test_the_global_workload_is_fed_by_three_partitions_and_is_drawn_only_when_n
     assert {changelog_partition(key, GLOBAL_PARTITIONS) for key, _ in records} == set(range(GLOBAL_PARTITIONS))
 
 
-def test_every_partition_is_committed_with_the_data_and_checkpointed(tmp_path):
+@pytest.mark.parametrize("partitions", [0, 5], ids=["the workload's 3", "5"])
+def test_every_partition_is_committed_with_the_data_and_checkpointed(partitions, tmp_path):
     # A store that manages offsets: after a clean close it holds each partition's changelog end.
-    config, ends = run_task("rocksdb-indexed", tmp_path / "indexed")
-    assert len(config.changelog_tps) == GLOBAL_PARTITIONS
+    config, ends = run_task("rocksdb-indexed", tmp_path / "indexed", partitions=partitions)
+    assert len(config.changelog_tps) == (partitions or GLOBAL_PARTITIONS)
     assert all(end > 0 for end in ends.values()), ends
     store = resolve("rocksdb-indexed")()
     store.init(StoreContext(config.store_dir, config.application_id, config.task_id, config.store_name,
                             config.changelog_tp, changelogs=config.changelog_tps))
     assert {tp: store.committed_offset(tp) for tp in config.changelog_tps} == ends
-    assert store.committed_offset(TopicPartition(config.changelog_topic, GLOBAL_PARTITIONS)) is None
+    assert store.committed_offset(TopicPartition(config.changelog_topic, len(ends))) is None
     store.close()
     # A store that does not: the task's .checkpoint holds every partition.
-    legacy, legacy_ends = run_task("rocksdb-legacy", tmp_path / "legacy")
+    legacy, legacy_ends = run_task("rocksdb-legacy", tmp_path / "legacy", partitions=partitions)
     assert read_checkpoint(legacy.checkpoint_path) == legacy_ends
 
 

@@ -122,7 +122,8 @@ def _torn(offset: tuple, committed_with: dict) -> Violation | None:
     if not all(o in given for o, given in zip(offset, per_partition, strict=True)):
         return None
     last = max(commits, key=lambda commit: max(committed_with[commit]))
-    apart = [f"partition {i}: {o}" for i, (o, want) in enumerate(zip(offset, last, strict=True)) if o != want]
+    apart = [f"partition {i}: {'no offset (forgotten)' if o is None else o}"
+             for i, (o, want) in enumerate(zip(offset, last, strict=True)) if o != want]
     return Violation("partitions_one_commit", None, "every partition's offset from one commit",
                      f"offsets {list(offset)} (no commit gave them together)", None,
                      detail=f"the last commit begun gave {list(last)}; apart from it: {', '.join(apart)}")
