@@ -211,6 +211,21 @@ def _window_store_args(spec: WindowSpec) -> dict[str, object]:
     return {"name": "store", "retention_period": spec.retention_ms, "window_size": spec.size, "grace_period": spec.grace}
 
 
+def _commit_request_gen(rng: random.Random, n: int) -> list[tuple[Key, Value]]:
+    keys = max(4, n // 6)
+    return [(f"k{rng.randrange(keys):04d}".encode(), b"C" if rng.random() < 0.15 else b"1") for _ in range(n)]
+
+
+def _counter_requesting_commits(key: Key, value: Value, store: ReadView) -> Effects:
+    """The counter; a record with value ``C`` counts 1 and requests a task commit through the processor's
+    context (KIP-892's ``ProcessorContext#commit``; the model's view has no context: nothing happens)."""
+    if value == b"C":
+        context = getattr(store, "context", None)
+        if context is not None:
+            context.commit()
+    return _counter(key, b"1", store)
+
+
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
@@ -232,6 +247,9 @@ WORKLOADS: dict[str, Workload] = {
                  "sums, a running total, deletes", _global_gen, _global_counts,
                  operations=frozenset({"get", "put_all", "delete"}), changelog_partitions=GLOBAL_PARTITIONS,
                  opt_in=True),
+        Workload("commit-request", "per-key counter whose processor requests task commits through its context "
+                 "(about 1 record in 7; KIP-892's ProcessorContext#commit)", _commit_request_gen,
+                 _counter_requesting_commits, opt_in=True),
     )
 }
 

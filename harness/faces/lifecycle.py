@@ -181,6 +181,8 @@ def run_command(suite, store, workload, crash_at, broker, records, commit_interv
                   f"{', '.join(result['crash_points']) or 'none'}")
     if result["verdict"] == ERROR:
         console.print(f"the scenario could not be run to its end: {result['error']}", markup=False, highlight=False)
+    for warning in result.get("warnings", []):  # e.g. KIP-892's: a persistent store that does not manage offsets
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
     for line in result["fault_errors"]:
         console.print(f"[red]a scheduled fault could not be injected:[/] {line}", soft_wrap=True)
     for rec in result["recovery"]:

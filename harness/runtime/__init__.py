@@ -35,6 +35,7 @@ from eos_harness.models.workloads import Workload, workload
 from eos_harness.process.guard import guarded
 from eos_harness.runtime.changelogs import Changelogs
 from eos_harness.runtime.checkpoint import read_checkpoint, write_checkpoint
+from eos_harness.runtime.extras import TaskExtras
 from eos_harness.runtime.upgraded import open_or_wipe
 from eos_harness.store import (
     ChangelogRecord,
@@ -193,6 +194,7 @@ class Task:
         self.store_committed_position = 0
         self.changelogs = Changelogs(config.changelog_tps)
         self.changelog_positions = dict.fromkeys(self.changelogs.tps, 0)
+        self.extras = TaskExtras(config, emit)  # offsets cache, metrics, names, processor commits
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self) -> None:
@@ -216,6 +218,7 @@ class Task:
         self.producer.init_transactions()
         committed = self.broker.committed_offsets(config.group_id, [config.input_tp]).get(config.input_tp)
         self.position = self.committed_position = committed or 0
+        self.extras.on_start(self.broker, self.factory)
         self.recover()
         self.producer.begin_transaction()
 
@@ -231,7 +234,9 @@ class Task:
             upgrade_from=config.upgrade_from,
             changelogs=self.changelogs.tps,
         )
-        return open_or_wipe(self.factory, context, self.emit)
+        store = open_or_wipe(self.factory, context, self.emit)
+        self.extras.opened(store, context)
+        return store
 
     def _stored_offsets(self, store: StateStore) -> dict[TopicPartition, int | None]:
         checkpoint = {} if store.manages_offsets() else read_checkpoint(self.config.checkpoint_path)
@@ -287,6 +292,7 @@ class Task:
         else:
             self._commit_store(ends, in_restore=True)
         self.changelog_positions = ends
+        self.extras.recovered()
         self.emit(
             {
                 "type": "recover",
@@ -318,7 +324,7 @@ class Task:
         if records is not None:
             store.restore(records, changelog_ends[self.config.changelog_tp])
         else:
-            store.commit(dict(changelog_ends))
+            self.extras.commit(store, dict(changelog_ends))  # measured: the commit metrics
         self.store_committed_position = self.committed_position
         self.emit({"type": "store_commit", "input_position": self.committed_position, **positions, "restore": in_restore})
 
@@ -332,6 +338,9 @@ class Task:
             return  # under EOS a legacy store is checkpointed only on a clean close
         if store.manages_offsets() and not on_close:
             return  # KIP-892: offsets live in the store; .checkpoint is rewritten on close
+        if on_close:
+            self.extras.write_closing_checkpoint(store, self.changelog_positions)
+            return
         write_checkpoint(self.config.checkpoint_path, self.changelog_positions)
 
     def process_all(self) -> None:
@@ -342,7 +351,7 @@ class Task:
         uncommitted = 0
         for record in records:
             key, value = record.key or b"", record.value or b""
-            effects = self.workload.process(key, value, store)
+            effects = self.workload.process(key, value, self.extras.processor_view(store))
             writer.write(effects.writes)
             for out_key, out_value in effects.outputs:
                 producer.send(config.output_topic, config.partition, out_key, out_value)
@@ -361,7 +370,7 @@ class Task:
                     }
                 )
             crash_point(P_MID_BATCH)
-            if uncommitted >= config.commit_interval:
+            if self.extras.commit_requested(self.position) or uncommitted >= config.commit_interval:
                 self.commit()
                 uncommitted = 0
 
@@ -394,10 +403,12 @@ class Task:
         crash_point(P_CLOSE_MID)
         self._write_checkpoint(on_close=True)
         store.close()
+        self.extras.closed()
         producer.close()
         self.emit({"type": "done", "input_position": self.committed_position})
 
     def _abandon(self) -> None:
+        self.extras.report_metrics()
         for closer in (getattr(self.store, "close", None), getattr(self.producer, "close", None)):
             try:
                 if closer is not None:

@@ -32,6 +32,7 @@ from eos_harness.faults import points
 from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
 from eos_harness.process.server import children_output
+from eos_harness.runtime.extras import store_metrics
 from eos_harness.stores import StoreFactoryError, base_store, probe_store, resolve
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
@@ -149,7 +150,8 @@ def run_campaign(
             "minutes": minutes,
             "scenarios": probed + results,
             "summary": summarize(probed + results, stores),
-            "warnings": warnings,
+            "warnings": list(dict.fromkeys(warnings + [w for r in results for w in r.get("warnings", [])])),
+            "metrics": store_metrics(results),  # KIP-892 commit metrics per store, over its scenarios
             "log": str(log),
         }
         if until_failure:

@@ -40,6 +40,9 @@ CHECKS = {
     "store_raised": "the store raises no exception where the protocol allows none; the finding carries the "
                     "store's traceback",
     "store_return_type": "the store returns the types the protocol requires (get: bytes or None, …)",
+    "store_directory": "the store lives in [state.dir]/[application.id]/[task.id]/rocksdb/[store.name], logs to "
+                       "[application.id]-[store.name]-changelog and writes nothing outside its directory (the path "
+                       "is reported)",
     "zombie_fenced": "an instance frozen while a newer one took over is fenced when it wakes; an instance stalled "
                      "past transaction.timeout.ms never commits once it wakes",
 }
@@ -340,8 +343,25 @@ def check_finishes(history: list[dict], model: LifecycleModel) -> list[Violation
     return violations
 
 
+def check_store_directory(history: list[dict], model: LifecycleModel) -> list[Violation]:
+    """Seed 004's naming rule, from the runtime's ``store_directory`` events: each path or problem once."""
+    seen: dict[str, Violation] = {}
+    for e in history:
+        if e["type"] != "store_directory":
+            continue
+        for path in e["outside"]:
+            seen.setdefault(path, Violation("store_directory", path, f"nothing outside {e['store']}'s directory",
+                                            f"store wrote {path}", e["seq"],
+                                            detail=f"the store {e['store']!r} wrote {path}, outside its directory "
+                                                   "[state.dir]/[application.id]/[task.id]/rocksdb/[store.name]"))
+        for problem in e["naming"]:
+            seen.setdefault(problem, Violation("store_directory", e["store"], "the naming rule of seed 004",
+                                               problem, e["seq"]))
+    return list(seen.values())
+
+
 CHECKERS = (check_atomic_commit, check_recovered_state, check_no_wipe, check_reads, check_output, check_store_calls,
-            check_finishes)
+            check_finishes, check_store_directory)
 
 
 def check_all(history: list[dict], model: LifecycleModel) -> list[Violation]:

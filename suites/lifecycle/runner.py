@@ -38,6 +38,7 @@ from eos_harness.process.server import children_output
 from eos_harness.process.zombies import zombies
 from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
+from eos_harness.runtime.extras import metrics_of, warnings_of
 from eos_harness.stores import resolve
 from eos_harness.suites.lifecycle.checks import check_all, recovery_report
 from eos_harness.suites.lifecycle.instance import Instance, _run_instance
@@ -221,6 +222,8 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
         "violations": [v.to_json() for v in violations],
         "recovery": recovery,
         "repro": scenario.repro(),
+        "metrics": metrics_of(events),  # KIP-892 commit metrics per store and instance (harness/runtime/metrics.py)
+        "warnings": warnings_of(events),
     }
     if error is not None:
         result["error"] = error
