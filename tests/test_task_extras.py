@@ -262,3 +262,13 @@ def test_the_chaos_json_has_the_metrics_per_store(tmp_path):
     metrics = data["metrics"]["rocksdb-indexed"]
     assert metrics["commits"] > 0 and 0 < metrics["commit-latency-avg"] <= metrics["commit-latency-max"]
     assert all("metrics" in s for s in data["scenarios"])
+
+
+def test_the_lifecycle_pytest_suite_prints_the_commit_metrics_per_store(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
+                           "eos_harness.suites.lifecycle", "--eos-store=rocksdb-indexed", "-k", "counter"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    section = proc.stdout.split("commit metrics (stream-state-metrics, KIP-892)", 1)[1]
+    line = next(line for line in section.splitlines() if line.startswith("rocksdb-indexed: "))
+    assert " commits, commit-rate " in line and "commit-latency-avg" in line and "commit-latency-max" in line

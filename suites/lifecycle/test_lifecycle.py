@@ -6,11 +6,16 @@ the lifecycle model. A failure prints the violations and the command that replay
 
 from __future__ import annotations
 
+import json
+
+from eos_harness.suites.lifecycle.conftest import COMMIT_METRICS
 from eos_harness.suites.lifecycle.runner import run_scenario
 
 
-def test_crash_window(eos_lifecycle_scenario, tmp_path):
+def test_crash_window(eos_lifecycle_scenario, tmp_path, record_property):
     result = run_scenario(eos_lifecycle_scenario, tmp_path / "run")
+    # KIP-892's commit metrics: summed up per store at the end of the run (conftest), and in --junitxml.
+    record_property(COMMIT_METRICS, json.dumps({"store": result["store"], "metrics": result.get("metrics", [])}))
     broken = "\n".join(f"  {v['check']}: key {v['key']}: expected {v['expected']}, observed {v['observed']}"
                        for v in result["violations"][:10])
     assert result["verdict"] == "pass", f"{result['verdict']}:\n{broken}\nreplay: {result['repro']}"
