@@ -51,6 +51,17 @@ end_offset)`` (see :meth:`StateStore.restore`): a store without them offers ever
 is restored by the runtime through ``put`` and ``commit``. A store fed by several changelog
 partitions (the lifecycle's ``global`` workload) is always restored through ``put`` and ``commit``
 (``restore`` takes one partition's records), each partition replayed from its own committed offset.
+
+**Optional attribute.** ``metrics_scope`` (a ``str``, Kafka's ``StoreSupplier#metricsScope``): the
+``[store type]`` of the ``[store type]-state-id`` tag of the store's commit metrics
+(``eos_harness.runtime.metrics``); without it, ``rocksdb`` for the built-in RocksDB stores,
+``in-memory`` for a store that is not persistent, else the store's class name.
+
+**Through a processor.** A processor reaches the store through the runtime's decorator
+(``eos_harness.runtime.processor.ProcessorStore``), whose ``commit`` raises
+:class:`CommitFromProcessorError` and whose ``flush`` does nothing; it requests a task commit with
+``context.commit()`` instead (KIP-892). A store initialised with ``context.via_processor`` refuses
+``commit`` itself as well.
 """
 
 from __future__ import annotations
