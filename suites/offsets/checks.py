@@ -38,6 +38,17 @@ PROMISES: dict[str, str] = {
                                     ".checkpoint and the positions to .position, and keeps no offsets of its own",
     "downgrade_keeps_offsets": "after a crash at any step of the downgrade and a restart, every offset (in the store "
                                "or in the files) and every key is there",
+    # -- closed stores, processors, names on disk (closing.py) --
+    "checkpoint_on_close": "closing a task writes its .checkpoint from the store's committed_offset of every changelog "
+                           "partition, also for a store that manages offsets (the assignor reads it for tasks not "
+                           "running here)",
+    "offsets_cache_from_disk": "the offsets cache built on start gives every task directory's offset sum and lag: "
+                               "from its .checkpoint without opening its store, else from its store, opened once",
+    "processor_commit_refused": "a commit through a processor's view of the store is refused (CommitFromProcessorError)"
+                                " and commits nothing, nor does flush(); the task commit the processor requests "
+                                "through its context commits its writes",
+    "store_directory": "the store writes nothing outside [state.dir]/[application.id]/[task.id]/rocksdb/[store.name] "
+                       "(the path written is reported)",
 }
 
 # About the store's calls themselves (as in the conformance suite): after one, the scenario stops.
