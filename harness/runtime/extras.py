@@ -65,8 +65,9 @@ class TaskExtras:
                                         skip=[config.task_id])
         ends: dict[str, dict[TopicPartition, int]] = {}
         for task_id, entry in self.cache.tasks.items():
-            partitions = set(entry.offsets) | set(changelogs_of(task_id, config.store_name))
-            ends[task_id] = {tp: broker.end_offset(tp) for tp in partitions if tp.partition <= config.partition}
+            # The partitions the task has offsets for (a crashed task without any: its default partition).
+            partitions = set(entry.offsets) or set(changelogs_of(task_id, config.store_name))
+            ends[task_id] = {tp: broker.end_offset(tp) for tp in sorted(partitions)}
         self.emit({"type": "offsets_cache", "tasks": self.cache.to_json(ends),
                    "opened": [str(p) for p in self.cache.opened]})
 
