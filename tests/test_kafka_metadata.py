@@ -25,7 +25,7 @@ from eos_harness.suites.kafka_metadata.checks import (
     parse_dump,
     transactions_of,
 )
-from eos_harness.suites.kafka_metadata.runner import Plan, first_data_batch, run
+from eos_harness.suites.kafka_metadata.runner import Plan, batches_of, first_data_batch, last_batch, run
 
 # The start of a real controller log, as Kafka 3.9.1's DumpLogSegments --cluster-metadata-decoder prints it.
 DUMP = """\
@@ -110,10 +110,10 @@ def test_partial_and_missing_topics_are_caught():
     assert check_topics(requested, sightings[:1], ["a"], {101: {"a": 1000}}) == []
 
 
-def _batch(attributes: int, payload: bytes = b"x" * 30) -> bytes:
+def _batch(attributes: int, payload: bytes = b"x" * 30, base: int = 0, epoch: int = 0) -> bytes:
     # A v2 record batch header: baseOffset, batchLength, leaderEpoch, magic, crc, attributes, rest.
-    body = struct.pack(">ibih", 0, 2, 0, attributes) + payload
-    return struct.pack(">qi", 0, len(body)) + body
+    body = struct.pack(">ibih", epoch, 2, 0, attributes) + payload
+    return struct.pack(">qi", base, len(body)) + body
 
 
 def test_first_data_batch_tells_a_bootstrap_batch_from_a_leader_change(tmp_path):
@@ -123,6 +123,20 @@ def test_first_data_batch_tells_a_bootstrap_batch_from_a_leader_change(tmp_path)
     segment.write_bytes(_batch(0x20) + _batch(0))
     assert first_data_batch(segment)
     assert not first_data_batch(tmp_path / "missing.log")
+
+
+def test_a_restarted_leaders_uncommitted_batch_is_told_from_the_new_leaders(tmp_path):
+    """A controller killed as leader holds batches of its epoch the new leader never wrote, perhaps
+    more bytes of them than the new leader has: caught up means holding the leader's last batch
+    (base offset and epoch), whatever the sizes."""
+    leader, old = tmp_path / "leader.log", tmp_path / "old.log"
+    leader.write_bytes(_batch(0x20, epoch=2) + _batch(0, base=1, epoch=2) + _batch(0, base=5, epoch=3))
+    old.write_bytes(_batch(0x20, epoch=2) + _batch(0, base=1, epoch=2) + _batch(0, b"y" * 900, base=5, epoch=2))
+    assert last_batch([leader]) == (5, 3)
+    assert old.stat().st_size > leader.stat().st_size and last_batch([leader]) not in batches_of([old])
+    old.write_bytes(leader.read_bytes() + _batch(0x20)[:20])  # truncated, fetched, a batch half written
+    assert last_batch([leader]) in batches_of([old]) and last_batch([old]) == (5, 3)
+    assert last_batch([tmp_path / "missing.log"]) is None
 
 
 def _assert_run_held(result: dict, plan: Plan) -> None:

@@ -5,6 +5,7 @@ created, a bootstrap cut, and the checks of :mod:`eos_harness.suites.kafka_metad
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 from eos_harness.faces.lifecycle import _check_json_path, _seed, _write_json, console
@@ -26,7 +27,11 @@ from rich.table import Table
 @click.option("--brokers", type=click.IntRange(1, 5), default=3, show_default=True)
 @click.option("--heap", default="384m", show_default=True, help="JVM heap of each node.")
 @click.option("--json", "json_path", default=None, help="Write the result JSON here.")
-def kafka_metadata_command(seed, topics, partitions, controller_kills, bootstrap_kills, brokers, heap, json_path):
+@click.option("--keep", "keep_dir", type=click.Path(file_okay=False), default=None,
+              help="Run in this (new or empty) directory and keep it: every node's kafka.log, data and "
+                   "metadata log, to read after a finding.")
+def kafka_metadata_command(seed, topics, partitions, controller_kills, bootstrap_kills, brokers, heap, json_path,
+                           keep_dir):
     """KIP-868 on a real KRaft quorum: no broker ever shows part of a topic, every acknowledged topic
     exists whole, and the metadata log (decoded by Kafka's DumpLogSegments) closes every
     transaction, never interleaves one, and aborts one a failover cut."""
@@ -40,9 +45,11 @@ def kafka_metadata_command(seed, topics, partitions, controller_kills, bootstrap
         _check_json_path(json_path)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if keep_dir and Path(keep_dir).exists() and any(Path(keep_dir).iterdir()):
+        raise click.UsageError(f"--keep {keep_dir}: the directory is not empty; name a new one")
     plan = Plan(seed=seed, topics=topics, partitions=partitions, controller_kills=controller_kills,
                 bootstrap_kills=bootstrap_kills, brokers=brokers, heap=heap)
-    report = run(plan)
+    report = run(plan, Path(keep_dir) if keep_dir else None)
     json_error = _write_json(json_path, report)
     console.print(f"{report['controller_kills']} controller kills, {report['bootstrap_kills']} bootstrap kills, "
                   f"{report['topics_acknowledged']} topics ({report['partitions_acknowledged']} partitions) "
@@ -65,6 +72,9 @@ def kafka_metadata_command(seed, topics, partitions, controller_kills, bootstrap
         console.print(f"replay: eos-harness kafka-metadata --seed {seed} --topics {topics} --partitions {partitions} "
                       f"--controller-kills {controller_kills} --bootstrap-kills {bootstrap_kills} "
                       f"--brokers {brokers}", soft_wrap=True, markup=False)
+    if keep_dir:
+        console.print(f"kept: {keep_dir} (each node's kafka.log under <phase>/<controller|broker>-<id>/)",
+                      markup=False, highlight=False)
     if json_error:
         console.print(f"[red]{json_error}[/]")
     sys.exit(exit_code([report["verdict"]], incomplete=bool(json_error)))
