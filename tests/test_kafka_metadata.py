@@ -146,7 +146,10 @@ def _assert_run_held(result: dict, plan: Plan) -> None:
     assert result["controller_kills"] == plan.controller_kills
     assert result["bootstrap_kills"] == plan.bootstrap_kills
     failover = result["phases"][0]
-    assert failover["topics_acknowledged"] >= plan.topics - plan.controller_kills  # a kill may fail one
+    # A creation in flight at a kill may be answered TOPIC_ALREADY_EXISTS: its retry found what the killed
+    # controller committed (checked whole like an acknowledged topic); any other failure, one per kill.
+    created = failover["topics_acknowledged"] + failover["creation_errors"].get("TOPIC_ALREADY_EXISTS", 0)
+    assert created >= plan.topics - plan.controller_kills
     assert failover["partitions_acknowledged"] == failover["topics_acknowledged"] * plan.partitions
     assert all(n > 0 for n in failover["broker_polls"].values()) and len(failover["broker_polls"]) == plan.brokers
     for phase in result["phases"]:
@@ -162,13 +165,16 @@ def _assert_run_held(result: dict, plan: Plan) -> None:
 def test_kip868_plan_on_a_real_quorum_ci_sized():
     """One controller kill while 3 topics of 1,000 partitions are created, one bootstrap cut."""
     plan = Plan(seed=7, topics=3, partitions=1000, controller_kills=1, bootstrap_kills=1, brokers=2,
-                bootstrap_topic=False)
+                bootstrap_topic=False, settle_seconds=600)
     started = time.monotonic()
     result = run(plan)
+    seconds = time.monotonic() - started
     _assert_run_held(result, plan)
-    # About 2 minutes on 2 idle cores (3m07s measured with the machine's load average at 20-29);
-    # the bound catches a hang or a run that stopped fitting CI, not a busy machine.
-    assert time.monotonic() - started < 300
+    # About 2 minutes on 2 cores: 127 to 189 s measured with the load average at 19 to 30 (most of it JVMs
+    # starting side by side and brokers creating 3,000 partition logs). The bound catches a run that
+    # stopped fitting CI; on a machine busier than its cores it grows with the load, as the run's share of
+    # the CPU shrinks (a fixed bound failed the run on a busy machine, not on a slow harness).
+    assert seconds < 300 * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1) / 4), result["phases"]
 
 
 @pytest.mark.kafka
