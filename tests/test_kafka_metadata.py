@@ -229,3 +229,31 @@ def _mentions(process: psutil.Process, root: str) -> bool:
         return root in (process.environ().get("EOS_HARNESS_KAFKA") or "") + " ".join(process.cmdline())
     except (psutil.Error, OSError):
         return False
+
+
+@pytest.mark.kafka
+def test_brokers_that_cannot_be_read_give_no_verdict_and_a_whole_topic_settles(tmp_path):
+    """Settling judges only brokers that answer: one that stopped answering (SIGSTOP) ends the wait
+    in an error naming it, never an ``acknowledged_topic_whole`` finding; answering again, its
+    topic is whole and the brokers settle at once."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from eos_harness.cluster.local import ClusterError
+    from eos_harness.cluster.quorum import KafkaQuorum
+    from eos_harness.suites.kafka_metadata.runner import Creation, PhaseResult, _settle
+
+    with KafkaQuorum(controllers=1, brokers=1, directory=tmp_path / "q", heap="256m") as quorum:
+        admin = AdminClient({"bootstrap.servers": quorum.bootstrap_servers, "log_level": 0})
+        admin.create_topics([NewTopic("whole", num_partitions=50)])["whole"].result(60)
+        result = PhaseResult("settle")
+        result.creations.append(Creation("whole", 50, "acknowledged", None, 0.0, 0.0))
+        [broker] = quorum.broker_nodes()
+        quorum.pause_node(broker.node_id)
+        try:
+            with pytest.raises(ClusterError, match=f"brokers \\[{broker.node_id}\\] stopped answering"):
+                _settle(quorum, {"whole": 50}, result, timeout=120, stall=3)
+        finally:
+            quorum.resume_node(broker.node_id)
+        assert result.final == {} and result.violations() == []
+        _settle(quorum, {"whole": 50}, result, timeout=120, stall=3)
+    assert result.final[broker.node_id]["whole"] == 50 and result.violations() == []
+    assert result.notes[-1].startswith("brokers settled in")
