@@ -271,3 +271,15 @@ def test_the_lifecycle_pytest_suite_prints_the_commit_metrics_per_store(tmp_path
     section = proc.stdout.split("commit metrics (stream-state-metrics, KIP-892)", 1)[1]
     line = next(line for line in section.splitlines() if line.startswith("rocksdb-indexed: "))
     assert " commits, commit-rate " in line and "commit-latency-avg" in line and "commit-latency-max" in line
+
+
+def test_the_offsets_suite_reports_a_store_writing_outside_its_directory_with_the_path(monkeypatch):
+    from eos_harness.suites.offsets.runner import verify_offsets
+
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    result = verify_offsets("outside_writer:store", seed=1, only=["store_directory", "closing_checkpoint",
+                                                                  "commit_from_processor"])
+    assert result["verdict"] == "fail"
+    assert {v["check"] for v in result["violations"]} == {"store_directory"}
+    assert result["violations"][0]["key"].endswith("/app/0_0/store-debug.log")
+    assert result["checks"]["checkpoint_on_close"] == result["checks"]["processor_commit_refused"] == "pass"
