@@ -27,5 +27,6 @@ register(StoreSpec("rocksdb-legacy-nowipe", "unsafe-runtime",
 from eos_harness.stores import (  # noqa: E402,F401  (registers the mutants, window stores and window mutants)
                    migration_mutants,  # noqa: E402,F401  (the KIP-1035 upgrade/downgrade mutants)
                    mutants,
+                   offsets_mutants,  # noqa: E402,F401  (the KIP-1035 several-partitions and flush mutants)
                    window_catalogue,
 )

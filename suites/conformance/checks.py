@@ -27,6 +27,7 @@ __all__ = [
     "reads_match",
     "reopened_offset",
     "recover_trust",
+    "recovered_partition",
     "recovered_state",
     "restore_offset",
     "show",
@@ -239,6 +240,24 @@ def recovered_state(tp: str, outcomes: list[tuple[dict, int | None]], data: dict
     return _violation("committed_durable", key, pre.get(key), data.get(key),
                       f"{where} and {asked}: {show(key)!r} is {_value(data.get(key))}, expected the committed "
                       f"{_value(pre.get(key))}")
+
+
+def recovered_partition(tp: str, where: str, expected: int | None, observed: int | None,
+                        others: list[int | None]) -> Violation | None:
+    """After ``recover``, a further changelog partition of the store (a global store's) holds the
+    offset of the same commit as the data and the first partition: atomic_commit when it holds the
+    other commit's (the partitions were not committed together), committed_offset_durable otherwise
+    (lost, or an offset no commit gave it; None expected for a partition never committed)."""
+    if observed == expected:
+        return None
+    if observed in others:
+        return _violation("atomic_commit", tp, expected, observed,
+                          f"{where}: the data and the first partition are those of one commit, but "
+                          f"committed_offset({tp}) returned {observed}, the other commit's (expected {expected}): "
+                          "the partitions' offsets were not committed together")
+    never = " (a partition never committed)" if expected is None else ""
+    return _violation("committed_offset_durable", tp, expected, observed,
+                      f"{where}: committed_offset({tp}) returned {observed}, expected {expected}{never}")
 
 
 def reopened_offset(tp: str, expected: int | None, observed: int | None) -> Violation | None:

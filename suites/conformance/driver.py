@@ -19,16 +19,31 @@ from pathlib import Path
 from eos_harness.models.kv import KVModel
 from eos_harness.process.guard import finding_violation
 from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreServer
-from eos_harness.store import Capabilities, ChangelogRecord, StoreContext
+from eos_harness.store import Capabilities, ChangelogRecord, StoreContext, TopicPartition
 from eos_harness.verdict import Violation
 
 from . import checks
 
-__all__ = ["KEYS", "TP", "VALUES", "ConformanceViolation", "StoreAbandoned", "StoreUnderTest", "features_of"]
+__all__ = ["CONTEXT", "KEYS", "NEVER_COMMITTED", "PARTITIONS", "TP", "VALUES", "commit_offsets", "ConformanceViolation", "StoreAbandoned", "StoreUnderTest", "features_of"]
 
 # The changelog partition the store's context names (the store server opens every store with the
 # default context): the suite commits offsets for it, as a task commits for its store's changelog.
 TP = StoreContext(directory=Path()).changelog
+# A global store (KIP-1035): fed by three changelog partitions, TP first; the context names them and
+# every commit gives offsets for them (partition 1 at each commit, partition 2 at every other one).
+# NEVER_COMMITTED is never given to a commit: its committed_offset stays None.
+PARTITIONS = (TP, TopicPartition(TP.topic, 1), TopicPartition(TP.topic, 2))
+NEVER_COMMITTED = TopicPartition(TP.topic, 3)
+OTHERS = (*PARTITIONS[1:], NEVER_COMMITTED)  # checked after TP, each time TP is
+CONTEXT = {"changelogs": PARTITIONS}
+
+
+def commit_offsets(offset: int) -> dict[TopicPartition, int]:
+    """The offsets of the commit whose TP offset is ``offset``: every partition of the global store."""
+    offsets = {TP: offset, PARTITIONS[1]: 100 + 2 * offset}
+    if offset % 2:
+        offsets[PARTITIONS[2]] = 50 + offset
+    return offsets
 KEYS = [b"a", b"b", b"c", b"d", b"e"]
 VALUES = [b"v1", b"v2", b"v3", b"xx"]
 STORY_LINES = 8  # how much of what happened before a violation it carries
@@ -187,14 +202,16 @@ class StoreUnderTest:
         self.next_offset += 1
         self.commits += 1
         writes, previous = self.writes, self.model.committed_offset(TP)
+        before = dict(self.model.offsets)
         self.told(f"commit #{self.commits} with offset {offset} "
                   f"({'no writes' if not writes else f'{writes} writes'} since the last commit)")
-        self.call("commit", {TP: offset})
-        self._committed(offset, writes, previous)
+        self.call("commit", commit_offsets(offset))
+        self._committed(offset, writes, previous, before)
 
-    def _committed(self, offset: int, writes: int, previous: int | None) -> None:
-        """A commit returned: the model commits too, and ``committed_offset`` must say ``offset``."""
-        self.model.commit({TP: offset})
+    def _committed(self, offset: int, writes: int, previous: int | None, before: dict) -> None:
+        """A commit returned: the model commits too, and ``committed_offset`` must say ``offset`` (and,
+        for every other partition, what the model says; ``before``: the offsets before the commit)."""
+        self.model.commit(commit_offsets(offset))
         self.writes = 0
         if not self.model.manages_offsets:
             self.checkpoint = offset
@@ -205,9 +222,16 @@ class StoreUnderTest:
         # An empty commit that kept its offset (declared), or a waived finding: the store's offset holds.
         if (verdict is None and got != self.model.committed_offset(TP)) or self.judge(verdict):
             self._adopt_offset(got)
+        for tp in OTHERS:
+            got = self.call("committed_offset", tp)
+            expected = self.model.committed_offset(tp)
+            verdict = checks.commit_offset(str(tp), self.commits, writes, expected, got, before.get(tp), empty_may_keep)
+            if (verdict is None and got != expected) or self.judge(verdict):
+                self._adopt_offset(got, tp)
 
-    def _adopt_offset(self, offset: int | None) -> None:
-        self.model.adopt(self.model.committed, {TP: offset} if offset is not None else {})
+    def _adopt_offset(self, offset: int | None, tp: TopicPartition = TP) -> None:
+        offsets = {k: v for k, v in self.model.offsets.items() if k != tp}
+        self.model.adopt(self.model.committed, offsets if offset is None else {**offsets, tp: offset})
 
     def restore(self, entries: list[tuple[bytes, bytes | None]]) -> None:
         """The store's own ``restore`` with ``entries`` as changelog records from the next offset on."""
@@ -237,9 +261,10 @@ class StoreUnderTest:
         self.next_offset += 1
         self.commits += 1
         writes, previous = self.writes, self.model.committed_offset(TP)
+        before = dict(self.model.offsets)
         self.call("arm", point, hit)
         try:
-            self.proc.call("commit", {TP: offset})
+            self.proc.call("commit", commit_offsets(offset))
         except ChildCrashed:
             self.told(f"commit #{self.commits} with offset {offset} ({writes} writes since the last commit): "
                       f"the process died at crash point {point} (armed for its hit #{hit})")
@@ -250,7 +275,7 @@ class StoreUnderTest:
         self.told(f"commit #{self.commits} with offset {offset} ({writes} writes since the last commit); "
                   f"crash point {point} armed for its hit #{hit} was not reached that often")
         self.call("disarm")  # the point was not reached often enough: the commit simply happened
-        self._committed(offset, writes, previous)
+        self._committed(offset, writes, previous, before)
 
     def kill(self) -> None:
         self.told(f"SIGKILL of the store's process ({self.writes} writes since the last commit)")
@@ -262,7 +287,7 @@ class StoreUnderTest:
         self.proc = None
         self.writes = 0
         try:
-            self.proc = self.server.start(self.spec, self.directory)
+            self.proc = self.server.start(self.spec, self.directory, context=CONTEXT)
         except (StoreCallError, StoreHang) as exc:
             self.store_failed("init", exc)
 
@@ -284,21 +309,32 @@ class StoreUnderTest:
                       "untrusted store)")
             return
         pre_data, pre_offset = dict(model.committed), model.committed_offset(TP)
+        every = [dict(model.offsets) if model.manages_offsets else {}]  # each outcome's offsets, every partition
         if not model.persistent:
-            pre_data, pre_offset = {}, None
+            pre_data, pre_offset, every = {}, None, [{}]
         outcomes = [(pre_data, pre_offset)]
         if in_flight is not None and model.persistent:
-            post_data, post_offsets = model.committed_after({TP: in_flight})
+            post_data, post_offsets = model.committed_after(commit_offsets(in_flight))
             outcomes.append((post_data, post_offsets.get(TP) if model.manages_offsets else None))
+            every.append(post_offsets if model.manages_offsets else {})
         data = self.contents()
         got_offset = self.call("committed_offset", TP)
         verdict = checks.recovered_state(str(TP), outcomes, data, got_offset, model.overlay, in_flight, offset)
+        held = {TP: got_offset}  # what the store holds, partition by partition
         if verdict is None:
-            if outcomes.index((data, got_offset)) == 1 and not model.manages_offsets:
+            index = outcomes.index((data, got_offset))
+            if index == 1 and not model.manages_offsets:
                 self.checkpoint = in_flight
+            where = (f"after a crash inside the commit with offset {in_flight} and recover({offset})"
+                     if in_flight is not None else f"after a crash outside a commit and recover({offset})")
+            for tp in OTHERS:
+                held[tp] = self.call("committed_offset", tp)
+                others = [o.get(tp) for i, o in enumerate(every) if i != index]
+                self.judge(checks.recovered_partition(str(tp), where, every[index].get(tp), held[tp], others))
         else:
             self.judge(verdict)  # waived: the model takes what the store holds as the truth
-        model.adopt(data, {TP: got_offset} if got_offset is not None else {})
+            held.update({tp: self.call("committed_offset", tp) for tp in OTHERS})
+        model.adopt(data, {tp: o for tp, o in held.items() if o is not None})
         if not model.persistent:
             model.adopt({}, {})
 
@@ -314,6 +350,10 @@ class StoreUnderTest:
             got = self.call("committed_offset", TP)
             if self.judge(checks.reopened_offset(str(TP), self.model.committed_offset(TP), got)):
                 self._adopt_offset(got)
+            for tp in OTHERS:
+                got = self.call("committed_offset", tp)
+                if self.judge(checks.reopened_offset(str(tp), self.model.committed_offset(tp), got)):
+                    self._adopt_offset(got, tp)
         offset = self.call("committed_offset", TP) if self.model.manages_offsets else self.checkpoint
         self.call("recover", offset)
         self.told(f"recover({offset}) after the reopen")

@@ -17,8 +17,8 @@ PROMISES: dict[str, str] = {
                                      "after a crash, never some partitions at one commit and some at another",
     "partition_offset_exact": "committed_offset(tp) returns, for each partition, the offset of the last commit that "
                               "named it; a commit naming only some partitions leaves the others as they were",
-    "partition_offset_survives_reopen": "after close() and a reopen, committed_offset returns every partition's "
-                                        "last committed offset: no partition is forgotten",
+    "partition_offset_survives_reopen": "after close() and a reopen (or a crash and a restart), committed_offset "
+                                        "returns every partition's last committed offset: none is forgotten",
     "never_committed_is_none": "committed_offset is None for a partition never committed, for every partition of a "
                                "store that does not manage offsets, and after a restart of one not persistent",
     "flush_is_noop": "flush() commits nothing (KIP-892): no write becomes durable or visible to read_committed(), "

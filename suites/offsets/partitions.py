@@ -3,11 +3,18 @@ partitions, plus a source partition's position, committed together with the data
 
 - ``partitions_reopen``: commits naming every partition, then only some; ``committed_offset`` for each
   right after, and after a clean close and reopen; a partition never committed is None.
-- ``offsets_none_unmanaged``: a store that does not manage offsets (or is not persistent) answers None.
+- ``offsets_none``: a store that does not manage offsets (or is not persistent) answers None for every
+  partition; one that does, None for a partition never committed (also after a SIGKILL).
+- ``partitions_crash``: a SIGKILL before and after a commit of every partition, and a crash at each
+  crash point the store reaches inside that commit (its first hit): after recovery the data and
+  every partition's offset are those of one commit.
+- ``flush_noop``: ``flush()`` makes no write visible to ``read_committed()`` or durable, and records
+  no offset.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from eos_harness.store import TopicPartition
@@ -105,13 +112,183 @@ def run_unmanaged(spec: str, workdir: Path, seed: int, store_timeout: float) -> 
             why = "after a restart of a store that is not persistent"
         else:
             why = "after a commit, a SIGKILL and a restart"
-        found = _check_offsets(live, want, "partition_offset_exact", why)
+        found = _check_offsets(live, want, "partition_offset_survives_reopen" if persistent else "partition_offset_exact",
+                               why)
         live.call("close")
         return found
+
+
+# -- a crash inside (or around) a commit of several partitions ----------------------------------------
+
+BASE = [(b"a", b"v1"), (b"b", b"v1"), (b"c", b"v1")]
+WRITES = [(b"a", b"v2"), (b"d", b"v1"), (b"b", None)]
+
+
+def _commit_offsets(seed: int) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """The offsets of the base commit and of the commit that crashes: every partition moves."""
+    shift = seed % 5
+    first = {CHANGELOGS[0]: 10 + shift, CHANGELOGS[1]: 20, CHANGELOGS[2]: 30 + shift, SOURCE: 100}
+    return first, {CHANGELOGS[0]: 13 + shift, CHANGELOGS[1]: 26, CHANGELOGS[2]: 31 + shift, SOURCE: 107}
+
+
+def _reached_in_commit(spec: str, workdir: Path, store_timeout: float) -> list[str]:
+    """The crash points the store reaches in a commit of several partitions (traced in a child)."""
+    first, _ = _commit_offsets(0)
+    with LiveStore(spec, workdir / "trace", store_timeout) as live:
+        live.start(trace=True)
+        offers = live.call("capabilities")
+        live.call("recover", None)
+        live.put_all(BASE, offers)
+        live.call("commit", first)
+        return [name for name, _ in dict.fromkeys(live.close()) if not name.startswith("task.")]
+
+
+def _judge_recovery(live: LiveStore, outcomes: list[tuple[str, dict, dict]], data: dict,
+                    offsets: dict[TopicPartition, int | None]) -> Violation | None:
+    """What a restarted store holds must be one of ``outcomes`` (label, data, offsets), whole."""
+    if any(data == want and offsets == offs for _, want, offs in outcomes):
+        return None
+    shown = show_offsets(offsets)
+    story = f"\njust before (oldest first):\n{live.recent()}"
+    lost = [tp for tp, got in offsets.items() if got is None and any(o[tp] is not None for _, _, o in outcomes)]
+    if lost:
+        tp = lost[0]
+        return Violation("partition_offset_survives_reopen", str(tp), [o[tp] for _, _, o in outcomes], None,
+                         detail=f"after the crash and a restart, committed_offset({tp}) returned None: the store "
+                                f"forgot a committed partition (offsets {shown}){story}")
+    by_partition = {tp: {label for label, _, o in outcomes if o[tp] == got} for tp, got in offsets.items()}
+    labels = [label for label, _, _ in outcomes]
+    if all(by_partition.values()) and not set.intersection(*by_partition.values()):
+        ahead = [str(tp) for tp, ls in by_partition.items() if labels[-1] in ls and labels[0] not in ls]
+        behind = [str(tp) for tp, ls in by_partition.items() if labels[0] in ls and labels[-1] not in ls]
+        return Violation("partitions_committed_together", ", ".join(behind), show_offsets(outcomes[-1][2]), shown,
+                         detail=f"after a crash inside the commit and a restart, {', '.join(ahead)} hold the "
+                                f"offsets of {labels[-1]} but {', '.join(behind)} those of {labels[0]}: the "
+                                f"partitions of one commit were not committed together{story}")
+    matching = [label for label, _, o in outcomes if o == offsets]
+    holding = [label for label, want, _ in outcomes if want == data]
+    if matching and holding:
+        return Violation("offsets_match_data", None, f"data and offsets of {matching[0]}",
+                         f"data of {holding[0]}, offsets of {matching[0]}",
+                         detail=f"after the crash and a restart, the store holds the data of {holding[0]} but the "
+                                f"offsets of {matching[0]} ({shown}): data and offsets were not written "
+                                f"together{story}")
+    if matching:
+        return Violation("offsets_match_data", None, [show_data(w) for _, w, _ in outcomes], show_data(data),
+                         detail=f"after the crash and a restart, the offsets are those of {matching[0]} ({shown}) "
+                                f"but the data is that of no commit: {show_data(data)}{story}")
+    tp = next(tp for tp, ls in by_partition.items() if not ls)
+    return Violation("partition_offset_exact", str(tp), [o[tp] for _, _, o in outcomes], offsets[tp],
+                     detail=f"after the crash and a restart, committed_offset({tp}) returned {offsets[tp]}, which "
+                            f"no commit gave it (offsets {shown}){story}")
+
+
+def show_data(data: dict[bytes, bytes]) -> dict[str, str]:
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in sorted(data.items())}
+
+
+def run_crash(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[Violation]:
+    first, second = _commit_offsets(seed)
+    points = _reached_in_commit(spec, workdir, store_timeout)
+    cases: list[tuple[str, str | None, int]] = [("kill before commit", None, 0), ("kill after commit", None, 1)]
+    cases += [(f"crash at {point}", point, 1) for point in points]
+    found: dict[str, Violation] = {}
+    for number, (label, point, hit) in enumerate(cases):
+        with LiveStore(spec, workdir / f"case-{number}", store_timeout) as live:
+            live.start()
+            offers = live.call("capabilities")
+            live.call("recover", None)
+            live.put_all(BASE, offers)
+            live.call("commit", first)
+            live.told(f"put_all {show_data(dict(BASE))}, commit #1 {show_offsets(first)}")
+            live.put_all(WRITES, offers)
+            live.told("put a=v2, d=v1, b=None (a tombstone)")
+            data_first = dict(BASE)
+            data_second = {k: v for k, v in {**data_first, **dict(WRITES)}.items() if v is not None}
+            outcomes = [("commit #1", data_first, {**first, NEVER_COMMITTED: None})]
+            after = ("commit #2", data_second, {**second, NEVER_COMMITTED: None})
+            if point is None:
+                if hit:
+                    live.call("commit", second)
+                    live.told(f"commit #2 {show_offsets(second)}")
+                    outcomes = [after]
+                live.kill()
+            elif live.commit_crashing(second, point, hit):
+                outcomes.append(after)
+            else:
+                live.call("close")
+                continue
+            live.start()
+            offset = live.call("committed_offset", CHANGELOGS[0])
+            live.call("recover", offset)
+            live.told(f"restarted; recover({offset})")
+            violation = _judge_recovery(live, outcomes, live.contents(offers), live.offsets([*ALL, NEVER_COMMITTED]))
+            live.call("close")
+        if violation is not None and violation.check not in found:
+            found[violation.check] = replace(violation, case=f"offsets: partitions_crash: {label}")
+    return list(found.values())
+
+
+def _transactional_managing(features: Features) -> str | None:
+    if not features.transactional:
+        return ("the store is not transactional: after a crash the runtime wipes it and restores it from the "
+                "changelog, so what a crash leaves is never read")
+    return _manages_persistently(features)
+
+
+# -- flush() is a no-op (KIP-892) ------------------------------------------------------------------------
+
+def run_flush(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[Violation]:
+    first = {CHANGELOGS[0]: 7, CHANGELOGS[1]: 8, CHANGELOGS[2]: 9, SOURCE: 40 + seed % 3}
+    with LiveStore(spec, workdir, store_timeout) as live:
+        live.start()
+        offers = live.call("capabilities")
+        live.call("recover", None)
+        live.call("put", b"a", b"v1")
+        live.call("commit", first)
+        live.call("put", b"b", b"v2")
+        live.call("flush")
+        live.told(f"put a=v1, commit {show_offsets(first)}, put b=v2, flush()")
+
+        def broke(key, expected, observed, what: str) -> list[Violation]:
+            return [Violation("flush_is_noop", key, expected, observed,
+                              detail=f"{what}: flush() must commit nothing (KIP-892 made it a no-op; a processor "
+                                     f"asks for a commit through its context)\njust before (oldest first):\n"
+                                     f"{live.recent()}")]
+
+        seen = live.call("rc_get", b"b")
+        if seen is not None:
+            return broke("b", None, seen.decode("latin-1"), "after flush(), read_committed().get('b') shows the "
+                         "uncommitted write b=v2")
+        offsets = live.offsets([*ALL, NEVER_COMMITTED])
+        if offsets != {**first, NEVER_COMMITTED: None}:
+            return broke(None, show_offsets({**first, NEVER_COMMITTED: None}), show_offsets(offsets),
+                         "after flush(), the committed offsets changed")
+        live.kill()
+        live.start()
+        live.call("recover", live.call("committed_offset", CHANGELOGS[0]))
+        live.told("restarted after a SIGKILL; recover")
+        data = live.contents(offers)
+        if data != {b"a": b"v1"}:
+            return broke("b", {"a": "v1"}, show_data(data), "after flush(), a SIGKILL and a restart, the write "
+                         "b=v2 that was never committed survived: flush() made it durable")
+        live.call("close")
+    return []
+
+
+def _transactional(features: Features) -> str | None:
+    if not features.transactional:
+        return ("the store is not transactional: its writes are visible (and kept) at once, so a flush that "
+                "commits cannot be told from one that does not")
+    return None
 
 
 SCENARIOS = [
     Scenario("partitions_reopen", ("partition_offset_exact", "partition_offset_survives_reopen",
                                    "never_committed_is_none"), _manages_persistently, run_reopen),
     Scenario("offsets_none", ("never_committed_is_none",), lambda features: None, run_unmanaged),
+    Scenario("partitions_crash", ("offsets_match_data", "partitions_committed_together",
+                                  "partition_offset_survives_reopen", "partition_offset_exact"),
+             _transactional_managing, run_crash),
+    Scenario("flush_noop", ("flush_is_noop",), _transactional, run_flush),
 ]
