@@ -40,6 +40,67 @@ def test_a_store_that_does_not_manage_offsets_passes_what_applies_and_is_told_wh
     assert result["checks"]["partition_offset_survives_reopen"] == "not_applicable"
 
 
+@pytest.mark.parametrize("store", ["memory", "rocksdb-legacy"])
+def test_crash_and_flush_scenarios_do_not_apply_to_a_store_that_is_not_transactional(store):
+    result = verify_offsets(store, seed=1, only=["partitions_crash", "flush_noop"])
+    assert result["cases"] == []
+    reasons = {n["scenario"]: n["reason"] for n in result["not_applicable"]}
+    assert "not transactional" in reasons["partitions_crash"] and "not transactional" in reasons["flush_noop"]
+    assert result["checks"]["flush_is_noop"] == result["checks"]["partitions_committed_together"] == "not_applicable"
+
+
+# Each offsets mutant (and the older ones whose mistake is about offsets): the check naming its mistake,
+# and the scenario (case) that shows it.
+CAUGHT = [
+    ("mutant-offsets-before-data", "offsets_match_data", "partitions_crash: crash at store.commit.between_offsets_and_data"),
+    ("mutant-split-offsets-write", "offsets_match_data", "partitions_crash: crash at store.commit.between_data_and_offsets"),
+    ("mutant-offsets-partition-apart", "partitions_committed_together",
+     "partitions_crash: crash at store.commit.between_partitions"),
+    ("mutant-offsets-first-partition-only", "partition_offset_survives_reopen", "partitions_reopen"),
+    ("mutant-offsets-in-memory", "partition_offset_survives_reopen", "partitions_reopen"),
+    ("mutant-offsets-flush-commits", "flush_is_noop", "flush_noop"),
+]
+
+
+@pytest.mark.parametrize(("mutant", "check", "case"), CAUGHT, ids=[c[0] for c in CAUGHT])
+def test_every_offsets_mutant_is_caught_by_the_check_naming_its_mistake(mutant, check, case):
+    result = verify_offsets(mutant, seed=1)
+    assert result["verdict"] == "fail", f"{mutant} survived the offsets suite"
+    first = next((v for v in result["violations"] if v["check"] == check), None)
+    assert first is not None, f"{mutant}: expected {check}, got {_fired(result)}"
+    assert first["case"] == f"offsets: {case}"
+    assert "just before" in first["detail"] and result["checks"][check] == "fail"
+
+
+def test_the_offsets_mutants_are_registered_for_the_offsets_suite_only():
+    from eos_harness.stores import builtin_spec
+    from eos_harness.suites.lifecycle.plan import default_stores
+
+    for mutant, check, _ in CAUGHT:
+        spec = builtin_spec(mutant)
+        assert check in spec.caught_by or mutant in ("mutant-split-offsets-write", "mutant-offsets-in-memory")
+        if mutant.startswith("mutant-offsets-") and mutant != "mutant-offsets-in-memory":
+            assert spec.suite == "offsets" and mutant not in default_stores()
+
+
+def test_the_conformance_suite_commits_three_partitions_and_catches_one_written_apart():
+    from eos_harness.process.server import StoreServer
+    from eos_harness.suites.conformance.runner import ConformanceViolation, run_case
+
+    with StoreServer() as server:
+        for store in ("rocksdb-indexed", "rocksdb-secondary"):  # every partition checked, none torn
+            run_case(server, store, "overwrite", None)
+        with pytest.raises(ConformanceViolation) as torn:
+            run_case(server, "mutant-offsets-partition-apart", "overwrite", "store.commit.between_partitions")
+        assert torn.value.violation.check == "atomic_commit"
+        assert torn.value.violation.key == "app-store-changelog-1"
+        assert "not committed together" in torn.value.violation.detail
+        with pytest.raises(ConformanceViolation) as forgot:
+            run_case(server, "mutant-offsets-first-partition-only", "overwrite", None)
+        assert forgot.value.violation.check == "committed_offset_durable"
+        assert forgot.value.violation.key == "app-store-changelog-1" and forgot.value.violation.observed is None
+
+
 def test_offsets_kept_in_memory_are_caught_forgetting_every_partition_after_reopen():
     result = verify_offsets("mutant-offsets-in-memory", seed=1)
     assert result["verdict"] == "fail"
