@@ -24,7 +24,8 @@ from eos_harness.verdict import Violation
 
 from . import checks
 
-__all__ = ["CONTEXT", "KEYS", "NEVER_COMMITTED", "PARTITIONS", "TP", "VALUES", "commit_offsets", "ConformanceViolation", "StoreAbandoned", "StoreUnderTest", "features_of"]
+__all__ = ["CONTEXT", "KEYS", "NEVER_COMMITTED", "PARTITIONS", "TP", "VALUES", "ConformanceViolation", "StoreAbandoned",
+           "StoreUnderTest", "commit_offsets", "features_of"]
 
 # The changelog partition the store's context names (the store server opens every store with the
 # default context): the suite commits offsets for it, as a task commits for its store's changelog.
@@ -44,6 +45,8 @@ def commit_offsets(offset: int) -> dict[TopicPartition, int]:
     if offset % 2:
         offsets[PARTITIONS[2]] = 50 + offset
     return offsets
+
+
 KEYS = [b"a", b"b", b"c", b"d", b"e"]
 VALUES = [b"v1", b"v2", b"v3", b"xx"]
 STORY_LINES = 8  # how much of what happened before a violation it carries
