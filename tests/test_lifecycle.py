@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 from eos_harness.runtime import P_AFTER_EOS, P_BEFORE_EOS, P_CLOSE_MID, P_MID_REPLAY, TaskConfig
-from eos_harness.stores import BUILTIN
+from eos_harness.stores import builtin_spec
 from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, default_stores, expected_to_fail, plan
 from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError, parse_schedule
@@ -44,7 +44,7 @@ def test_a_crash_during_recovery_is_harmless(store, tmp_path):
 
 
 def test_roll_forward_replays_exactly_the_uncommitted_tail(tmp_path):
-    if "rocksdb-indexed" not in BUILTIN:
+    if builtin_spec("rocksdb-indexed") is None:
         pytest.fail("rocksdb-indexed is not registered")
     indexed = run_scenario(Scenario("rocksdb-indexed", "counter", 1, (Fault(P_AFTER_EOS, 3),)), tmp_path / "i")
     assert indexed["verdict"] == "pass", indexed["violations"]
@@ -163,7 +163,7 @@ def test_a_store_commit_that_splits_data_and_offsets_is_caught_through_the_run_c
 def test_the_chaos_campaign_passes_every_real_store_and_catches_every_mutant(tmp_path):
     """The main job's promise: the coverage part of a campaign (every store × every point it reaches)."""
     out = tmp_path / "chaos.json"
-    key_value = ",".join(s for s in default_stores() if not BUILTIN[s].window)  # window stores: tests/test_window_stores.py
+    key_value = ",".join(s for s in default_stores() if not builtin_spec(s).window)  # window stores: tests/test_window_stores.py
     proc = subprocess.run([EOS_BIN, "chaos", "--scenarios", "150", "--seed", "7", "--stores", key_value, "--json", str(out),
                            "--out", str(tmp_path / "c")], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -175,7 +175,7 @@ def test_the_chaos_campaign_passes_every_real_store_and_catches_every_mutant(tmp
         assert tally["expected"] == expected, name
         assert tally["status"] == ("caught" if expected == "fail" else "ok"), (name, tally)
     assert "no_uncommitted_survives" in stores["rocksdb-legacy-nowipe"]["checks"]
-    assert {s for s in default_stores() if not BUILTIN[s].window} <= set(stores)
+    assert {s for s in default_stores() if not builtin_spec(s).window} <= set(stores)
     hit = set(campaign["summary"]["points_hit"])
     assert set(LIFECYCLE_POINTS) | {P_MID_REPLAY, "store.commit.mid_copy", "store.commit.after_write"} <= hit
     for scenario in campaign["scenarios"]:  # which scenario hit which point
