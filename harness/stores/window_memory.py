@@ -18,15 +18,14 @@ import weakref
 from collections.abc import Iterable, Mapping
 
 from eos_harness.faults.points import crash_point, declare
-from eos_harness.models.windows import NO_TIMESTAMP, RETENTION_ONLY, SEED, WindowConfig
-from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
+from eos_harness.models.windows import RETENTION_ONLY, SEED, WindowConfig
+from eos_harness.store import StoreContext, TopicPartition
+from eos_harness.stores.window_base import WindowStoreBase, in_key_range, window_config_of
 from sortedcontainers import SortedDict
 
 __all__ = ["MemoryWindowStore", "memory_window", "memory_window_seed", "memory_window_txn"]
 
 P_MID_APPLY = declare("window.memory.commit.mid_apply", "transactional in-memory window store: half the staged writes applied")
-
-DEFAULTS = {"name": "store", "retention_period": 60, "window_size": 10, "grace_period": 20}
 
 
 class _HeldIterator:
@@ -71,65 +70,26 @@ class _HeldIterator:
         self._store._open_iterators.discard(self)
 
 
-class _CommittedView:
-    """The committed segments under the committed stream time (the transactional variant's
-    read-committed view; the plain store's view is the store itself)."""
-
-    def __init__(self, store: MemoryWindowStore) -> None:
-        self._store = store
-
-    def __getattr__(self, method: str):
-        reader = getattr(MemoryWindowStore, method)
-
-        def read(*args):
-            return reader(self._store, *args, committed=True)
-        return read
-
-
-class MemoryWindowStore:
+class MemoryWindowStore(WindowStoreBase):
     """In memory, not persistent; transactional when asked (staged writes until commit)."""
 
     def __init__(self, config: WindowConfig, transactional: bool = False) -> None:
-        self.name = config.name
-        self._config = config
-        self._transactional = transactional
+        super().__init__(config, transactional)
         self._segments: SortedDict = SortedDict()  # window start -> SortedDict(key -> value)
-        self._stream_time = NO_TIMESTAMP  # committed (the only one when not transactional)
-        self._staged: dict[tuple[int, bytes], bytes | None] = {}
-        self._staged_stream_time = NO_TIMESTAMP
         # Weak: an iterator dropped without close() stops holding expiry back once it is collected.
         self._open_iterators: weakref.WeakSet[_HeldIterator] = weakref.WeakSet()
-        self._via_processor = False
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def window_config(self) -> WindowConfig:
-        return self._config
-
-    def _drop_reason(self, window_start: int, stream_time: int) -> str | None:
-        """Why a put is dropped (the declared semantics' rule); a mutant overrides it."""
-        return self._config.drop_reason(window_start, stream_time)
-
-    def _lower_bound(self, stream_time: int) -> int:
-        return self._config.lower_bound(stream_time)
-
     def init(self, context: StoreContext) -> None:
         self._via_processor = context.via_processor
 
     def persistent(self) -> bool:
         return False
 
-    def transactional(self) -> bool:
-        return self._transactional
-
     def manages_offsets(self) -> bool:
         return False
 
     # -- expiry -----------------------------------------------------------------------------------
-    def _observed(self, committed: bool = False) -> int:
-        if self._transactional and not committed:
-            return max(self._stream_time, self._staged_stream_time)
-        return self._stream_time
-
     def _remove_expired_segments(self) -> None:
         min_live = max(0, self._lower_bound(self._stream_time))
         for iterator in self._open_iterators:
@@ -155,9 +115,7 @@ class MemoryWindowStore:
     def put(self, key: bytes, value: bytes | None, window_start: int) -> None:
         self._remove_expired_segments()
         if self._transactional:
-            self._staged_stream_time = max(self._observed(), window_start)
-            if self._drop_reason(window_start, self._staged_stream_time) is None:
-                self._staged[(window_start, key)] = value
+            self._stage(key, value, window_start)
             return
         self._stream_time = max(self._stream_time, window_start)
         if self._drop_reason(window_start, self._stream_time) is None:
@@ -172,75 +130,24 @@ class MemoryWindowStore:
             self._transactional = transactional
 
     # -- reads ------------------------------------------------------------------------------------
-    def _lower(self, time_from: int, committed: bool) -> int:
-        return max(time_from, self._lower_bound(self._observed(committed)))
-
-    def _merged(self, lo: int, hi: int) -> list[tuple[bytes, int, bytes]]:
-        """The writer's view of a transactional store: segments with the staged writes over them."""
-        data = {(start, key): value for start in self._segments.irange(lo, hi)
-                for key, value in self._segments[start].items()}
-        for (start, key), value in self._staged.items():
-            if lo <= start <= hi:
-                data[(start, key)] = value
-        return [(k, s, v) for (s, k), v in sorted(data.items()) if v is not None]
-
     def _expire_before_read(self) -> None:
         self._remove_expired_segments()
 
-    def _read(self, key_from, key_to, time_from, time_to, reverse, single_key, committed):
-        self._expire_before_read()
-        lo = self._lower(time_from, committed)
-        empty = time_to < lo or (not single_key and key_from is not None and key_to is not None and key_from > key_to)
-        if self._transactional and not committed:
-            found = [] if empty else [r for r in self._merged(lo, time_to)
-                                      if (key_from is None or r[0] >= key_from) and (key_to is None or r[0] <= key_to)]
-            if single_key:
-                found = [(s, v) for _, s, v in found]
-            return iter(found[::-1] if reverse else found)
-        starts = [] if empty else list(self._segments.irange(lo, time_to))
+    def _stored_windows(self, key_from, key_to, lo: int, hi: int, single_key: bool) -> dict:
+        return {(start, key): value for start in self._segments.irange(lo, hi)
+                for key, value in self._segments[start].items() if in_key_range(key, key_from, key_to)}
+
+    def _iterate_stored(self, key_from, key_to, lo: int, hi: int, reverse: bool, single_key: bool, empty: bool):
+        starts = [] if empty else list(self._segments.irange(lo, hi))
         return _HeldIterator(self, lo, starts, key_from, key_to, reverse, single_key)
 
-    def fetch_window(self, key: bytes, window_start: int, committed: bool = False) -> bytes | None:
-        self._expire_before_read()
-        if window_start < self._lower(window_start, committed):
-            return None
-        if self._transactional and not committed and (window_start, key) in self._staged:
-            return self._staged[(window_start, key)]
+    def _fetch_stored(self, key: bytes, window_start: int) -> bytes | None:
         segment = self._segments.get(window_start)
         return None if segment is None else segment.get(key)
 
-    def fetch(self, key: bytes, time_from: int, time_to: int, committed: bool = False):
-        return self._read(key, key, time_from, time_to, False, True, committed)
-
-    def backward_fetch(self, key: bytes, time_from: int, time_to: int, committed: bool = False):
-        return self._read(key, key, time_from, time_to, True, True, committed)
-
-    def fetch_range(self, key_from, key_to, time_from: int, time_to: int, committed: bool = False):
-        return self._read(key_from, key_to, time_from, time_to, False, False, committed)
-
-    def backward_fetch_range(self, key_from, key_to, time_from: int, time_to: int, committed: bool = False):
-        return self._read(key_from, key_to, time_from, time_to, True, False, committed)
-
-    def fetch_all(self, time_from: int, time_to: int, committed: bool = False):
-        return self._read(None, None, time_from, time_to, False, False, committed)
-
-    def backward_fetch_all(self, time_from: int, time_to: int, committed: bool = False):
-        return self._read(None, None, time_from, time_to, True, False, committed)
-
-    def all(self, committed: bool = False):
-        return self._read(None, None, 0, 2**62, False, False, committed)
-
-    def backward_all(self, committed: bool = False):
-        return self._read(None, None, 0, 2**62, True, False, committed)
-
-    def read_committed(self):
-        return _CommittedView(self) if self._transactional else self
-
     # -- commit -----------------------------------------------------------------------------------
     def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
-        if self._via_processor:
-            raise CommitFromProcessorError(
-                f"store {self.name!r}: processors must not commit stores; call context.commit() to request a task commit")
+        self._refuse_commit_from_processor()
         if not self._transactional:
             return
         staged = sorted(self._staged.items())
@@ -256,12 +163,8 @@ class MemoryWindowStore:
         return None
 
     def recover(self, changelog_offset: int | None) -> bool:
-        self._staged = {}
-        self._staged_stream_time = NO_TIMESTAMP
+        self._discard_staged()
         return False
-
-    def flush(self) -> None:
-        """Deprecated (KIP-892): a no-op."""
 
     def close(self) -> None:
         self._segments.clear()
@@ -269,21 +172,16 @@ class MemoryWindowStore:
         self._open_iterators.clear()
 
 
-def _config(semantics: str, kwargs: dict) -> WindowConfig:
-    args = {**DEFAULTS, **kwargs}
-    return WindowConfig.of(args["name"], args["retention_period"], args["window_size"], args["grace_period"], semantics)
-
-
 def memory_window(**kwargs) -> MemoryWindowStore:
     """Kafka's shipped in-memory window store: the store enforces retention only."""
-    return MemoryWindowStore(_config(RETENTION_ONLY, kwargs))
+    return MemoryWindowStore(window_config_of(RETENTION_ONLY, kwargs))
 
 
 def memory_window_seed(**kwargs) -> MemoryWindowStore:
     """Seed 001's store as written: late writes (grace) are dropped by the store."""
-    return MemoryWindowStore(_config(SEED, kwargs))
+    return MemoryWindowStore(window_config_of(SEED, kwargs))
 
 
 def memory_window_txn(**kwargs) -> MemoryWindowStore:
     """Transactional, seed 001's semantics."""
-    return MemoryWindowStore(_config(SEED, kwargs), transactional=True)
+    return MemoryWindowStore(window_config_of(SEED, kwargs), transactional=True)

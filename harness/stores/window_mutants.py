@@ -8,8 +8,8 @@ from collections.abc import Iterable
 
 from eos_harness.models.windows import RETENTION_ONLY, SEED, WindowConfig, validate_window_store
 from eos_harness.stores import StoreSpec, register
-from eos_harness.stores.window_memory import DEFAULTS, MemoryWindowStore
-from eos_harness.stores.window_rocksdb import DEFAULTS as ROCKS_DEFAULTS
+from eos_harness.stores.window_base import DEFAULTS, window_config_of
+from eos_harness.stores.window_memory import MemoryWindowStore
 from eos_harness.stores.window_rocksdb import RocksWindowStore
 
 
@@ -55,11 +55,6 @@ class StreamTimeNotRebuilt(MemoryWindowStore):
             self._write(key, value, window_start)
 
 
-def _config(semantics: str, kwargs: dict, defaults: dict) -> WindowConfig:
-    args = {**defaults, **kwargs}
-    return WindowConfig.of(args["name"], args["retention_period"], args["window_size"], args["grace_period"], semantics)
-
-
 def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
     """Validates everything but ``grace_period > retention_period``."""
     args = {**DEFAULTS, **kwargs}
@@ -69,16 +64,16 @@ def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
 
 
 for name, factory, caught_by, description in (
-    ("mutant-window-grace-off-by-one", lambda **kw: GraceOffByOne(_config(SEED, kw, DEFAULTS)),
+    ("mutant-window-grace-off-by-one", lambda **kw: GraceOffByOne(window_config_of(SEED, kw)),
      ("late_write_dropped",), "a write exactly at stream time - grace lands (seed semantics)"),
     ("mutant-window-retention-off-by-one",
-     lambda **kw: RetentionOffByOne(_config(RETENTION_ONLY, kw, ROCKS_DEFAULTS), transactional=True),
+     lambda **kw: RetentionOffByOne(window_config_of(RETENTION_ONLY, kw), transactional=True),
      ("expired_write_dropped", "expired_never_fetched"), "the window exactly at stream time - retention is kept"),
-    ("mutant-window-expiry-only-on-put", lambda **kw: ExpiryOnlyOnPut(_config(RETENTION_ONLY, kw, DEFAULTS)),
+    ("mutant-window-expiry-only-on-put", lambda **kw: ExpiryOnlyOnPut(window_config_of(RETENTION_ONLY, kw)),
      ("expired_never_fetched",), "expiry before puts only: a fetch returns an expired window"),
     ("mutant-window-validation-grace", validation_accepts_grace_over_retention,
      ("argument_validation",), "validation accepts a grace period longer than the retention"),
-    ("mutant-window-stream-time-not-rebuilt", lambda **kw: StreamTimeNotRebuilt(_config(RETENTION_ONLY, kw, DEFAULTS)),
+    ("mutant-window-stream-time-not-rebuilt", lambda **kw: StreamTimeNotRebuilt(window_config_of(RETENTION_ONLY, kw)),
      ("stream_time_rebuilt",), "restore does not rebuild observed stream time: expired windows come back"),
 ):
     register(StoreSpec(name, "window-mutant", description, factory, caught_by))

@@ -24,8 +24,9 @@ from pathlib import Path
 
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.models.windows import NO_TIMESTAMP, RETENTION_ONLY, WindowConfig
-from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
+from eos_harness.store import StoreContext, TopicPartition
 from eos_harness.stores.indexed import decode_offset, encode_offset, offset_key
+from eos_harness.stores.window_base import WindowStoreBase, in_key_range, window_config_of, window_rows
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 __all__ = ["RocksWindowStore", "rocksdb_window", "rocksdb_window_txn"]
@@ -38,8 +39,6 @@ P_AFTER_DROP = declare("window.rocksdb.commit.after_segment_drop", "RocksDB wind
 META_CF = "meta"
 STREAM_TIME = b"\x00stream_time"
 SEGMENT_PREFIX = "seg-"
-DEFAULTS = {"name": "store", "retention_period": 60, "window_size": 10, "grace_period": 20}
-TOP = 2**62
 
 
 def _options() -> Options:
@@ -58,50 +57,24 @@ def _split(stored: bytes) -> tuple[bytes, int]:
     return stored[:-8], struct.unpack(">q", stored[-8:])[0]
 
 
-class _CommittedView:
-    def __init__(self, store: RocksWindowStore) -> None:
-        self._store = store
-
-    def __getattr__(self, method: str):
-        reader = getattr(RocksWindowStore, method)
-
-        def read(*args):
-            return reader(self._store, *args, committed=True)
-        return read
-
-
-class RocksWindowStore:
+class RocksWindowStore(WindowStoreBase):
     """Persistent; transactional when asked; a transactional one manages its offsets."""
+
+    _commit_from_processor_hint = " (KIP-892); call context.commit() instead"
 
     def __init__(self, config: WindowConfig, transactional: bool = False, segment_interval: int | None = None) -> None:
         if segment_interval is None:  # Kafka's rule, scaled to milliseconds: half the retention
             segment_interval = max(config.retention_period // 2, 1)
         if segment_interval <= 0:
             raise ValueError(f"segment_interval must be positive, got {segment_interval}")
-        self.name = config.name
-        self._config = config
-        self._transactional = transactional
+        super().__init__(config, transactional)
         self._interval = segment_interval
         self._db: Rdict | None = None
         self._segments: dict[int, tuple[Rdict, object]] = {}
-        self._stream_time = NO_TIMESTAMP
-        self._staged: dict[tuple[int, bytes], bytes | None] = {}
-        self._staged_stream_time = NO_TIMESTAMP
-        self._via_processor = False
         self._sync = WriteOptions()
         self._sync.sync = True
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def window_config(self) -> WindowConfig:
-        return self._config
-
-    def _drop_reason(self, window_start: int, stream_time: int) -> str | None:
-        """Why a put is dropped (the declared semantics' rule); a mutant overrides it."""
-        return self._config.drop_reason(window_start, stream_time)
-
-    def _lower_bound(self, stream_time: int) -> int:
-        return self._config.lower_bound(stream_time)
-
     def init(self, context: StoreContext) -> None:
         context.directory.mkdir(parents=True, exist_ok=True)
         path = str(context.directory / "db")
@@ -116,15 +89,12 @@ class RocksWindowStore:
                           for name in families if name.startswith(SEGMENT_PREFIX)}
         raw = self._meta.get(STREAM_TIME)
         self._stream_time = NO_TIMESTAMP if raw is None else decode_offset(raw)
-        self._staged, self._staged_stream_time = {}, NO_TIMESTAMP
+        self._discard_staged()
         self._via_processor = context.via_processor
         self._drop_expired_segments()
 
     def persistent(self) -> bool:
         return True
-
-    def transactional(self) -> bool:
-        return self._transactional
 
     def manages_offsets(self) -> bool:
         return self._transactional
@@ -151,16 +121,9 @@ class RocksWindowStore:
             self._db.drop_column_family(f"{SEGMENT_PREFIX}{segment_id:012d}")
 
     # -- writes -----------------------------------------------------------------------------------
-    def _observed(self, committed: bool = False) -> int:
-        if self._transactional and not committed:
-            return max(self._stream_time, self._staged_stream_time)
-        return self._stream_time
-
     def put(self, key: bytes, value: bytes | None, window_start: int) -> None:
         if self._transactional:
-            self._staged_stream_time = max(self._observed(), window_start)
-            if self._drop_reason(window_start, self._staged_stream_time) is None:
-                self._staged[(window_start, key)] = value
+            self._stage(key, value, window_start)
             return
         self._drop_expired_segments()
         batch = WriteBatch(raw_mode=True)
@@ -168,12 +131,16 @@ class RocksWindowStore:
             self._stream_time = window_start
             batch.put(STREAM_TIME, encode_offset(window_start), self._meta_handle)
         if self._drop_reason(window_start, self._stream_time) is None:
-            _, handle = self._segment(window_start)
-            if value is None:
-                batch.delete(storage_key(key, window_start), handle)
-            else:
-                batch.put(storage_key(key, window_start), value, handle)
+            self._add_write(batch, key, value, window_start)
         self._db.write(batch)
+
+    def _add_write(self, batch: WriteBatch, key: bytes, value: bytes | None, window_start: int) -> None:
+        """Add the write (None: a delete) of the window to ``batch``, in its segment (created if new)."""
+        _, handle = self._segment(window_start)
+        if value is None:
+            batch.delete(storage_key(key, window_start), handle)
+        else:
+            batch.put(storage_key(key, window_start), value, handle)
 
     def restore(self, records: Iterable[tuple[bytes, int, bytes | None]]) -> None:
         for key, window_start, value in records:
@@ -202,80 +169,35 @@ class RocksWindowStore:
                 if end is not None and stored > end:
                     break
                 key, start = _split(stored)
-                if lo <= start <= hi and (key_from is None or key >= key_from) and (key_to is None or key <= key_to):
+                if lo <= start <= hi and in_key_range(key, key_from, key_to):
                     found[(start, key)] = it.value()
                 it.next()
             del it
         return found
 
-    def _read(self, key_from, key_to, time_from, time_to, reverse, single_key, committed):
-        if not self._transactional:
+    def _expire_before_read(self) -> None:
+        if not self._transactional:  # a transactional store drops segments when it commits
             self._drop_expired_segments()
-        lo = max(time_from, self._lower_bound(self._observed(committed)))
-        if time_to < lo or (not single_key and key_from is not None and key_to is not None and key_from > key_to):
-            return iter([])
-        data = self._scan(key_from, key_to, lo, time_to, single_key)
-        if self._transactional and not committed:
-            for (start, key), value in self._staged.items():
-                if lo <= start <= time_to and (key_from is None or key >= key_from) and (key_to is None or key <= key_to):
-                    data[(start, key)] = value
-        rows = [(k, s, v) for (s, k), v in sorted(data.items(), reverse=reverse) if v is not None]
-        if single_key:
-            return iter([(s, v) for _, s, v in rows])
-        return iter(rows)
 
-    def fetch_window(self, key: bytes, window_start: int, committed: bool = False) -> bytes | None:
-        if not self._transactional:
-            self._drop_expired_segments()
-        if window_start < self._lower_bound(self._observed(committed)):
-            return None
-        if self._transactional and not committed and (window_start, key) in self._staged:
-            return self._staged[(window_start, key)]
+    def _stored_windows(self, key_from, key_to, lo: int, hi: int, single_key: bool) -> dict:
+        return self._scan(key_from, key_to, lo, hi, single_key)
+
+    def _iterate_stored(self, key_from, key_to, lo: int, hi: int, reverse: bool, single_key: bool, empty: bool):
+        return iter([]) if empty else window_rows(self._scan(key_from, key_to, lo, hi, single_key), reverse, single_key)
+
+    def _fetch_stored(self, key: bytes, window_start: int) -> bytes | None:
         found = self._segments.get(window_start // self._interval)
         return None if found is None else found[0].get(storage_key(key, window_start))
 
-    def fetch(self, key: bytes, time_from: int, time_to: int, committed: bool = False):
-        return self._read(key, key, time_from, time_to, False, True, committed)
-
-    def backward_fetch(self, key: bytes, time_from: int, time_to: int, committed: bool = False):
-        return self._read(key, key, time_from, time_to, True, True, committed)
-
-    def fetch_range(self, key_from, key_to, time_from: int, time_to: int, committed: bool = False):
-        return self._read(key_from, key_to, time_from, time_to, False, False, committed)
-
-    def backward_fetch_range(self, key_from, key_to, time_from: int, time_to: int, committed: bool = False):
-        return self._read(key_from, key_to, time_from, time_to, True, False, committed)
-
-    def fetch_all(self, time_from: int, time_to: int, committed: bool = False):
-        return self._read(None, None, time_from, time_to, False, False, committed)
-
-    def backward_fetch_all(self, time_from: int, time_to: int, committed: bool = False):
-        return self._read(None, None, time_from, time_to, True, False, committed)
-
-    def all(self, committed: bool = False):
-        return self._read(None, None, 0, TOP, False, False, committed)
-
-    def backward_all(self, committed: bool = False):
-        return self._read(None, None, 0, TOP, True, False, committed)
-
-    def read_committed(self):
-        return _CommittedView(self) if self._transactional else self
-
     # -- commit -----------------------------------------------------------------------------------
     def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
-        if self._via_processor:
-            raise CommitFromProcessorError(
-                f"store {self.name!r}: processors must not commit stores (KIP-892); call context.commit() instead")
+        self._refuse_commit_from_processor()
         if not self._transactional:
             self._db.flush_wal(True)
             return
         batch = WriteBatch(raw_mode=True)
         for (start, key), value in self._staged.items():
-            _, handle = self._segment(start)
-            if value is None:
-                batch.delete(storage_key(key, start), handle)
-            else:
-                batch.put(storage_key(key, start), value, handle)
+            self._add_write(batch, key, value, start)
         stream_time = self._observed()
         batch.put(STREAM_TIME, encode_offset(stream_time), self._meta_handle)
         for tp, offset in changelog_offsets.items():
@@ -294,11 +216,8 @@ class RocksWindowStore:
         return None if raw is None else decode_offset(raw)
 
     def recover(self, changelog_offset: int | None) -> bool:
-        self._staged, self._staged_stream_time = {}, NO_TIMESTAMP
+        self._discard_staged()
         return self._transactional
-
-    def flush(self) -> None:
-        """Deprecated (KIP-892): a no-op."""
 
     def close(self) -> None:
         if self._db is None:
@@ -313,16 +232,11 @@ class RocksWindowStore:
         self._db = None
 
 
-def _config(semantics: str, kwargs: dict) -> WindowConfig:
-    args = {**DEFAULTS, **kwargs}
-    return WindowConfig.of(args["name"], args["retention_period"], args["window_size"], args["grace_period"], semantics)
-
-
 def rocksdb_window(segment_interval: int | None = None, **kwargs) -> RocksWindowStore:
     """Not transactional, retention-only (as Kafka's RocksDB window store, grace left to the processor)."""
-    return RocksWindowStore(_config(RETENTION_ONLY, kwargs), segment_interval=segment_interval)
+    return RocksWindowStore(window_config_of(RETENTION_ONLY, kwargs), segment_interval=segment_interval)
 
 
 def rocksdb_window_txn(segment_interval: int | None = None, **kwargs) -> RocksWindowStore:
     """Transactional (KIP-892: data, stream time and offsets in one batch), retention-only."""
-    return RocksWindowStore(_config(RETENTION_ONLY, kwargs), transactional=True, segment_interval=segment_interval)
+    return RocksWindowStore(window_config_of(RETENTION_ONLY, kwargs), transactional=True, segment_interval=segment_interval)
