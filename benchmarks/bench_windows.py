@@ -49,11 +49,13 @@ def _open(factory, directory: Path):
     return store
 
 
-def bench_window(name: str, records, commit_every: int, fetches: int, directory: Path) -> dict:
-    store = _open(lambda: resolve_window(name)(**WINDOW), directory)
+def _measure(name: str, store, records, commit_every: int, fetches: int, put, fetch_range, fetch_point) -> dict:
+    """Time ``put(store, key, start, value)`` over ``records`` (committing every ``commit_every``), then
+    ``fetches`` of ``fetch_range(store, key, start)`` and of ``fetch_point(store, key, start)`` at
+    records picked by one seeded generator; close the store."""
     started = time.perf_counter()
     for i, (key, start, value) in enumerate(records, 1):
-        store.put(key, value, start)
+        put(store, key, start, value)
         if i % commit_every == 0:
             store.commit({TP: i})
     store.commit({TP: len(records)})
@@ -62,41 +64,32 @@ def bench_window(name: str, records, commit_every: int, fetches: int, directory:
     started = time.perf_counter()
     for _ in range(fetches):
         key, start, _ = records[rng.randrange(len(records))]
-        list(store.fetch(key, start, start + 100))
+        fetch_range(store, key, start)
     fetch_s = time.perf_counter() - started
     started = time.perf_counter()
     for _ in range(fetches):
         key, start, _ = records[rng.randrange(len(records))]
-        store.fetch_window(key, start)
+        fetch_point(store, key, start)
     point_s = time.perf_counter() - started
     store.close()
     return {"store": name, "puts/s": len(records) / put_s, "fetch(range)/s": fetches / fetch_s,
             "fetch_window/s": fetches / point_s}
+
+
+def bench_window(name: str, records, commit_every: int, fetches: int, directory: Path) -> dict:
+    return _measure(name, _open(lambda: resolve_window(name)(**WINDOW), directory), records, commit_every, fetches,
+                    put=lambda store, key, start, value: store.put(key, value, start),
+                    fetch_range=lambda store, key, start: list(store.fetch(key, start, start + 100)),
+                    fetch_point=lambda store, key, start: store.fetch_window(key, start))
 
 
 def bench_key_value(name: str, records, commit_every: int, fetches: int, directory: Path) -> dict:
-    store = _open(resolve(name), directory)
-    started = time.perf_counter()
-    for i, (key, start, value) in enumerate(records, 1):
-        store.put(windowed_key(key, start), value)
-        if i % commit_every == 0:
-            store.commit({TP: i})
-    store.commit({TP: len(records)})
-    put_s = time.perf_counter() - started
-    rng = random.Random(2)
-    started = time.perf_counter()
-    for _ in range(fetches):
-        key, start, _ = records[rng.randrange(len(records))]
-        list(store.range(windowed_key(key, start), windowed_key(key, start + 100)))
-    fetch_s = time.perf_counter() - started
-    started = time.perf_counter()
-    for _ in range(fetches):
-        key, start, _ = records[rng.randrange(len(records))]
-        store.get(windowed_key(key, start))
-    point_s = time.perf_counter() - started
-    store.close()
-    return {"store": name, "puts/s": len(records) / put_s, "fetch(range)/s": fetches / fetch_s,
-            "fetch_window/s": fetches / point_s}
+    """The same records in a key-value store under ``key@window_start`` keys."""
+    return _measure(name, _open(resolve(name), directory), records, commit_every, fetches,
+                    put=lambda store, key, start, value: store.put(windowed_key(key, start), value),
+                    fetch_range=lambda store, key, start: list(
+                        store.range(windowed_key(key, start), windowed_key(key, start + 100))),
+                    fetch_point=lambda store, key, start: store.get(windowed_key(key, start)))
 
 
 def memory_per_million(records: int, keys: int) -> float:
