@@ -44,6 +44,9 @@ START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
 ENV_MARK = "EOS_HARNESS_KAFKA"
 TRANSACTION_STATE_PARTITIONS = 4
+# The JVM flags of every Kafka node after its heap (-Xmx, -Xms128m): a short-lived test broker.
+JVM_PERFORMANCE_OPTIONS = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:TieredStopAtLevel=1",
+                           "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true")
 
 _LIVE: set[LocalKafka] = set()
 
@@ -126,10 +129,13 @@ class Node:
 
 class KafkaCluster:
     """What every cluster of the harness shares (:class:`LocalKafka`, ``DockerKafka``): its nodes'
-    listeners on 127.0.0.1, the broker spec, the context manager (``start``/``stop``), node lookup
-    and the transaction coordinator (found through the admin client, so any cluster will do)."""
+    listeners on 127.0.0.1, the broker spec, the context manager (``start``/``stop``), node lookup,
+    the combined broker+controller nodes' settings, waiting until the nodes are ready, and the
+    transaction coordinator (found through the admin client, so any cluster will do)."""
 
     nodes: list
+    brokers: int
+    start_timeout: float
 
     def start(self) -> None:  # pragma: no cover - each cluster starts its own way
         raise NotImplementedError
@@ -161,6 +167,80 @@ class KafkaCluster:
 
     def node_ids(self) -> list[int]:
         return [n.node_id for n in self.nodes]
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until every running node is registered with the cluster, or raise with the log tails."""
+        from eos_harness.broker import kafka_client
+
+        timeout = timeout or self.start_timeout
+        expected = self._running_node_ids()
+        admin = kafka_client.admin_client(self.bootstrap_servers, **{"socket.timeout.ms": 2000, "log_level": 0})
+
+        def registered() -> bool:
+            for node in self.nodes:
+                if node.node_id in expected:
+                    self._raise_if_exited(node)
+            try:
+                # Listening (a restarted node is still in the metadata until its session expires)
+                # and registered with the cluster.
+                return all(_listening(self.node(n).port) for n in expected) \
+                    and expected <= kafka_client.registered_brokers(admin)
+            except Exception:  # noqa: BLE001 - not up yet
+                return False
+
+        try:
+            wait_until(registered, timeout, 0.25, f"Kafka nodes {sorted(expected)} to register")
+        except WaitTimeout:
+            raise self._not_ready_error(expected, timeout) from None
+
+    def _running_node_ids(self) -> set[int]:  # pragma: no cover - each cluster runs its nodes its own way
+        """The nodes :meth:`wait_ready` waits for."""
+        raise NotImplementedError
+
+    def _raise_if_exited(self, node) -> None:  # pragma: no cover
+        """Raise :class:`ClusterError` (with its log) if ``node`` exited while starting."""
+        raise NotImplementedError
+
+    def _not_ready_error(self, expected: set[int], timeout: float) -> ClusterError:  # pragma: no cover
+        raise NotImplementedError
+
+    def _combined_properties(self, node, log_dirs: str) -> dict[str, str]:
+        """The server properties of ``node``, a combined broker+controller of this cluster, storing
+        its logs in ``log_dirs``: listeners on 127.0.0.1, replication to at most 3 nodes, and what
+        the suites and their faults rely on (a one-second sweep of timed-out transactions, no
+        initial rebalance delay, a 3 s broker session, no topic created by a client)."""
+        replicas = str(min(3, self.brokers))
+        min_isr = "2" if self.brokers >= 3 else "1"
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes),
+            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": log_dirs,
+            "num.partitions": "1",
+            "default.replication.factor": replicas,
+            "min.insync.replicas": min_isr,
+            # Without these three a single broker never completes a transaction.
+            "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min_isr,
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.num.partitions": str(TRANSACTION_STATE_PARTITIONS),
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+            "transaction.max.timeout.ms": "900000",
+            "group.initial.rebalance.delay.ms": "0",
+            "broker.session.timeout.ms": "3000",
+            "broker.heartbeat.interval.ms": "500",
+            "auto.create.topics.enable": "false",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+            "unclean.leader.election.enable": "false",
+        }
 
     def transaction_coordinator(self, transactional_id: str) -> int:
         """The node that leads ``transactional_id``'s partition of ``__transaction_state``."""
@@ -293,8 +373,7 @@ class LocalKafka(KafkaCluster):
         assert self._classpath is not None
         env = {**os.environ, ENV_MARK: str(self.directory), "KAFKA_HEAP_OPTS": f"-Xmx{self.heap}"}
         command = [
-            _java(), f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-            "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
+            _java(), f"-Xmx{self.heap}", "-Xms128m", *JVM_PERFORMANCE_OPTIONS,
             f"-Dlog4j.configuration=file:{node.directory / 'log4j.properties'}",
             f"-Dkafka.logs.dir={node.directory / 'logs'}",
             "-cp", self._classpath, "kafka.Kafka", str(node.config),
@@ -327,35 +406,19 @@ class LocalKafka(KafkaCluster):
             if pid is not None:
                 os.killpg(pid, signal.SIGCONT)
 
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """Block until every live node is registered with the cluster, or raise with the log tails."""
-        from eos_harness.broker import kafka_client
+    def _running_node_ids(self) -> set[int]:
+        return {n.node_id for n in self.nodes if n.process is not None and n.process.poll() is None}
 
-        timeout = timeout or self.start_timeout
-        expected = {n.node_id for n in self.nodes if n.process is not None and n.process.poll() is None}
-        admin = kafka_client.admin_client(self.bootstrap_servers, **{"socket.timeout.ms": 2000, "log_level": 0})
+    def _raise_if_exited(self, node: Node) -> None:
+        if node.process is not None and node.process.poll() is not None:
+            raise ClusterError(
+                f"Kafka node {node.node_id} exited with code {node.process.returncode} while starting; "
+                f"its log ({node.log}) ends:\n{self.log_tail(node.node_id)}"
+            )
 
-        def registered() -> bool:
-            for node in self.nodes:
-                if node.process is not None and node.node_id in expected and node.process.poll() is not None:
-                    raise ClusterError(
-                        f"Kafka node {node.node_id} exited with code {node.process.returncode} while starting; "
-                        f"its log ({node.log}) ends:\n{self.log_tail(node.node_id)}"
-                    )
-            try:
-                # Listening (a restarted node is still in the metadata until its session expires)
-                # and registered with the cluster.
-                return all(_listening(self.node(n).port) for n in expected) \
-                    and expected <= kafka_client.registered_brokers(admin)
-            except Exception:  # noqa: BLE001 - not up yet
-                return False
-
-        try:
-            wait_until(registered, timeout, 0.25, f"Kafka nodes {sorted(expected)} to register")
-        except WaitTimeout:
-            tails = "\n".join(f"--- node {n.node_id} ({n.log}):\n{self.log_tail(n.node_id)}" for n in self.nodes)
-            raise ClusterError(f"Kafka did not come up within {timeout:.0f} s on {self.bootstrap_servers}:\n{tails}") \
-                from None
+    def _not_ready_error(self, expected: set[int], timeout: float) -> ClusterError:
+        tails = "\n".join(f"--- node {n.node_id} ({n.log}):\n{self.log_tail(n.node_id)}" for n in self.nodes)
+        return ClusterError(f"Kafka did not come up within {timeout:.0f} s on {self.bootstrap_servers}:\n{tails}")
 
     def log_tail(self, node_id: int, lines: int = 25) -> str:
         path = self.node(node_id).log
@@ -365,40 +428,12 @@ class LocalKafka(KafkaCluster):
 
     # -- internals -------------------------------------------------------------------------------
     def _properties(self, node: Node) -> str:
-        replicas = min(3, self.brokers)
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
         props = {
-            "process.roles": "broker,controller",
-            "node.id": str(node.node_id),
-            "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "log.dirs": str(node.directory / "data"),
-            "num.partitions": "1",
-            "default.replication.factor": str(replicas),
-            "min.insync.replicas": "2" if self.brokers >= 3 else "1",
-            "offsets.topic.replication.factor": str(replicas),
-            "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": str(replicas),
-            "transaction.state.log.min.isr": "2" if self.brokers >= 3 else "1",
-            "transaction.state.log.num.partitions": str(TRANSACTION_STATE_PARTITIONS),
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
-            "transaction.max.timeout.ms": "900000",
-            "group.initial.rebalance.delay.ms": "0",
-            "broker.session.timeout.ms": "3000",
-            "broker.heartbeat.interval.ms": "500",
-            "auto.create.topics.enable": "false",
+            **self._combined_properties(node, str(node.directory / "data")),
             "log.segment.bytes": str(16 * 1024 * 1024),
             "log.retention.hours": "168",
-            "num.network.threads": "2",
-            "num.io.threads": "2",
             "num.recovery.threads.per.data.dir": "1",
-            "background.threads": "2",
             "socket.request.max.bytes": str(32 * 1024 * 1024),
-            "unclean.leader.election.enable": "false",
             "controlled.shutdown.enable": "true",
         }
         props.update(self.overrides)

@@ -37,16 +37,14 @@ from eos_harness.cluster.docker.containers import LABEL, OWNER_LABEL, owner, rem
 from eos_harness.cluster.docker.engine import docker_client
 from eos_harness.cluster.docker.image import DEFAULT_IMAGE, require_image
 from eos_harness.cluster.local import (
-    TRANSACTION_STATE_PARTITIONS,
+    JVM_PERFORMANCE_OPTIONS,
     ClusterError,
     KafkaCluster,
-    _listening,
     free_port,
     new_cluster_id,
 )
 from eos_harness.cluster.local import _tail_text as _tail
 from eos_harness.cluster.watchdog import ENV_MARK, start_watchdog, stop_watchdog
-from eos_harness.process.wait import WaitTimeout, wait_until
 
 __all__ = ["DockerKafka", "kafka_env"]
 
@@ -210,39 +208,27 @@ class DockerKafka(KafkaCluster):
                 if wrapped.status == "paused":
                     wrapped.unpause()
 
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """Block until every running node is registered with the cluster, or raise with the logs."""
-        from eos_harness.broker import kafka_client
-
-        timeout = timeout or self.start_timeout
+    def _running_node_ids(self) -> set[int]:
         expected = set()
         for node in self.nodes:
             if node.wrapped is not None:
                 node.wrapped.reload()
                 if node.wrapped.status in ("running", "created", "restarting"):
                     expected.add(node.node_id)
-        admin = kafka_client.admin_client(self.bootstrap_servers, **{"socket.timeout.ms": 2000, "log_level": 0})
+        return expected
 
-        def registered() -> bool:
-            for node_id in expected:
-                wrapped = self.node(node_id).wrapped
-                wrapped.reload()
-                if wrapped.status in ("exited", "dead"):
-                    code = wrapped.attrs.get("State", {}).get("ExitCode")
-                    raise ClusterError(f"Kafka node {node_id} (container {wrapped.name}, image {self.image}) exited "
-                                       f"with code {code} while starting; its log ends:\n{self.log_tail(node_id)}")
-            try:
-                return all(_listening(self.node(n).port) for n in expected) \
-                    and expected <= kafka_client.registered_brokers(admin)
-            except Exception:  # noqa: BLE001 - not up yet
-                return False
+    def _raise_if_exited(self, node: DockerNode) -> None:
+        wrapped = node.wrapped
+        wrapped.reload()
+        if wrapped.status in ("exited", "dead"):
+            code = wrapped.attrs.get("State", {}).get("ExitCode")
+            raise ClusterError(f"Kafka node {node.node_id} (container {wrapped.name}, image {self.image}) exited "
+                               f"with code {code} while starting; its log ends:\n{self.log_tail(node.node_id)}")
 
-        try:
-            wait_until(registered, timeout, 0.25, f"Kafka nodes {sorted(expected)} to register")
-        except WaitTimeout:
-            tails = "\n".join(f"--- node {n}:\n{self.log_tail(n)}" for n in sorted(expected))
-            raise ClusterError(f"Kafka ({self.image}) did not come up within {timeout:.0f} s on "
-                               f"{self.bootstrap_servers}:\n{tails}") from None
+    def _not_ready_error(self, expected: set[int], timeout: float) -> ClusterError:
+        tails = "\n".join(f"--- node {n}:\n{self.log_tail(n)}" for n in sorted(expected))
+        return ClusterError(f"Kafka ({self.image}) did not come up within {timeout:.0f} s on "
+                            f"{self.bootstrap_servers}:\n{tails}")
 
     def log_tail(self, node_id: int, lines: int = 25) -> str:
         wrapped = self.node(node_id).wrapped
@@ -259,45 +245,13 @@ class DockerKafka(KafkaCluster):
         return f"docker:{self.name}"
 
     def _env(self, node: DockerNode) -> dict[str, str]:
-        replicas = min(3, self.brokers)
-        min_isr = "2" if self.brokers >= 3 else "1"
-        properties = {
-            "node.id": str(node.node_id),
-            "process.roles": "broker,controller",
-            "controller.quorum.voters": ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes),
-            "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "log.dirs": "/tmp/kraft-combined-logs",
-            "num.partitions": "1",
-            "default.replication.factor": str(replicas),
-            "min.insync.replicas": min_isr,
-            # Without these three a single broker never completes a transaction.
-            "offsets.topic.replication.factor": str(replicas),
-            "transaction.state.log.replication.factor": str(replicas),
-            "transaction.state.log.min.isr": min_isr,
-            "offsets.topic.num.partitions": "4",
-            "transaction.state.log.num.partitions": str(TRANSACTION_STATE_PARTITIONS),
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
-            "transaction.max.timeout.ms": "900000",
-            "group.initial.rebalance.delay.ms": "0",
-            "broker.session.timeout.ms": "3000",
-            "broker.heartbeat.interval.ms": "500",
-            "auto.create.topics.enable": "false",
-            "num.network.threads": "2",
-            "num.io.threads": "2",
-            "background.threads": "2",
-            "unclean.leader.election.enable": "false",
-        }
+        properties = self._combined_properties(node, "/tmp/kraft-combined-logs")
         properties.update(self.overrides)
         return {
             **kafka_env(properties),
             "CLUSTER_ID": self.cluster_id,
             "KAFKA_HEAP_OPTS": f"-Xmx{self.heap} -Xms128m",
-            "KAFKA_JVM_PERFORMANCE_OPTS": "-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:TieredStopAtLevel=1 "
-                                          "-Djava.awt.headless=true -Djava.net.preferIPv4Stack=true",
+            "KAFKA_JVM_PERFORMANCE_OPTS": " ".join(JVM_PERFORMANCE_OPTIONS),
             ENV_MARK: self._mark,
         }
 
