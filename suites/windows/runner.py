@@ -439,6 +439,7 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
             label = "hypothesis (shrunk)" if shrink else "hypothesis (not shrunk)"
             violations.append(replace(exc.violation, case=f"{label}:\n{steps_text}"))
     lacking = capabilities.lacking()
+    repro = f"eos-harness verify {spec} --seed {seed} --examples {examples} --steps {steps}"
     return {
         "store": spec,
         "suite": "windows",
@@ -447,6 +448,6 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
         "seed": seed,
         "cases": cases,
         "not_checked": [f"{name} (the store declares it lacks it)" for name in lacking],
-        "violations": [v.to_json() for v in violations],
-        "repro": f"eos-harness verify {spec} --seed {seed} --examples {examples} --steps {steps}",
+        "violations": [{**v.to_json(), "replay": repro} for v in violations],
+        "repro": repro,
     }
