@@ -13,7 +13,7 @@ from eos_harness.stores import resolve
 from eos_harness.stores.legacy import LegacyRocksStore
 from eos_harness.stores.migration import OffsetsFileError, read_offsets_file, write_offsets_file
 from eos_harness.suites.offsets.migration import MALFORMED, SCENARIOS
-from eos_harness.suites.offsets.upgrade_path import round_trip
+from eos_harness.suites.offsets.upgrade_path import round_trip, untrusted_legacy
 
 CHANGELOG = TopicPartition("app-store-changelog", 0)
 OTHER = TopicPartition("app-other-changelog", 0)
@@ -37,7 +37,7 @@ def legacy_directory(ctx: StoreContext) -> None:
     write_offsets_file(ctx.position_path, {SOURCE: 41})
 
 
-@pytest.mark.parametrize("store", ["rocksdb-indexed"])
+@pytest.mark.parametrize("store", ["rocksdb-indexed", "rocksdb-secondary"])
 def test_an_upgraded_store_imports_its_offsets_and_leaves_the_other_stores_checkpoint(store, tmp_path):
     ctx = context(tmp_path)
     legacy_directory(ctx)
@@ -103,6 +103,7 @@ def test_the_migration_scenarios_pass_the_stores_that_manage_offsets(store, scen
     ("mutant-offsets-migration-deletes-early", "upgrade_from_legacy_files", "migration_keeps_offsets"),
     ("mutant-offsets-migration-imports-lower", "upgrade_from_legacy_files", "migration_offset_exact"),
     ("mutant-offsets-downgrade-keeps-offsets", "downgrade_with_upgrade_from", "downgrade_hands_back_offsets"),
+    ("mutant-offsets-migration-trusts-legacy", "upgrade_without_checkpoint", "migration_refuses_unchecked_legacy"),
 ])
 def test_each_migration_mutant_is_caught_by_the_check_naming_its_mistake(mutant, scenario, check, tmp_path):
     from eos_harness.stores import builtin_spec
@@ -112,11 +113,18 @@ def test_each_migration_mutant_is_caught_by_the_check_naming_its_mistake(mutant,
     assert fired == {check}
 
 
-def test_the_real_path_legacy_to_indexed_and_back_keeps_every_offset_and_key_through_a_crash_at_each_step(tmp_path):
-    result = round_trip(tmp_path, seed=3)
+@pytest.mark.parametrize("store,cases,crashes", [
+    # 5 upgrade, 5 downgrade, 1 without upgrade_from (wiped and restored), 1 legacy killed mid-batch
+    ("rocksdb-indexed", 12, 8),
+    # and the secondary store's adoption of db/ as main/ on upgrade, its hand-back on downgrade (2 steps each)
+    ("rocksdb-secondary", 16, 12),
+])
+def test_the_real_path_legacy_to_upgraded_and_back_keeps_every_offset_and_key_through_a_crash_at_each_step(
+        store, cases, crashes, tmp_path):
+    result = round_trip(tmp_path, seed=3, upgraded=store)
     assert result["violations"] == []
-    assert len(result["cases"]) == 11  # 5 upgrade, 5 downgrade, 1 without upgrade_from (wiped and restored)
-    assert result["crashes"] == 8  # one per migration step and one per downgrade step
+    assert len(result["cases"]) == cases
+    assert result["crashes"] == crashes  # one per migration step and one per downgrade step
 
 
 def test_the_real_path_catches_a_migration_that_deletes_the_checkpoint_first(tmp_path):
@@ -124,3 +132,19 @@ def test_the_real_path_catches_a_migration_that_deletes_the_checkpoint_first(tmp
     lost = [v for v in result["violations"] if v.check == "migration_keeps_offsets"]
     assert lost and all("store.migrate.after_checkpoint" in v.case or "store.migrate.after_position" in v.case
                         for v in lost)
+
+
+@pytest.mark.parametrize("store", ["rocksdb-indexed", "rocksdb-secondary"])
+def test_a_legacy_task_killed_mid_batch_is_wiped_and_restored_by_the_upgraded_store(store, tmp_path):
+    # rocksdb-legacy wrote uncommitted writes of fresh keys and died with no .checkpoint (EOS): the
+    # upgraded store refuses the database, the runtime wipes it (a wipe event) and restores it.
+    assert untrusted_legacy(tmp_path, seed=3, upgraded=store) == []
+
+
+def test_a_migration_that_trusts_a_legacy_database_without_offsets_lets_an_uncommitted_write_survive(tmp_path):
+    violations = untrusted_legacy(tmp_path, seed=3, upgraded="mutant-offsets-migration-trusts-legacy")
+    # the lifecycle's check of the recovered state names the uncommitted writes that survived; the
+    # migration's check, the wipe that did not happen and the keys the changelog does not have
+    survived = sorted(v.key for v in violations if v.check == "no_uncommitted_survives")
+    assert survived == ["fresh00", "fresh01", "fresh02"]
+    assert {v.check for v in violations} == {"no_uncommitted_survives", "migration_refuses_unchecked_legacy"}

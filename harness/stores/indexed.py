@@ -112,6 +112,7 @@ class IndexedRocksStore:
         legacy = migration.read_legacy(context)  # a malformed legacy file stops us before we touch anything
         migration.downgrading(context.upgrade_from)  # an upgrade_from that is not a version, too
         context.directory.mkdir(parents=True, exist_ok=True)
+        self._refuse_untrusted(legacy, context.directory / "db")
         self._db, cfs = open_rocksdb(str(context.directory / "db"), (OFFSETS_CF,))
         self._offsets_cf, self._offsets_handle = cfs[OFFSETS_CF]
         self._context = context
@@ -119,6 +120,10 @@ class IndexedRocksStore:
         self._overlay = {}
         self._sorted = None
         self._migrate(legacy)
+
+    def _refuse_untrusted(self, legacy: migration.LegacyOffsets, database) -> None:
+        """A legacy database with no .checkpoint offset to import is not trusted: the runtime wipes it."""
+        migration.refuse_untrusted(legacy, database, OFFSETS_CF)
 
     def _migrate(self, legacy: migration.LegacyOffsets) -> None:
         """The upgrade: import the legacy files' offsets durably, then clean the files up."""

@@ -40,6 +40,11 @@ class LegacyRocksStore:
     def init(self, context: StoreContext) -> None:
         context.directory.mkdir(parents=True, exist_ok=True)
         path = context.directory / "db"
+        if (context.directory / "main" / "CURRENT").exists() and not (path / "CURRENT").exists():
+            raise IncompatibleStoreDirectory(
+                f"{context.directory / 'main'}: a database written by a store that manages its offsets (KIP-1035, "
+                "rocksdb-secondary's main store); this store cannot open it: wipe the directory and restore from "
+                "the changelog, or close the newer store with upgrade_from set to downgrade it")
         if (path / "CURRENT").exists():
             unknown = [cf for cf in Rdict.list_cf(str(path)) if cf != "default"]
             if unknown:

@@ -15,6 +15,13 @@ itself instead. This module is the shared part of the built-in stores' two direc
   before offset management): the changelog offsets are merged into the ``.checkpoint``, the
   positions written to ``.position`` (both durably), THEN the store drops its own copy.
 
+A legacy database with NO offsets to import (no ``.checkpoint`` entry for one of the store's
+changelog partitions) is not trusted (:func:`refuse_untrusted`): under exactly-once Kafka Streams
+removes a task's ``.checkpoint`` while it runs, so a task that crashed has none, and its database may
+hold writes of a transaction that never committed. Kafka wipes such a task's state; here ``init``
+raises :class:`~eos_harness.store.IncompatibleStoreDirectory` before it changed anything, and the
+runtime wipes the directory and restores the store from the changelog (a ``wipe`` event).
+
 A malformed file is an :class:`OffsetsFileError` naming the file and the line, raised before the
 store changed anything. Each step has a crash point before and after it (``store.migrate.*``,
 ``store.downgrade.*``).
@@ -29,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eos_harness.faults.points import crash_point, declare
-from eos_harness.store import StoreContext, StoreError, TopicPartition
+from eos_harness.store import IncompatibleStoreDirectory, StoreContext, StoreError, TopicPartition
+from rocksdict import AccessType, Options, Rdict
 
 __all__ = [
     "OFFSETS_MANAGED_SINCE",
@@ -43,6 +51,7 @@ __all__ = [
     "is_changelog",
     "read_legacy",
     "read_offsets_file",
+    "refuse_untrusted",
     "write_offsets_file",
 ]
 
@@ -204,6 +213,35 @@ def read_legacy(context: StoreContext) -> LegacyOffsets:
     position_path = context.directory / ".position"
     return LegacyOffsets(checkpoint_path, position_path, read_offsets_file(checkpoint_path),
                          read_offsets_file(position_path), own)
+
+
+def _holds_data(database: Path) -> bool:
+    """Whether the RocksDB at ``database`` holds any key (opened read-only: its write-ahead log is
+    replayed in memory, nothing on disk changes)."""
+    db = Rdict(str(database), options=Options(raw_mode=True), access_type=AccessType.read_only())
+    try:
+        it = db.iter()
+        it.seek_to_first()
+        return it.valid()
+    finally:
+        db.close()
+
+
+def refuse_untrusted(legacy: LegacyOffsets, database: Path, offsets_cf: str) -> None:
+    """Raise :class:`~eos_harness.store.IncompatibleStoreDirectory` when ``database`` is a RocksDB written
+    before offset management (no ``offsets_cf`` column family) that holds data, and the legacy
+    ``.checkpoint`` has no offset for one of the store's changelog partitions: its data may hold
+    uncommitted writes (see the module docstring). Nothing is changed; call it before opening."""
+    if not (database / "CURRENT").exists() or offsets_cf in Rdict.list_cf(str(database)):
+        return  # no database yet, or one that already manages its offsets
+    missing = sorted(tp for tp in legacy.own if tp not in (legacy.checkpoint or {}))
+    if not missing or not _holds_data(database):
+        return
+    where = "does not exist" if legacy.checkpoint is None else f"has no offset for {', '.join(map(str, missing))}"
+    raise IncompatibleStoreDirectory(
+        f"{database}: a database written before offset management (KIP-1035) whose task .checkpoint "
+        f"{legacy.checkpoint_path} {where}: under exactly-once the task crashed and its data may hold uncommitted "
+        "writes, so it is not imported; wipe the directory and restore the store from the changelog")
 
 
 def import_legacy(legacy: LegacyOffsets, stored: Callable[[TopicPartition], int | None],

@@ -47,6 +47,14 @@ class DowngradeKeepsOffsets(IndexedRocksStore):
         pass
 
 
+class MigrationTrustsLegacy(IndexedRocksStore):
+    """Imports a legacy database whose task has no .checkpoint (it crashed under exactly-once) as if it
+    were committed: the uncommitted writes on disk survive the changelog replay."""
+
+    def _refuse_untrusted(self, legacy: migration.LegacyOffsets, database) -> None:
+        pass
+
+
 MUTANTS = (
     ("mutant-offsets-migration-deletes-early", MigrationDeletesEarly, ("migration_keeps_offsets",),
      "upgrade deletes the legacy .checkpoint/.position before the imported offsets are durable"),
@@ -54,6 +62,8 @@ MUTANTS = (
      "upgrade imports each offset one lower than the legacy file holds"),
     ("mutant-offsets-downgrade-keeps-offsets", DowngradeKeepsOffsets, ("downgrade_hands_back_offsets",),
      "downgrade (upgrade_from) leaves the offsets in the store and writes no .checkpoint"),
+    ("mutant-offsets-migration-trusts-legacy", MigrationTrustsLegacy, ("migration_refuses_unchecked_legacy",),
+     "upgrade imports a legacy database that has no .checkpoint offset (uncommitted writes on disk) as committed"),
 )
 for name, cls, caught_by, description in MUTANTS:
     register(StoreSpec(name, "mutant", description, cls, caught_by, suite="offsets"))

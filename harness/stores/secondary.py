@@ -6,12 +6,23 @@ store and writes a commit marker holding the offsets, (2) copies the temporary s
 main store in chunks, the offsets with the last chunk, (3) truncates the temporary store and
 (4) deletes the marker. ``recover`` finishes an interrupted commit when the marker exists (the
 copy is idempotent), else truncates the temporary store: uncommitted writes are gone.
+
+Upgrade (KIP-1035): a store from before offset management (``rocksdb-legacy``) keeps its database
+in ``db/``; this one keeps its main store in ``main/``. Opened on a legacy directory, ``init``
+adopts the legacy database as its main store (one atomic rename of ``db/`` to ``main/``, crash
+points before and after it), then imports the ``.checkpoint``/``.position`` offsets as every
+upgraded store does (:mod:`eos_harness.stores.migration`). A legacy database with no offsets to
+import is refused before the rename (the runtime wipes and restores it). The downgrade
+(``upgrade_from``) hands the offsets back and drops them as every upgraded store does, then, the
+store closed, renames ``main/`` back to ``db/``; a crash before that rename leaves a ``main/`` the
+legacy store refuses (the runtime wipes and restores it: slower, nothing lost).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -35,6 +46,18 @@ P_MID_COPY = declare("store.commit.mid_copy", "secondary store: a chunk copied i
 P_AFTER_COPY = declare("store.commit.after_copy", "secondary store: copy done, temporary store not truncated")
 P_AFTER_TRUNCATE = declare("store.commit.after_truncate", "secondary store: temporary store truncated, marker still there")
 P_AFTER_MARKER_DELETE = declare("store.commit.after_marker_delete", "secondary store: marker deleted, commit complete")
+
+P_MIGRATE_BEFORE_ADOPT = declare("store.migrate.before_adopt",
+                                 "secondary store upgrade: legacy db/ found and trusted, not yet renamed to main/")
+P_MIGRATE_AFTER_ADOPT = declare("store.migrate.after_adopt",
+                                "secondary store upgrade: legacy db/ renamed to main/ (durably), not yet opened")
+ADOPT_POINTS = (P_MIGRATE_BEFORE_ADOPT, P_MIGRATE_AFTER_ADOPT)
+P_DOWNGRADE_BEFORE_HANDBACK = declare("store.downgrade.before_handback",
+                                      "secondary store downgrade: offsets handed back and dropped, store closed, "
+                                      "main/ not yet renamed to db/")
+P_DOWNGRADE_AFTER_HANDBACK = declare("store.downgrade.after_handback",
+                                     "secondary store downgrade: main/ renamed to db/ (durably), downgrade done")
+HANDBACK_POINTS = (P_DOWNGRADE_BEFORE_HANDBACK, P_DOWNGRADE_AFTER_HANDBACK)
 
 PUT, TOMBSTONE = b"P", b"D"
 
@@ -81,11 +104,27 @@ class SecondaryRocksStore:
         self.directory = context.directory
         self.directory.mkdir(parents=True, exist_ok=True)
         self.marker = self.directory / "COMMIT"
+        self._adopt_legacy(legacy)
         self._main, cfs = open_rocksdb(str(self.directory / "main"), (OFFSETS_CF,))
         self._offsets, self._offsets_handle = cfs[OFFSETS_CF]
         self._tmp, _ = open_rocksdb(str(self.directory / "tmp"))
         self._via_processor = context.via_processor
         migration.import_legacy(legacy, self.committed_offset, self._write_offsets)
+
+    def _adopt_legacy(self, legacy: migration.LegacyOffsets) -> None:
+        """The upgrade's first step: a legacy database (``db/``, written before offset management)
+        becomes the main store, unless it cannot be trusted (no offsets to import: refused)."""
+        old, main = self.directory / "db", self.directory / "main"
+        if (main / "CURRENT").exists() or not (old / "CURRENT").exists():
+            migration.refuse_untrusted(legacy, main, OFFSETS_CF)  # adopted, then a crash before the import
+            return
+        migration.refuse_untrusted(legacy, old, OFFSETS_CF)
+        crash_point(P_MIGRATE_BEFORE_ADOPT)
+        if main.exists():
+            shutil.rmtree(main)  # an empty main/ a store opened and left without a database
+        os.replace(old, main)
+        fsync_dir(self.directory)
+        crash_point(P_MIGRATE_AFTER_ADOPT)
 
     # -- offsets in the main store's column family (KIP-1035 upgrade and downgrade) ------------------
     def _write_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
@@ -222,7 +261,8 @@ class SecondaryRocksStore:
         if self._main is None:
             return
         self._truncate()
-        if migration.downgrading(self._context.upgrade_from):
+        downgrade = migration.downgrading(self._context.upgrade_from)
+        if downgrade:
             migration.export_offsets(self._context, self.stored_offsets(), self._drop_offsets)
         if self._offsets is not None:
             self._offsets.close()
@@ -230,3 +270,15 @@ class SecondaryRocksStore:
         self._main.close()
         self._tmp.close()
         self._main = self._tmp = None
+        if downgrade:
+            self._hand_back()
+
+    def _hand_back(self) -> None:
+        """The downgrade's last step: the main store becomes the legacy store's ``db/`` again."""
+        crash_point(P_DOWNGRADE_BEFORE_HANDBACK)
+        old = self.directory / "db"
+        if old.exists():
+            shutil.rmtree(old)  # an empty db/ left by a legacy store that refused main/
+        os.replace(self.directory / "main", old)
+        fsync_dir(self.directory)
+        crash_point(P_DOWNGRADE_AFTER_HANDBACK)

@@ -32,6 +32,9 @@ PROMISES: dict[str, str] = {
     "migration_keeps_keys": "every key the store held before the migration is there after it, whatever step a crash hit",
     "migration_cleans_files": "after the migration the .position is gone and the task's .checkpoint keeps only other "
                               "stores' partitions (deleted when none is left)",
+    "migration_refuses_unchecked_legacy": "a legacy database with no .checkpoint offset to import (its task crashed "
+                                          "under exactly-once: uncommitted writes may be on disk) is not imported: "
+                                          "init raises IncompatibleStoreDirectory and the runtime wipes and restores it",
     "malformed_offsets_file": "a malformed .checkpoint or .position stops init with an error naming the file and the "
                               "line; the file and the store's data are left untouched",
     "downgrade_hands_back_offsets": "close() with upgrade_from before 4.3 writes the changelog offsets to the task's "

@@ -7,6 +7,10 @@
   offsets and every key, and the files no longer hold its offsets.
 * ``malformed_offsets_files``: a malformed ``.checkpoint`` or ``.position`` stops ``init`` with an
   error naming the file and the line; the file and the store are left as they were.
+* ``upgrade_without_checkpoint``: a legacy database (written by ``rocksdb-legacy``, the harness's store
+  from before offset management) whose task crashed with writes of an uncommitted transaction on
+  disk and, as under exactly-once, no ``.checkpoint``: the store must not import it (``init`` raises
+  ``IncompatibleStoreDirectory``, so the runtime wipes and restores it) nor present its data.
 * ``downgrade_with_upgrade_from``: ``close()`` with ``upgrade_from="3.9"`` hands the offsets back to
   the files and keeps none itself; with a crash at each step of the downgrade (``store.downgrade.*``)
   a restart finds every offset (in the store or in the files) and every key.
@@ -129,6 +133,47 @@ def _upgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[
     return violations
 
 
+# -- a legacy database without offsets -------------------------------------------------------------
+
+LEGACY_STORE = "rocksdb-legacy"
+
+
+def _untrusted(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[Violation]:
+    rng = random.Random(seed)
+    violations: list[Violation] = []
+    with StoreServer(timeout=store_timeout) as server:
+        d = _Dir(server, spec, workdir / "untrusted")
+        committed, uncommitted = _keys(rng), {b"never-committed": b"u%d" % rng.randrange(1000)}
+        legacy = server.start(LEGACY_STORE, d.directory)
+        _put(legacy, committed)
+        legacy.call("commit", {})
+        _put(legacy, uncommitted)  # a transaction that never commits: the task is killed
+        legacy.kill()
+        case = "upgrade from a legacy database without a .checkpoint"
+        story = (f"{case}: {LEGACY_STORE} wrote {sorted(committed)} and committed, then wrote {sorted(uncommitted)} "
+                 "and was killed (under exactly-once the task has no .checkpoint while it runs)")
+        try:
+            proc = d.open()
+        except StoreCallError as exc:
+            if exc.kind != "IncompatibleStoreDirectory":
+                raise
+            return violations  # refused: the runtime wipes the directory and restores it from the changelog
+        contents = d.contents(proc) | {k: v for k in uncommitted if (v := proc.call("get", k)) is not None}
+        offsets = d.offsets(proc, CHANGELOGS)
+        proc.close()
+        if contents:
+            survived = sorted(k for k in contents if k in uncommitted)
+            violations.append(Violation(
+                "migration_refuses_unchecked_legacy", None,
+                "init raises IncompatibleStoreDirectory (the runtime wipes and restores from the changelog), "
+                "or the store holds none of the legacy database's keys",
+                f"opened with {len(contents)} of its keys, offsets {show_offsets(offsets)}"
+                + (f", the uncommitted write of {survived} among them" if survived else ""), case=case,
+                detail=story + "; the store imported data no committed offset vouches for: the changelog replayed "
+                "over it never rewrites a key only the aborted transaction wrote"))
+    return violations
+
+
 # -- malformed files --------------------------------------------------------------------------------
 
 # (which file, its text, the line the error must name)
@@ -219,9 +264,15 @@ def _downgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> lis
                 aside = {p: p.read_bytes() for p in (d.checkpoint, d.position) if p.exists()}
                 for p in aside:
                     p.unlink()
-                proc = d.open()
-                kept = {tp: o for tp, o in d.offsets(proc, {**changelog, **positions}).items() if o is not None}
-                proc.close()
+                try:
+                    proc = d.open()
+                except StoreCallError as exc:
+                    if exc.kind != "IncompatibleStoreDirectory":
+                        raise
+                    kept = {}  # it refused its own database without offsets: it kept none
+                else:
+                    kept = {tp: o for tp, o in d.offsets(proc, {**changelog, **positions}).items() if o is not None}
+                    proc.close()
                 for p, data in aside.items():
                     p.write_bytes(data)
                 if kept:
@@ -247,6 +298,7 @@ SCENARIOS = [
     Scenario("upgrade_from_legacy_files",
              ("migration_keeps_offsets", "migration_offset_exact", "migration_keeps_keys", "migration_cleans_files"),
              _applies, _upgrade),
+    Scenario("upgrade_without_checkpoint", ("migration_refuses_unchecked_legacy",), _applies, _untrusted),
     Scenario("malformed_offsets_files", ("malformed_offsets_file",), _applies, _malformed),
     Scenario("downgrade_with_upgrade_from", ("downgrade_hands_back_offsets", "downgrade_keeps_offsets"),
              _applies, _downgrade),
