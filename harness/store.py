@@ -213,8 +213,9 @@ class StoreError(Exception):
 class IncompatibleStoreDirectory(StoreError):
     """``init`` found a directory written by a store format it cannot open (KIP-1035: a store from
     before offset management meeting the offsets column family of an upgraded one, without
-    ``upgrade.from``). The one exception ``init`` may raise: the runtime wipes the store's directory
-    and restores it from the changelog."""
+    ``upgrade.from``; or an upgraded store meeting a legacy database with no ``.checkpoint`` offset to
+    import, which under exactly-once may hold uncommitted writes). The one exception ``init`` may
+    raise: the runtime wipes the store's directory and restores it from the changelog."""
 
 
 class CommitFromProcessorError(StoreError):

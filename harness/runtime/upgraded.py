@@ -6,7 +6,10 @@ wipes the task's state and restores it from the changelog, and so does the runti
 raises :class:`~eos_harness.store.IncompatibleStoreDirectory` from ``init``, the runtime deletes
 the store's directory and its partitions from the task's ``.checkpoint`` (an offset without the data
 it names would skip the changelog's records), reports a ``wipe`` event and opens the store again,
-empty; recovery then replays the whole changelog.
+empty; recovery then replays the whole changelog. The same happens the other way round when an
+upgraded store meets a legacy database it cannot trust (no ``.checkpoint`` offset to import: the
+legacy task crashed under exactly-once and its data may hold uncommitted writes): the ``wipe``
+event's ``reason`` says so.
 """
 
 from __future__ import annotations
