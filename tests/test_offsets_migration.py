@@ -148,3 +148,23 @@ def test_a_migration_that_trusts_a_legacy_database_without_offsets_lets_an_uncom
     survived = sorted(v.key for v in violations if v.check == "no_uncommitted_survives")
     assert survived == ["fresh00", "fresh01", "fresh02"]
     assert {v.check for v in violations} == {"no_uncommitted_survives", "migration_refuses_unchecked_legacy"}
+
+
+def test_the_offsets_cache_skips_a_legacy_store_it_cannot_trust_and_leaves_it_as_it_is(tmp_path):
+    from eos_harness.runtime.closing import OffsetsCache
+    from rocksdict import Rdict
+
+    ctx = context(tmp_path)  # task 0_0 of app "app": a legacy task that crashed (keys, no .checkpoint)
+    legacy = LegacyRocksStore()
+    legacy.init(ctx)
+    legacy.put(b"a", b"1")
+    legacy.close()
+
+    def open_store(c: StoreContext):
+        store = resolve("rocksdb-indexed")()
+        store.init(c)
+        return store
+
+    cache = OffsetsCache.build(tmp_path / "state" / "app", "app", open_store, lambda task, store: (CHANGELOG,))
+    assert cache.offset_sums() == {"0_0": 0} and cache.opened == []
+    assert Rdict.list_cf(str(ctx.directory / "db")) == ["default"]  # not converted: the task wipes it when it runs

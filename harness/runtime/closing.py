@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eos_harness.runtime.checkpoint import read_checkpoint
-from eos_harness.store import StateStore, StoreContext, TopicPartition
+from eos_harness.store import IncompatibleStoreDirectory, StateStore, StoreContext, TopicPartition
 
 __all__ = ["LATEST", "OffsetsCache", "TaskOffsets", "closing_offsets", "offsets_warning", "task_directories"]
 
@@ -124,7 +124,10 @@ class OffsetsCache:
                 changelogs = changelogs_of(task_id, store_dir.name)
                 context = StoreContext(directory=store_dir, application_id=application_id, task_id=task_id,
                                        store_name=store_dir.name, changelog=changelogs[0])
-                store = open_store(context)
+                try:
+                    store = open_store(context)
+                except IncompatibleStoreDirectory:
+                    continue  # a directory it cannot open or trust: no offsets; the task wipes it when it runs
                 cache.opened.append(store_dir)
                 try:
                     if store.persistent() and store.manages_offsets():
