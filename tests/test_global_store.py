@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -37,7 +36,6 @@ from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, plan
 from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
 from eos_harness.suites.lifecycle.schedule import Fault
 
-FIXTURES = Path(__file__).parent / "fixtures"
 GLOBAL = "global"
 
 
@@ -115,37 +113,41 @@ def test_a_crash_during_a_roll_forward_restore_of_three_partitions_is_harmless(s
         assert after_crash["replayed_records"] == after_crash["changelog_length"] == 40
 
 
-def test_data_written_apart_from_its_offsets_is_caught_by_atomic_commit(tmp_path):
-    result = run_scenario(Scenario("mutant-split-offsets-write", GLOBAL, 3,
-                                   (Fault("store.commit.between_data_and_offsets", 2),)), tmp_path)
+@pytest.mark.parametrize(("store", "fault", "check"), [
+    ("mutant-split-offsets-write", Fault("store.commit.between_data_and_offsets", 2), "atomic_commit"),
+    ("mutant-offsets-before-data", Fault("store.commit.between_offsets_and_data", 2), "atomic_commit"),
+    ("mutant-offsets-first-partition-only", Fault(P_AFTER_EOS, 2), "partitions_one_commit"),
+    ("rocksdb-legacy-nowipe", Fault(P_MID_BATCH, 15), "no_uncommitted_survives"),
+], ids=lambda value: value if isinstance(value, str) else str(value))
+def test_a_store_that_breaks_eos_on_a_global_store_is_caught_by_the_check_naming_its_mistake(store, fault, check,
+                                                                                            tmp_path):
+    result = run_scenario(Scenario(store, GLOBAL, 3 if store.startswith("mutant") else 2, (fault,)), tmp_path)
     assert result["verdict"] == "fail"
-    assert "atomic_commit" in checks(result), result["violations"]
+    assert check in checks(result), result["violations"]
 
 
-def test_the_legacy_store_without_its_wipe_is_caught(tmp_path):
-    result = run_scenario(Scenario("rocksdb-legacy-nowipe", GLOBAL, 2, (Fault(P_MID_BATCH, 15),)), tmp_path)
-    assert result["verdict"] == "fail"
-    assert "no_uncommitted_survives" in checks(result), result["violations"]
+# The offsets suite's mutant: data with the first partition's offset, each other partition's offset in
+# a write of its own. Each instance's restore commit reaches its point twice (all offsets unchanged
+# then); @3 is the first commit of processed records, between partitions 0 and 1.
+TORN = ("mutant-offsets-partition-apart", Fault("store.commit.between_partitions", 3))
 
 
-def test_one_partition_offset_written_apart_from_the_others_is_caught_by_partitions_one_commit(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(FIXTURES))  # the zygote imports the store module with this path
-    sys.modules.pop("torn_partitions_store", None)
-    result = run_scenario(Scenario("torn_partitions_store:make_store", GLOBAL, 3,
-                                   (Fault("torn.commit.between_partitions", 2),)), tmp_path)
+def test_one_partition_offset_written_apart_from_the_others_is_caught_by_partitions_one_commit(tmp_path):
+    store, fault = TORN
+    result = run_scenario(Scenario(store, GLOBAL, 3, (fault,)), tmp_path)
     assert result["verdict"] == "fail"
     torn = [v for v in result["violations"] if v["check"] == "partitions_one_commit"]
     assert torn, result["violations"]
     # the first partition's offset is the new commit's, the others' the commit before
     assert "partition 1" in torn[0]["detail"] and "partition 2" in torn[0]["detail"]
+    assert "partition 0" not in torn[0]["detail"]
     # the same store, without the crash between its partitions, keeps EOS
-    clean = run_scenario(Scenario("torn_partitions_store:make_store", GLOBAL, 3, (Fault(P_AFTER_EOS, 2),)),
-                         tmp_path / "clean")
+    clean = run_scenario(Scenario(store, GLOBAL, 3, (Fault(P_AFTER_EOS, 2),)), tmp_path / "clean")
     assert clean["verdict"] == "pass", clean["violations"]
 
 
 @pytest.mark.kafka
-def test_three_partitions_on_kafka_roll_forward_and_a_torn_commit_is_caught(eos_kafka_cluster, tmp_path, monkeypatch):
+def test_three_partitions_on_kafka_roll_forward_and_a_torn_commit_is_caught(eos_kafka_cluster, tmp_path):
     # On Kafka each partition's offsets skip the transaction markers: every partition is restored
     # from its own committed offset all the same.
     result = run_scenario(Scenario("rocksdb-indexed", GLOBAL, 4, (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY)),
@@ -153,9 +155,7 @@ def test_three_partitions_on_kafka_roll_forward_and_a_torn_commit_is_caught(eos_
     assert result["verdict"] == "pass", result["violations"]
     assert result["crash_points"] == [P_AFTER_EOS, P_MID_REPLAY]
     assert result["recovery"][1]["replayed_records"] == result["recovery"][1]["uncommitted_tail"] == 20
-    monkeypatch.syspath_prepend(str(FIXTURES))
-    torn = run_scenario(Scenario("torn_partitions_store:make_store", GLOBAL, 3,
-                                 (Fault("torn.commit.between_partitions", 2),), broker=eos_kafka_cluster.spec),
-                        tmp_path / "torn")
+    store, fault = TORN
+    torn = run_scenario(Scenario(store, GLOBAL, 3, (fault,), broker=eos_kafka_cluster.spec), tmp_path / "torn")
     assert torn["verdict"] == "fail"
     assert "partitions_one_commit" in checks(torn), torn["violations"]
