@@ -95,8 +95,8 @@ def render_html(view: RunView) -> str:
                       "no recovery was recorded"))
     if view.kind == "campaign":
         plots.append(("rate", "Scenarios per second", figures.campaign_rate(view, "plot-rate"),
-                      "the results do not record when each scenario started (started_at)"
-                      if view.suite == "spark" else "fewer than two scenarios have a start time"))
+                      "fewer than two scenarios record when they started (started_at; results written before "
+                      "it was recorded have none)"))
     if view.suite == "spark":
         plots.append(("kill-to-first-batch", "Kill to first batch", figures.kill_to_first_batch(view, "plot-restart"),
                       "no run was restarted after a kill"))

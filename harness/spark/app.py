@@ -53,8 +53,11 @@ def session(config: dict):
     )
     if config.get("jars"):
         builder = builder.config("spark.jars", ",".join(config["jars"]))
-    if config.get("java_options"):  # harness.spark.jvm: class-data sharing and C1 for a fast start
+    if config.get("java_options"):  # harness.spark.jvm: class-data sharing and C1 for a fast start;
+        # harness.spark.process: java.io.tmpdir in the run's temp directory (the JVM ignores TMPDIR)
         builder = builder.config("spark.driver.extraJavaOptions", config["java_options"])
+    if config.get("local_dir"):  # blockmgr-*, spark-*: in the run's temp directory, not /tmp
+        builder = builder.config("spark.local.dir", config["local_dir"])
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark

@@ -1,14 +1,21 @@
 """Start one pipeline run (``python -m harness.spark.app``) as its own OS process group, wait for it,
-and always leave no process behind (the whole group is SIGKILLed on the way out)."""
+and always leave no process behind (the whole group is SIGKILLed on the way out) and no temp file:
+the JVM ignores ``TMPDIR``, so the run's driver gets its own temp directory (under the command's temp
+root) as ``java.io.tmpdir`` and ``spark.local.dir`` before its JVM starts (Spark's
+``spark-*``, ``blockmgr-*``, ``artifacts-*`` and lz4's ``liblz4*`` go there, not to /tmp, and a killed
+driver cannot leave them behind), removed when the run ends."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,7 +48,10 @@ class PipelineProcess:
         from eos_harness.spark.jvm import driver_options
 
         self.jvm = driver_options()
-        config = {**config, "java_options": self.jvm.options}
+        # in the command's temp root (TMPDIR), removed at the run's end (__exit__)
+        self.temp = Path(tempfile.mkdtemp(prefix=f"eos-spark-{name}-"))
+        java_options = f"{self.jvm.options} -Djava.io.tmpdir={shlex.quote(str(self.temp))}".strip()
+        config = {**config, "java_options": java_options, "local_dir": str(self.temp)}
         self.config_path = directory / f"{name}.config.json"
         self.log_path = directory / f"{name}.log"
         self.report_path = Path(config["report"])
@@ -56,8 +66,10 @@ class PipelineProcess:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1",
                # inherited by the JVM and the Python workers: finds whatever a run left behind
-               RUN_ENV: str(self.config_path.parent)}
+               RUN_ENV: str(self.config_path.parent),
+               "TMPDIR": str(self.temp)}  # the driver's and the Python workers' own temp files
         env.pop("PYSPARK_SUBMIT_ARGS", None)
+        env.pop("SPARK_LOCAL_DIRS", None)  # it would win over the run's spark.local.dir
         log = open(self.log_path, "ab")  # noqa: SIM115 (closed in __exit__)
         self._log = log
         self.started = time.monotonic()
@@ -90,6 +102,7 @@ class PipelineProcess:
                 self.proc.wait(timeout=10)
             self.jvm.finish(self.proc.returncode)
         self._log.close()
+        shutil.rmtree(self.temp, ignore_errors=True)  # the group is dead: nothing writes there any more
 
     def reports(self) -> list[dict]:
         if not self.report_path.exists():

@@ -174,12 +174,13 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
         with open_broker("kafka-local") as opened:
             return run_spark_scenario(scenario, run_dir, keep, measure, watch, kafka=opened.bootstrap_servers)
     started = time.monotonic()
+    started_at = round(time.time(), 3)  # wall clock (Unix time), to line scenarios up with each other
     claim(run_dir)
     base = scenario.header()
     reason = unsupported(scenario.pipeline, scenario.sink, scenario.provider, scenario.checkpoint_format)
     if reason:
         return {**base, "verdict": NOT_APPLICABLE, "reason": reason, "violations": [], "crash_points": [],
-                "crash_windows": [], "seconds": 0.0}
+                "crash_windows": [], "seconds": 0.0, "started_at": started_at}
     batches = generate_batches(scenario.seed, batches=scenario.batches, keys=6)
     model = model_for(scenario.pipeline, batches)
     roots = {"checkpoint": run_dir / "checkpoint", "output": run_dir / "output"}
@@ -210,8 +211,8 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
         runs, crash_windows = _run_all(scenario, run_dir, roots, history, started, watch, kafka_config)
     if follower is not None and follower.error:
         history.add({"type": "follower_error", "error": follower.error})
-    return _verdict(scenario, run_dir, roots, history, started, base, batches, model, runs, crash_windows,
-                    measure, keep, kafka_config)
+    return _verdict(scenario, run_dir, roots, history, (started, started_at), base, batches, model, runs,
+                    crash_windows, measure, keep, kafka_config)
 
 
 def _run_all(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], history: _History, started: float,
@@ -300,9 +301,11 @@ def _run_all(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
     return runs, crash_windows
 
 
-def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], history: _History, started: float,
-             base: dict, batches: list, model, runs: list[dict], crash_windows: list[dict], measure: dict | None,
-             keep: bool, kafka_config: dict | None) -> dict:
+def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], history: _History,
+             started: tuple[float, float], base: dict, batches: list, model, runs: list[dict],
+             crash_windows: list[dict], measure: dict | None, keep: bool, kafka_config: dict | None) -> dict:
+    """The verdict object (also written to ``run_dir/verdict.json``); ``started``: (monotonic, wall
+    clock) when the scenario started."""
     violations: list[Violation] = []
     violations += check_restarts(runs, RESTART_BOUND_S)
     watermarks, late, recorded_model = check_watermarks(scenario.pipeline, batches, recorded_watermarks(roots["checkpoint"]))
@@ -379,7 +382,8 @@ def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
         "watermarks": watermarks,
         "runs": runs,
         "last_committed_batch": last,
-        "seconds": round(time.monotonic() - started, 3),
+        "seconds": round(time.monotonic() - started[0], 3),
+        "started_at": started[1],
         "history": str(history_path),
     }
     if measure is not None:
