@@ -284,7 +284,41 @@ def test_a_spark_campaign_report_holds_the_numbers_of_its_json(tmp_path):
     assert page.text_of["campaign-command"] == ("eos-harness chaos --suite spark --source file --sinks file,foreach "
                                                 "--seed 3 --scenarios 2")
     assert 'id="plot-restart"' in html
-    assert "not drawn: the results do not record when each scenario started" in " ".join(html.split())
+    # Scenarios per second, from each scenario's started_at and seconds, as for the other suites.
+    assert all(isinstance(r["started_at"], float) for r in campaign["scenarios"])
+    assert 'id="plot-rate"' in html and f"Scenarios per second over the campaign ({summary['total']} scenarios" in html
+
+
+def test_a_spark_campaign_recorded_before_started_at_says_why_it_has_no_rate_plot(tmp_path):
+    """Results written by an older harness (no started_at): the report is written, and says why the plot is not."""
+    run = tmp_path / "spark-campaign"
+    shutil.copytree(SPARK_CAMPAIGN, run)
+    for name in ("chaos.json", "results.jsonl"):
+        path = run / name
+        path.write_text(re.sub(r'"started_at": [0-9.]+,\s*', "", path.read_text()))
+    assert "started_at" not in (run / "chaos.json").read_text() + (run / "results.jsonl").read_text()
+    done = report(str(run))
+    assert done.returncode == 0, done.stdout
+    html, _ = _page(run / "report.html")
+    assert 'id="plot-rate"' not in html and 'id="plot-restart"' in html
+    assert "not drawn: fewer than two scenarios record when they started (started_at" in " ".join(html.split())
+
+
+@pytest.mark.spark
+def test_a_real_spark_campaigns_report_draws_scenarios_per_second(tmp_path):
+    """A live two-scenario Spark campaign: every result records started_at, as the lifecycle's do, and
+    the report draws scenarios per second from them (the numbers of its JSON)."""
+    out = tmp_path / "spark-campaign"
+    done = eos("chaos", "--suite", "spark", "--scenarios", "2", "--workers", "2", "--sinks", "file,foreach",
+               "--seed", "3", "--out", str(out), timeout=1500)
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # the mutant sink is expected
+    campaign = json.loads((out / "chaos.json").read_text())
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(campaign["scenarios"]) == len(results) == 2
+    assert all(isinstance(r["started_at"], float) for r in campaign["scenarios"] + results)
+    html, page = _page(out / "report.html")
+    assert 'id="plot-rate"' in html and "Scenarios per second over the campaign (2 scenarios" in html
+    assert int(page.fields["total"]) == 2
 
 
 def test_the_reproduce_command_makes_seed_and_count_explicit():

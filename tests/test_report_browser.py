@@ -103,6 +103,7 @@ def test_a_spark_campaign_report_in_chromium(tmp_path):
     dom = _rendered(report, tmp_path, "spark-campaign")
     _assert_failure_rendered(dom, failing)
     assert 'id="plot-restart" class="plotly-graph-div js-plotly-plot"' in dom
+    assert 'id="plot-rate" class="plotly-graph-div js-plotly-plot"' in dom
     assert "No unexpected result" in _text(dom.split('id="summary-title"')[0])
 
 
@@ -123,6 +124,7 @@ def test_a_metadata_campaign_report_in_chromium(tmp_path):
     for n, result in enumerate(failing):  # every mutant's section, in order, with its own repro
         section = re.search(rf'<section class="failure[^"]*" id="failure-{n}".*?</section>', dom, re.S)
         assert section and result["repro"] in _text(section.group(0)), result["system"]
+        assert "mutant caught (expected)" in _text(section.group(0)), result["system"]  # not "unexpected failure"
         assert re.search(rf'<div id="timeline-{n}" class="[^"]*js-plotly-plot', section.group(0)), result["system"]
     assert 'id="plot-rate" class="plotly-graph-div js-plotly-plot"' in dom
     assert "No unexpected result" in _text(dom.split('id="summary-title"')[0])
