@@ -308,7 +308,7 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
 
         for r in rows:
             expected.setdefault(r.get("store"), "fail" if expected_to_fail(str(r.get("store"))) else "pass")
-    scenarios = [_lifecycle_scenario(r, directory, expected.get(r.get("store"))) for r in rows]
+    scenarios = [_lifecycle_scenario(r, directory, expected.get(r.get("store", r.get("system")))) for r in rows]
     suite = str(campaign.get("suite") or (rows[0].get("suite") if rows else None) or "lifecycle")
     view = RunView(suite, "campaign", directory, seed=campaign.get("seed"), seconds=campaign.get("seconds"),
                    broker=campaign.get("broker"), scenarios=scenarios, stopped=campaign.get("stopped"))
