@@ -112,3 +112,18 @@ def test_a_user_window_store_is_verified_by_the_window_suite_and_what_it_lacks_i
     verdict = json.loads(out.read_text())
     assert verdict["suite"] == "windows" and verdict["verdict"] == "pass"
     assert verdict["not_checked"] == ["backward_fetch (the store declares it lacks it)"]
+
+
+def test_a_window_store_that_fails_at_start_leaves_no_directory_behind(tmp_path, monkeypatch):
+    import tempfile
+    from pathlib import Path
+
+    from eos_harness.process.window_server import WindowStoreServer
+    from eos_harness.suites.windows.runner import run_case
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with WindowStoreServer() as server, pytest.raises(Exception) as raised:
+        run_case(server, "user_window_store:unreadable_config", "in-order", None)
+    assert "window_config is broken" in str(raised.value), raised.value
+    assert not list(tmp_path.glob("eos-windows-*"))

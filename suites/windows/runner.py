@@ -60,8 +60,18 @@ class WindowStoreUnderTest:
 
     def __init__(self, server: WindowStoreServer, spec: str, case: str) -> None:
         self.server, self.spec, self.case = server, spec, case
+        self.proc = None
         self.root = Path(tempfile.mkdtemp(prefix="eos-windows-"))
         self.directory = self.root / "store"
+        try:
+            self._open(server, spec)
+        except BaseException:  # a store that cannot start leaves no process and no directory behind
+            if getattr(self, "proc", None) is not None:
+                self.proc.kill()
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
+
+    def _open(self, server: WindowStoreServer, spec: str) -> None:
         self.proc = server.start(spec, self.directory)
         declared: WindowConfig = self.proc.call("window_config")
         # The model keeps the rules of the declared semantics itself (never the store's own code).
