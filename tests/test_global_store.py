@@ -159,3 +159,12 @@ def test_three_partitions_on_kafka_roll_forward_and_a_torn_commit_is_caught(eos_
     torn = run_scenario(Scenario(store, GLOBAL, 3, (fault,), broker=eos_kafka_cluster.spec), tmp_path / "torn")
     assert torn["verdict"] == "fail"
     assert "partitions_one_commit" in checks(torn), torn["violations"]
+
+
+def test_a_mutant_is_caught_for_its_mistake_alone_after_a_clean_close_left_a_checkpoint(tmp_path):
+    """Two instances: the first closes cleanly (its .checkpoint is imported when the store reopens);
+    the mutant must then fail on the partition it forgets, not on a crash of its own."""
+    result = run_scenario(Scenario("mutant-offsets-first-partition-only", GLOBAL, 3, (Fault(P_AFTER_EOS, 2),)),
+                          tmp_path)
+    assert "store_raised" not in checks(result), result["violations"]
+    assert "partitions_one_commit" in checks(result), result["violations"]

@@ -66,9 +66,9 @@ class FirstPartitionOnly(IndexedRocksStore):
     others in memory: right after a commit every partition answers, after a reopen only the first."""
 
     def init(self, context: StoreContext) -> None:
-        super().init(context)
-        self._own = context.changelog
+        self._own = context.changelog  # before the base init: its import of legacy offsets asks for them
         self._others: dict[TopicPartition, int] = {}
+        super().init(context)
 
     def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
         own = {tp: o for tp, o in changelog_offsets.items() if tp == self._own}
