@@ -33,7 +33,10 @@ def test_a_broker_killed_and_restarted_under_a_running_task_keeps_eos(eos_kafka_
     before = eos_kafka_cluster.pid(1)
     result = run(eos_kafka_cluster, tmp_path, "broker-kill@5")
     assert result["verdict"] == "pass", result["violations"]
-    assert result["crash_points"] == ["broker-kill"]
+    # Under load the broker may also abort a transaction the kill left open too long (the task then
+    # restarts from the last commit): that is Kafka doing its job, not a second fault of ours.
+    assert "broker-kill" in result["crash_points"], result["crash_points"]
+    assert set(result["crash_points"]) <= {"broker-kill", "transaction.aborted"}, result["crash_points"]
     fault = next(e for e in history(result) if e["type"] == "broker_fault")
     assert "error" not in fault and fault["node"] == 1
     # The broker really died (a new JVM runs on the same storage) and the task still finished.
@@ -92,7 +95,9 @@ def test_the_cli_runs_a_broker_kill_on_a_local_kafka(tmp_path):
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
-    assert result["verdict"] == "pass" and result["crash_points"] == ["broker-kill"]
+    assert result["verdict"] == "pass", result["violations"]
+    assert "broker-kill" in result["crash_points"], result["crash_points"]
+    assert set(result["crash_points"]) <= {"broker-kill", "transaction.aborted"}, result["crash_points"]
     assert "--broker kafka-local" in result["repro"]
 
 
