@@ -44,7 +44,10 @@ before anything changed. With ``StoreContext.upgrade_from`` set to a version bef
 positions to ``.position`` and drops its own copy, so that an older store opens the directory.
 A store that cannot open a directory written by a newer format raises
 :class:`IncompatibleStoreDirectory` from ``init``: the runtime then wipes the store and restores it
-from the changelog. Checked by the offsets suite (``migration_*``, ``downgrade_*``).
+from the changelog. Checked by the offsets suite (``migration_*``, ``downgrade_*``). Both are what
+Kafka's own RocksDB store does (it kept those files before 4.3); a store written from scratch, with
+no legacy files to import and no older format to go back to, declares it lacks them
+(``Capabilities(legacy_offsets_import=False, legacy_downgrade=False)``) and is not checked for them.
 
 **Optional methods.** ``capabilities()`` (see :class:`Capabilities`) and ``restore(records,
 end_offset)`` (see :meth:`StateStore.restore`): a store without them offers every capability, and
@@ -126,11 +129,25 @@ class Capabilities:
       commit writes nothing, not even the offset): after such a commit ``committed_offset`` may
       still return the offset of the commit before; it may not return anything else. Every commit
       that had writes is checked as usual.
+    * ``legacy_offsets_import``: opened on a directory that still holds the legacy offsets files
+      (the task's ``.checkpoint``, the store's ``.position``), the store imports its offsets from them
+      and removes them (KIP-1035's upgrade, what Kafka Streams does for its RocksDB store, which
+      kept those files before 4.3). Declared False (a store written with offset management from
+      the start, which never had those files): the offsets suite's scenarios
+      ``upgrade_from_legacy_files`` and ``malformed_offsets_files`` are not run, and the checks
+      ``migration_*`` and ``malformed_offsets_file`` are not checked.
+    * ``legacy_downgrade``: with ``StoreContext.upgrade_from`` set to a version before offset
+      management, ``close()`` hands the offsets back to ``.checkpoint``/``.position`` and keeps none
+      (KIP-1035's downgrade, Kafka's RocksDB store going back to its pre-4.3 format). Declared False
+      (a store with no older format to go back to): the scenario ``downgrade_with_upgrade_from`` is
+      not run, and the checks ``downgrade_*`` are not checked.
     """
 
     range_scans: bool = True
     put_all: bool = True
     empty_commit_records_offset: bool = True
+    legacy_offsets_import: bool = True
+    legacy_downgrade: bool = True
 
     def lacking(self) -> list[str]:
         """The names of what the store declares it lacks, in declaration order."""

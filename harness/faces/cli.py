@@ -132,6 +132,11 @@ def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> Non
         click.echo(f"{title}:")
         for name, meaning in checks.items():
             click.echo(f"  {name:<34} {meaning}")
+    from eos_harness.suites.offsets.runner import scenarios
+
+    click.echo("offsets scenarios (verify STORE --offsets-scenario NAME runs one alone):")
+    for scenario in scenarios():
+        click.echo(f"  {scenario.name:<34} {', '.join(scenario.checks)}")
     ctx.exit(0)
 
 
@@ -160,9 +165,12 @@ def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> Non
                    "and the offsets suite's (--list-checks).")
 @click.option("--max-findings", type=AT_LEAST_ONE, default=5, show_default=True,
               help="Distinct checks the state machine looks for (each found one is waived and it runs again).")
+@click.option("--offsets-scenario", "offsets_scenarios", multiple=True, metavar="NAME",
+              help="Run only the offsets suite's scenario NAME (repeatable), no conformance case: the replay of "
+                   "an offsets finding (--list-checks lists the scenarios).")
 def verify_command(store: str, seed: int | None, examples: int, steps: int, shrink: bool, json_path: str | None,
                    store_timeout: float, log_path: str | None, junit_path: str | None, allow: tuple[str, ...],
-                   max_findings: int) -> None:
+                   max_findings: int, offsets_scenarios: tuple[str, ...]) -> None:
     """Run the conformance suite and the offsets suite against STORE (a built-in name or module:function);
     a window store (its kind, or a store with ``window_config``) gets the window store suite."""
     import os
@@ -182,6 +190,14 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     unknown = [c for c in allow if c not in ALLOWABLE]
     if unknown:
         raise click.BadParameter(f"unknown check {unknown[0]!r}; one of: {', '.join(ALLOWABLE)}", param_hint="--allow")
+    if offsets_scenarios:
+        from eos_harness.suites.offsets.runner import scenarios
+
+        known = [s.name for s in scenarios()]
+        unknown = [n for n in offsets_scenarios if n not in known]
+        if unknown:
+            raise click.BadParameter(f"no offsets scenario {unknown[0]!r}; one of: {', '.join(known)}",
+                                     param_hint="--offsets-scenario")
     if log_path is None and json_path:
         log_path = str(Path(json_path).with_suffix(".log"))
     try:
@@ -212,7 +228,7 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
             result = verify_windows(store, seed, examples=examples, steps=steps, shrink=shrink)
         else:
             result = verify(store, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
-                            log=log_path, allow=allow, max_findings=max_findings)
+                            log=log_path, allow=allow, max_findings=max_findings, offsets_scenarios=offsets_scenarios)
     except StoreFactoryError as exc:
         raise click.UsageError(str(exc)) from None
     json_error = None
@@ -246,12 +262,16 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
             elif v.get("detail"):
                 console.print(f"#{number} {v['check']}: {v['detail']}", **plain)
             console.print(f"#{number} case: {v['case']}", **plain)
+            if v.get("fired"):
+                console.print(f"#{number} fired in {v['fired']['cases']} of {v['fired']['of']} cases", **plain)
             console.print(f"#{number} replay: {v['replay']}", **plain)
     for line in result.get("not_checked", []):
         console.print(f"not checked: {line}", markup=False, highlight=False, soft_wrap=True)
     for skipped in result.get("offsets", {}).get("not_applicable", []):
         console.print(f"not applicable: offsets {skipped['scenario']} ({', '.join(skipped['checks'])}): "
                       f"{skipped['reason']}", markup=False, highlight=False, soft_wrap=True)
+    for note in result.get("offsets", {}).get("notes", []):
+        console.print(f"note: offsets {note}", markup=False, highlight=False, soft_wrap=True)
     for check in result.get("allowed", []):
         times = result.get("waived", {}).get(check, 0)
         console.print(f"waived: {check} (--allow; fired {times} time{'s' if times != 1 else ''})",

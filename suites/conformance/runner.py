@@ -16,7 +16,9 @@ declares it lacks (``harness/store.py``: ``Capabilities``) is not checked, and t
 
 Then the offsets suite (``suites/offsets``: several changelog partitions, upgrade, downgrade, closed
 stores) runs against the same store, and its violations join the verdict (its own view: the
-verdict's ``offsets``, with each check's verdict and the scenarios that do not apply, and why).
+verdict's ``offsets``, with each check's verdict and the scenarios that do not apply, and why): each
+of its checks once, with the number of cases it fired in and a replay of its scenario alone
+(``offsets_scenarios``: run only these offsets scenarios, nothing else: ``--offsets-scenario``).
 
 Checks: :data:`.checks.CHECKS`. About the store's calls themselves (:mod:`eos_harness.process.guard`):
 ``store_hang`` (a call did not return within ``store_timeout``: the suite stops there, with the
@@ -42,8 +44,9 @@ from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
 from eos_harness.process.server import StoreServer, children_output, own_output_to
 from eos_harness.store import Capabilities
 from eos_harness.stores import probe_store, resolve
-from eos_harness.suites.offsets.checks import PROMISES
-from eos_harness.suites.offsets.runner import verify_offsets
+from eos_harness.suites.offsets.checks import CAPABILITIES, PROMISES
+from eos_harness.suites.offsets.runner import replay_command, verify_offsets
+from eos_harness.suites.offsets.runner import scenarios as offsets_scenarios_known
 from eos_harness.verdict import Violation, verdict_of
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
@@ -73,6 +76,7 @@ _NOT_CHECKED = {
     "put_all": "put_all (the store declares no put_all): writes go through put",
     "empty_commit_records_offset": "the offset of an empty commit (the store declares its empty commit "
                                    "records no offset)",
+    **{name: lines[0] for name, lines in CAPABILITIES.items()},  # the offsets suite's (suites/offsets)
 }
 
 
@@ -117,8 +121,10 @@ def run_case(server: StoreServer, spec: str, workload: str, point: str | None,
 
 def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True,
            store_timeout: float = STORE_TIMEOUT_S, log: str | Path | None = None, allow: Iterable[str] = (),
-           max_findings: int = MAX_FINDINGS) -> dict:
+           max_findings: int = MAX_FINDINGS, offsets_scenarios: Iterable[str] = ()) -> dict:
     """Run the matrix and the state machine against ``spec``; return the verdict object.
+    ``offsets_scenarios``: run only these scenarios of the offsets suite (a finding's replay), no
+    conformance case.
 
     ``shrink=False`` reports failing sequences as found, without shrinking them (faster, for when
     only the verdict matters). ``allow``: checks waived (known differences); the verdict names them
@@ -131,8 +137,8 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
         fd, temp_log = tempfile.mkstemp(prefix="eos-verify-", suffix=".log")
         os.close(fd)
         try:
-            return {**verify(spec, seed, examples, steps, shrink, store_timeout, temp_log, allow, max_findings),
-                    "log": None}
+            return {**verify(spec, seed, examples, steps, shrink, store_timeout, temp_log, allow, max_findings,
+                             offsets_scenarios), "log": None}
         finally:
             os.unlink(temp_log)
     with own_output_to(log):
@@ -142,6 +148,9 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
     if unknown:
         raise ValueError(f"cannot allow {', '.join(map(repr, unknown))}: the checks that can be allowed are "
                          f"{', '.join(ALLOWABLE)}")
+    offsets_only = tuple(dict.fromkeys(offsets_scenarios))
+    if offsets_only:
+        return _offsets_only(spec, seed, store_timeout, log, allowed, offsets_only)
     repro = f"eos-harness verify {shlex.quote(spec)} --seed {seed} --examples {examples} --steps {steps}"
     if store_timeout != STORE_TIMEOUT_S:
         repro += f" --store-timeout {store_timeout:g}"
@@ -171,10 +180,11 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
             if not any(v.check in GUARD_CHECKS for v in violations):  # a store that could be driven to the end
                 offsets = verify_offsets(spec, seed, store_timeout, allow=allowed, repro=repro)
     error = probe.error
+    found = [{**v.to_json(), "replay": replay} for v, replay in zip(violations, replays, strict=True)]
     if offsets is not None:  # the offsets suite's verdict joins this one (suites/offsets)
         cases += offsets["cases"]
         violations = [*violations, *(Violation.from_json(v) for v in offsets["violations"])]
-        replays = [*replays, *(v["replay"] for v in offsets["violations"])]
+        found += offsets["violations"]  # each with its own replay and how often it fired
         error = error or offsets.get("error")
         for check, times in offsets["waived"].items():
             waived[check] += times
@@ -183,7 +193,7 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
         "verdict": verdict_of(violations, error=error),
         "seed": seed,
         "cases": cases,
-        "violations": [{**v.to_json(), "replay": replay} for v, replay in zip(violations, replays, strict=True)],
+        "violations": found,
         "repro": repro,
         "not_checked": not_checked(offers),
         "allowed": list(allowed),
@@ -193,11 +203,47 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
         "log": str(log),
     }
     if offsets is not None:
-        result["offsets"] = {key: offsets[key] for key in ("verdict", "cases", "checks", "not_applicable")}
+        result["offsets"] = {key: offsets[key] for key in _OFFSETS_VIEW}
     if stopped:
         result["stopped"] = stopped
     if error:
         result["error"] = error
+    return result
+
+
+_OFFSETS_VIEW = ("verdict", "cases", "checks", "not_applicable", "not_checked", "notes")
+
+
+def _offsets_only(spec: str, seed: int, store_timeout: float, log: str | Path, allowed: tuple[str, ...],
+                  names: tuple[str, ...]) -> dict:
+    """``verify --offsets-scenario NAME``: only these offsets scenarios (a finding's replay), in the
+    verdict's shape."""
+    known = [s.name for s in offsets_scenarios_known()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"no offsets scenario {unknown[0]!r}; the offsets scenarios are {', '.join(known)}")
+    repro = replay_command(spec, seed, store_timeout, allow=allowed) + "".join(
+        f" --offsets-scenario {n}" for n in names)
+    with children_output(log):
+        offsets = verify_offsets(spec, seed, store_timeout, allow=allowed, only=names, repro=repro)
+    offers = Capabilities(**{name: False for n in offsets["not_checked"] for name in n["lacks"]})
+    result = {
+        "store": spec,
+        "verdict": offsets["verdict"],
+        "seed": seed,
+        "cases": offsets["cases"],
+        "violations": offsets["violations"],
+        "repro": repro,
+        "not_checked": not_checked(offers),
+        "allowed": list(allowed),
+        "waived": {check: offsets["waived"][check] for check in allowed if offsets["waived"].get(check)},
+        "points": [],
+        "warnings": [],
+        "log": str(log),
+        "offsets": {key: offsets[key] for key in _OFFSETS_VIEW},
+    }
+    if offsets.get("error"):
+        result["error"] = offsets["error"]
     return result
 
 

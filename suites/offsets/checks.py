@@ -7,7 +7,7 @@ the guard checks about the store's calls themselves, :data:`GUARD_CHECKS`).
 
 from __future__ import annotations
 
-__all__ = ["GUARD_CHECKS", "PROMISES"]
+__all__ = ["CAPABILITIES", "GUARD_CHECKS", "PROMISES"]
 
 PROMISES: dict[str, str] = {
     # -- several changelog partitions (partitions.py) --
@@ -56,3 +56,24 @@ PROMISES: dict[str, str] = {
 
 # About the store's calls themselves (as in the conformance suite): after one, the scenario stops.
 GUARD_CHECKS = ("store_raised", "store_return_type", "store_hang", "store_error")
+
+# The optional parts of the protocol some scenarios check (``harness/store.Capabilities`` fields): what
+# a store that declares it lacks one is not checked for (the verdict's ``not_checked``), and what a
+# store that does not declare it but fails is told to do (a finding's detail ends with it).
+CAPABILITIES: dict[str, tuple[str, str]] = {
+    "legacy_offsets_import": (
+        "the import of legacy .checkpoint/.position offsets on upgrade (the store declares it has no legacy "
+        "offsets files to import): migration_*, malformed_offsets_file",
+        "A store that manages offsets imports its offsets from the task's legacy .checkpoint and its .position "
+        "when it opens on a directory that still has them, then removes them (KIP-1035, as Kafka's RocksDB "
+        "store does; harness/store.py, 'Upgrade and downgrade'). A store that never kept those files (one "
+        "written with offset management from the start) declares it: capabilities() returning "
+        "Capabilities(legacy_offsets_import=False)."),
+    "legacy_downgrade": (
+        "the downgrade with upgrade_from (the store declares it has no older format to go back to): "
+        "downgrade_*",
+        "With StoreContext.upgrade_from before 4.3, close() writes the changelog offsets to the task's "
+        ".checkpoint and the positions to .position and keeps none (KIP-1035's downgrade, as Kafka's RocksDB "
+        "store does; harness/store.py, 'Upgrade and downgrade'). A store with no older format to go back to "
+        "declares it: capabilities() returning Capabilities(legacy_downgrade=False)."),
+}

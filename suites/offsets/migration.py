@@ -2,8 +2,9 @@
 
 * ``upgrade_from_legacy_files``: a store holding keys but no offsets (as a database written before
   offset management) is opened on a directory with the task's ``.checkpoint`` (its own partitions and
-  another store's) and its ``.position``; once with no crash, then with a crash at each step of the
-  migration (``store.migrate.*``) followed by a restart. Afterwards the store holds exactly the files'
+  another store's) and its ``.position``; once with no crash (tracing the crash points the store
+  reaches), then with a crash at each step of the migration (``store.migrate.*``) the store reached,
+  followed by a restart. Afterwards the store holds exactly the files'
   offsets and every key, and the files no longer hold its offsets.
 * ``malformed_offsets_files``: a malformed ``.checkpoint`` or ``.position`` stops ``init`` with an
   error naming the file and the line; the file and the store are left as they were.
@@ -13,7 +14,14 @@
   ``IncompatibleStoreDirectory``, so the runtime wipes and restores it) nor present its data.
 * ``downgrade_with_upgrade_from``: ``close()`` with ``upgrade_from="3.9"`` hands the offsets back to
   the files and keeps none itself; with a crash at each step of the downgrade (``store.downgrade.*``)
-  a restart finds every offset (in the store or in the files) and every key.
+  the store reached without a crash, a restart finds every offset (in the store or in the files) and
+  every key.
+
+A crash point of a migration or downgrade that the store never reaches (a store of the user's own,
+with steps of its own) is not run as a crash case: the run says so in its notes.
+
+Both are what Kafka's own RocksDB store does; a store that declares it lacks them
+(``Capabilities(legacy_offsets_import=False)`` / ``legacy_downgrade=False``) is not checked for them.
 
 The real path under the task runtime (``rocksdb-legacy`` → ``rocksdb-indexed`` → back) is
 :func:`eos_harness.suites.offsets.upgrade_path.round_trip`.
@@ -34,7 +42,7 @@ from eos_harness.stores.migration import (
 )
 from eos_harness.verdict import Violation
 
-from .scenario import CHANGELOGS, KEYS, SOURCE, Features, Scenario, show_offsets
+from .scenario import CHANGELOGS, KEYS, SOURCE, Features, Findings, Scenario, show_offsets
 
 __all__ = ["MALFORMED", "SCENARIOS"]
 
@@ -52,9 +60,10 @@ class _Dir:
         self.position = self.directory / ".position"
 
     def open(self, upgrade_from: str | None = None, init_arms: list[tuple[str, int]] | None = None,
-             arms: list[tuple[str, int]] | None = None) -> StoreProcess:
+             arms: list[tuple[str, int]] | None = None, trace: bool = False) -> StoreProcess:
         context = {"changelogs": CHANGELOGS, **({"upgrade_from": upgrade_from} if upgrade_from else {})}
-        return self.server.start(self.spec, self.directory, arms=arms, context=context, init_arms=init_arms)
+        return self.server.start(self.spec, self.directory, arms=arms, context=context, init_arms=init_arms,
+                                 trace=trace)
 
     def contents(self, proc: StoreProcess) -> dict[bytes, bytes]:
         return {k: v for k in KEYS if (v := proc.call("get", k)) is not None}
@@ -81,13 +90,32 @@ def _put(proc: StoreProcess, entries: dict[bytes, bytes]) -> None:
         proc.call("put", key, value)
 
 
+def _close_tracing(proc: StoreProcess, steps: tuple[str, ...], reached: list[str] | None) -> None:
+    """Close a store started with ``trace``; ``reached`` gets the points of ``steps`` it reached."""
+    traced = {name for name, _ in proc.call("close") or []}
+    if reached is not None:
+        reached.extend(p for p in steps if p in traced)
+
+
+def _left_out(findings: Findings, steps: tuple[str, ...], reached: list[str], what: str) -> None:
+    missed = [p for p in steps if p not in reached]
+    if missed:
+        findings.notes.append(f"crash points of the {what} the store never reached (its {what} has steps of its "
+                              f"own, or none): {', '.join(missed)}; no crash case was run at them, the case "
+                              f"without a crash covers them")
+
+
 # -- upgrade ----------------------------------------------------------------------------------------
 
 def _upgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[Violation]:
     rng = random.Random(seed)
-    violations: list[Violation] = []
+    violations = Findings(cases=0)
+    reached: list[str] = []  # the migration steps the store reached in the case without a crash
     with StoreServer(timeout=store_timeout) as server:
         for point in (None, *MIGRATION_POINTS):
+            if point is not None and point not in reached:
+                continue
+            violations.cases += 1
             case = f"upgrade from legacy files, {'no crash' if point is None else f'crash at {point}'}"
             d = _Dir(server, spec, workdir / f"upgrade-{point or 'none'}")
             keys = _keys(rng)
@@ -103,7 +131,7 @@ def _upgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[
             story = f"{case}: .checkpoint {show_offsets({**changelog, OTHER_STORE: other})}, " \
                     f".position {show_offsets(positions)}"
             try:
-                proc = d.open(init_arms=[(point, 1)] if point else None)
+                proc = d.open(init_arms=[(point, 1)] if point else None, trace=point is None)
             except ChildCrashed:
                 story += f"; the process died at {point}; restarted"
                 proc = d.open()
@@ -123,13 +151,14 @@ def _upgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[
             if contents != keys:
                 violations.append(Violation("migration_keeps_keys", None, repr(sorted(keys.items())),
                                             repr(sorted(contents.items())), case=case, detail=story))
-            proc.close()
+            _close_tracing(proc, MIGRATION_POINTS, reached if point is None else None)
             left_checkpoint, left_position = read_offsets_file(d.checkpoint), d.position.exists()
             if left_checkpoint != {OTHER_STORE: other} or left_position:
                 violations.append(Violation(
                     "migration_cleans_files", None, f".checkpoint {show_offsets({OTHER_STORE: other})}, no .position",
                     f".checkpoint {show_offsets(left_checkpoint) if left_checkpoint is not None else 'absent'}, "
                     f".position {'still there' if left_position else 'absent'}", case=case, detail=story))
+    _left_out(violations, MIGRATION_POINTS, reached, "migration")
     return violations
 
 
@@ -189,7 +218,7 @@ MALFORMED = (
 
 def _malformed(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[Violation]:
     rng = random.Random(seed)
-    violations: list[Violation] = []
+    violations = Findings(cases=len(MALFORMED))
     with StoreServer(timeout=store_timeout) as server:
         for number, (which, text, line) in enumerate(MALFORMED):
             d = _Dir(server, spec, workdir / f"malformed-{number}")
@@ -233,9 +262,13 @@ def _malformed(spec: str, workdir: Path, seed: int, store_timeout: float) -> lis
 
 def _downgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[Violation]:
     rng = random.Random(seed)
-    violations: list[Violation] = []
+    violations = Findings(cases=0)
+    reached: list[str] = []  # the downgrade steps the store reached in the case without a crash
     with StoreServer(timeout=store_timeout) as server:
         for point in (None, *DOWNGRADE_POINTS):
+            if point is not None and point not in reached:
+                continue
+            violations.cases += 1
             case = f"downgrade with upgrade_from={DOWNGRADE_TO}, {'no crash' if point is None else f'crash at {point}'}"
             d = _Dir(server, spec, workdir / f"downgrade-{point or 'none'}")
             keys = _keys(rng)
@@ -245,11 +278,11 @@ def _downgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> lis
             _put(proc, keys)
             proc.call("commit", {**changelog, **positions})
             proc.close()
-            proc = d.open(upgrade_from=DOWNGRADE_TO, arms=[(point, 1)] if point else None)
+            proc = d.open(upgrade_from=DOWNGRADE_TO, arms=[(point, 1)] if point else None, trace=point is None)
             story = f"{case}: committed {show_offsets({**changelog, **positions})}, reopened with upgrade_from, closed"
             crashed = False
             try:
-                proc.close()
+                _close_tracing(proc, DOWNGRADE_POINTS, reached if point is None else None)
             except ChildCrashed:
                 crashed = True
                 story += f"; the process died at {point}"
@@ -291,15 +324,18 @@ def _downgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> lis
                     "downgrade_keeps_offsets", None, f"offsets {show_offsets(want)}, keys {sorted(keys.items())!r}",
                     f"offsets {show_offsets(got)}, keys {sorted(contents.items())!r}", case=case,
                     detail=story + "; restarted without upgrade_from"))
+    _left_out(violations, DOWNGRADE_POINTS, reached, "downgrade")
     return violations
 
 
 SCENARIOS = [
     Scenario("upgrade_from_legacy_files",
              ("migration_keeps_offsets", "migration_offset_exact", "migration_keeps_keys", "migration_cleans_files"),
-             _applies, _upgrade),
-    Scenario("upgrade_without_checkpoint", ("migration_refuses_unchecked_legacy",), _applies, _untrusted),
-    Scenario("malformed_offsets_files", ("malformed_offsets_file",), _applies, _malformed),
+             _applies, _upgrade, needs=("legacy_offsets_import",)),
+    Scenario("upgrade_without_checkpoint", ("migration_refuses_unchecked_legacy",), _applies, _untrusted,
+             needs=("legacy_offsets_import",)),
+    Scenario("malformed_offsets_files", ("malformed_offsets_file",), _applies, _malformed,
+             needs=("legacy_offsets_import",)),
     Scenario("downgrade_with_upgrade_from", ("downgrade_hands_back_offsets", "downgrade_keeps_offsets"),
-             _applies, _downgrade),
+             _applies, _downgrade, needs=("legacy_downgrade",)),
 ]

@@ -1,9 +1,12 @@
 """What a scenario of the offsets suite is, and the live store it drives.
 
-A :class:`Scenario` is ``(name, checks, applies, run)``: ``applies(features)`` is None when the
+A :class:`Scenario` is ``(name, checks, applies, run, needs)``: ``applies(features)`` is None when the
 scenario applies to a store with these :class:`Features`, else the reason it does not (reported as
-``not_applicable``); ``run(store_spec, workdir, seed, store_timeout)`` drives the store and returns
-the violations it found (``[]`` when every promise held). The store runs in a child of a
+``not_applicable``); ``needs``: the optional capabilities (``harness/store.Capabilities`` field names)
+it checks: a store that declares it lacks one is not checked by it (reported as ``not_checked``);
+``run(store_spec, workdir, seed, store_timeout)`` drives the store and returns the violations it
+found (``[]`` when every promise held): a plain list (one case), or :class:`Findings`, which also
+says how many cases it ran and notes what it left out. The store runs in a child of a
 :class:`~eos_harness.process.server.StoreServer` (:class:`LiveStore`), so every call is bounded and
 a crash is real: a SIGKILL, or an armed crash point firing inside the store.
 
@@ -22,7 +25,8 @@ from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, 
 from eos_harness.store import Capabilities, TopicPartition
 from eos_harness.verdict import Violation
 
-__all__ = ["CHANGELOGS", "KEYS", "NEVER_COMMITTED", "SOURCE", "Features", "LiveStore", "Scenario", "show_offsets"]
+__all__ = ["CHANGELOGS", "KEYS", "NEVER_COMMITTED", "SOURCE", "Features", "Findings", "LiveStore", "Scenario",
+           "show_offsets"]
 
 # A global store fed by three changelog partitions, and one source partition whose KIP-796 position
 # the store keeps beside them (OFFSETS.md point 3). NEVER_COMMITTED is never given to a commit.
@@ -51,6 +55,22 @@ class Scenario:
     checks: tuple[str, ...]
     applies: Callable[[Features], str | None]
     run: Callable[[str, Path, int, float], list[Violation]]
+    needs: tuple[str, ...] = ()
+
+    def lacking(self, features: Features) -> list[str]:
+        """The capabilities this scenario checks that the store declares it lacks."""
+        return [name for name in self.needs if name in features.offers.lacking()]
+
+
+class Findings(list):
+    """A scenario's violations (a ``list``), with ``cases``: how many cases it ran (each case one
+    store history: a crash at one point, one malformed file …), and ``notes``: what it left out, in
+    words (e.g. crash points the store never reaches)."""
+
+    def __init__(self, violations: Iterable[Violation] = (), cases: int = 1, notes: Iterable[str] = ()) -> None:
+        super().__init__(violations)
+        self.cases = cases
+        self.notes = list(notes)
 
 
 def show_offsets(offsets: dict[TopicPartition, int | None]) -> dict[str, int | None]:
