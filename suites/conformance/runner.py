@@ -42,6 +42,7 @@ from pathlib import Path
 
 from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
 from eos_harness.process.server import StoreServer, children_output, own_output_to
+from eos_harness.seeding import seed_only
 from eos_harness.store import Capabilities
 from eos_harness.stores import probe_store, resolve
 from eos_harness.suites.offsets.checks import CAPABILITIES, PROMISES
@@ -310,7 +311,7 @@ class _Suite:
         hypothesis_seed(self.seed)(machine)
         report: list[str] = []
         try:
-            with with_reporter(report.append):
+            with with_reporter(report.append), seed_only():  # the steps depend on the seed alone
                 run_state_machine_as_test(
                     machine,
                     settings=settings(
