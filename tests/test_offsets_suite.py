@@ -5,6 +5,7 @@ the check naming its mistake, and ``eos-harness verify`` runs it (JSON, JUnit, -
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,8 @@ from eos_harness.suites.offsets.runner import scenarios, verify_offsets
 
 EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 ROOT = Path(__file__).parent.parent
+FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
 
 
 def _fired(result: dict) -> set[str]:
@@ -25,7 +28,7 @@ def _fired(result: dict) -> set[str]:
 def test_the_transactional_stores_that_manage_offsets_pass_every_scenario(store):
     result = verify_offsets(store, seed=1)
     assert result["verdict"] == "pass", result["violations"]
-    assert result["not_applicable"] == []
+    assert result["not_applicable"] == [] and result["not_checked"] == []  # everything checked, legacy parts too
     assert [c.removeprefix("offsets: ") for c in result["cases"]] == [s.name for s in scenarios()]
     assert set(result["checks"]) == set(PROMISES)
 
@@ -133,10 +136,101 @@ def test_verify_joins_the_offsets_verdict_in_json_and_junit(tmp_path):
     assert 'name="partition_offset_survives_reopen"' in xml and "not applicable: partitions_reopen" in xml
 
 
-def test_the_pytest_entry_runs_each_scenario_per_store():
+def test_the_pytest_entry_collects_only_the_scenarios_that_apply_and_says_why_the_rest_are_left_out():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "suites/offsets", "--eos-store=rocksdb-legacy",
-                           "--eos-store=rocksdb-indexed", "-p", "no:cacheprovider", "-rs"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+                           "--eos-store=rocksdb-indexed", "--eos-store=user_store:make_store", "-p", "no:cacheprovider",
+                           "-rs"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=FIXTURES_ENV)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "does not manage offsets" in proc.stdout  # the skip reason of the scenario that does not apply
-    assert " passed" in proc.stdout
+    assert "skipped" not in proc.stdout  # nothing collected only to be skipped
+    total = len(scenarios()) + (len(scenarios()) - 3) + (len(scenarios()) - 7)
+    assert f"{total} passed" in proc.stdout, proc.stdout
+    summary = proc.stdout.split("offsets scenarios left out", 1)[1]
+    assert "rocksdb-legacy: partitions_reopen: not applicable: the store does not manage offsets" in summary
+    assert ("user_store:make_store: downgrade_with_upgrade_from: not checked: the downgrade with upgrade_from "
+            "(the store declares it has no older format to go back to)") in summary
+    assert "rocksdb-indexed:" not in summary  # a built-in store that manages offsets gets every scenario
+
+
+# -- what a store implementer sees ----------------------------------------------------------------------------
+
+@pytest.fixture
+def fixture_stores(monkeypatch):
+    monkeypatch.syspath_prepend(str(FIXTURES))  # the store children get the driver's sys.path
+
+
+def test_a_new_store_that_declares_no_legacy_files_and_no_downgrade_passes_and_is_told_what_was_not_checked(
+        fixture_stores):
+    result = verify_offsets("user_store:make_store", seed=2)
+    assert result["verdict"] == "pass", result["violations"]
+    lacks = {n["scenario"]: n["lacks"] for n in result["not_checked"]}
+    assert lacks == {"upgrade_from_legacy_files": ["legacy_offsets_import"],
+                     "malformed_offsets_files": ["legacy_offsets_import"],
+                     "downgrade_with_upgrade_from": ["legacy_downgrade"]}
+    assert result["not_applicable"] == []
+    assert result["checks"]["migration_keeps_offsets"] == result["checks"]["downgrade_keeps_offsets"] == "not_applicable"
+    assert result["checks"]["partitions_committed_together"] == "pass"
+
+
+def test_a_store_that_claims_the_legacy_parts_gets_each_broken_check_once_explained_with_how_to_declare(
+        fixture_stores):
+    result = verify_offsets("implementer_stores:claims_legacy_files", seed=2)
+    assert result["verdict"] == "fail"
+    checks = [v["check"] for v in result["violations"]]
+    assert len(checks) == len(set(checks)), checks  # each distinct check once
+    assert {"migration_keeps_offsets", "migration_cleans_files", "malformed_offsets_file",
+            "downgrade_hands_back_offsets"} <= set(checks)
+    by_check = {v["check"]: v for v in result["violations"]}
+    # It reaches none of the migration's or the downgrade's crash points: only the case without a crash runs,
+    # and nothing is labelled as a crash that did not happen; the notes say which points were left out.
+    for v in result["violations"]:
+        assert "crash at store." not in v["case"], v["case"]
+    assert by_check["downgrade_hands_back_offsets"]["fired"] == {"cases": 1, "of": 1}
+    assert by_check["downgrade_hands_back_offsets"]["case"] == (
+        "offsets: downgrade_with_upgrade_from: downgrade with upgrade_from=3.9, no crash")
+    assert by_check["malformed_offsets_file"]["fired"] == {"cases": 6, "of": 6}
+    assert any("store.downgrade.after_drop" in n and "no crash case was run" in n for n in result["notes"])
+    # What the store should do, and how to declare it does not offer it.
+    assert "close() writes the changelog offsets" in by_check["downgrade_hands_back_offsets"]["detail"]
+    assert "Capabilities(legacy_downgrade=False)" in by_check["downgrade_hands_back_offsets"]["detail"]
+    assert "Capabilities(legacy_offsets_import=False)" in by_check["migration_keeps_offsets"]["detail"]
+    assert by_check["downgrade_hands_back_offsets"]["replay"] == (
+        "eos-harness verify implementer_stores:claims_legacy_files --seed 2 --offsets-scenario "
+        "downgrade_with_upgrade_from")
+
+
+def test_an_offsets_finding_replays_alone_from_its_command_in_json_terminal_and_junit(tmp_path, fixture_stores):
+    result = verify_offsets("implementer_stores:claims_legacy_files", seed=2)
+    finding = next(v for v in result["violations"] if v["check"] == "migration_keeps_offsets")
+    replay = finding["replay"].split()
+    assert replay[:2] == ["eos-harness", "verify"] and "--offsets-scenario" in replay
+    out, junit = tmp_path / "v.json", tmp_path / "v.xml"
+    proc = subprocess.run([EOS_BIN, *replay[1:], "--json", str(out), "--junit", str(junit)], capture_output=True,
+                          text=True, timeout=300, env=FIXTURES_ENV)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    replayed = json.loads(out.read_text())
+    assert [(v["check"], v["case"], v["observed"]) for v in replayed["violations"]] == [
+        (finding["check"], finding["case"], finding["observed"])]
+    assert replayed["cases"] == ["offsets: upgrade_from_legacy_files"]  # that scenario only: no conformance case
+    assert f"#1 fired in {finding['fired']['cases']} of {finding['fired']['of']} cases" in proc.stdout
+    assert "#2" not in proc.stdout
+    xml = junit.read_text()
+    assert xml.count("<failure") == 1 and "fired in 1 of 1 cases" in xml and "--offsets-scenario" in xml
+
+
+def test_a_migration_mutant_is_reported_once_with_the_number_of_crash_cases_it_broke():
+    result = verify_offsets("mutant-offsets-migration-deletes-early", seed=1, only=["upgrade_from_legacy_files"])
+    lost = [v for v in result["violations"] if v["check"] == "migration_keeps_offsets"]
+    assert len(lost) == 1 and "crash at store.migrate." in lost[0]["case"]
+    assert 1 <= lost[0]["fired"]["cases"] < lost[0]["fired"]["of"] == 5  # no crash + every migration step
+    assert result["notes"] == []  # the built-in store reaches every step
+
+
+def test_verify_names_the_offsets_scenarios_and_refuses_one_that_does_not_exist():
+    listed = subprocess.run([EOS_BIN, "verify", "--list-checks"], capture_output=True, text=True, timeout=60)
+    assert "offsets scenarios (verify STORE --offsets-scenario NAME runs one alone):" in listed.stdout
+    for scenario in scenarios():
+        assert f"  {scenario.name:<34} {', '.join(scenario.checks)}" in listed.stdout
+    proc = subprocess.run([EOS_BIN, "verify", "rocksdb-indexed", "--offsets-scenario", "downgrade"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no offsets scenario 'downgrade'" in proc.stderr
+    assert "downgrade_with_upgrade_from" in proc.stderr
