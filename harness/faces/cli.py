@@ -117,6 +117,15 @@ def _store_points(store: str, as_json: bool) -> None:
         click.echo(f"note: the probe run did not finish: {probe.error or probe.finding['observed']}")
 
 
+class _GivesWayToHelp(click.Option):
+    """An eager flag that exits (``--list-checks``) but lets ``--help`` on the same line win."""
+
+    def handle_parse_result(self, ctx: click.Context, opts, args):
+        if opts.get("help"):
+            opts = {name: value for name, value in opts.items() if name != self.name}
+        return super().handle_parse_result(ctx, opts, args)
+
+
 def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     """``verify --list-checks``: every check ``verify`` may report, by suite, with its one-line meaning."""
     if not value or ctx.resilient_parsing:
@@ -142,7 +151,8 @@ def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> Non
 
 @main.command("verify")
 @click.argument("store")
-@click.option("--list-checks", is_flag=True, is_eager=True, expose_value=False, callback=_list_checks,
+@click.option("--list-checks", cls=_GivesWayToHelp, is_flag=True, is_eager=True, expose_value=False,
+              callback=_list_checks,
               help="List every check verify reports (conformance, offsets and window suites), each with its "
                    "one-line meaning, and exit.")
 @click.option("--seed", type=int, default=None, help="Seed of the state machine (printed when not given).")
