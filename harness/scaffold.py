@@ -91,7 +91,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 
 from eos_harness.faults.points import declare
-from eos_harness.store import StoreContext, TopicPartition
+from eos_harness.store import Capabilities, StoreContext, TopicPartition
 from eos_harness.store_kit import merged_range, with_crash_points  # noqa: F401 - helpers to use
 
 # Crash points of your own: a step boundary inside a commit, with what has happened when it is reached.
@@ -112,6 +112,13 @@ class {store_class}:
     """Your store, as the harness drives it (one instance per process; ``init`` opens it)."""
 
     name = "{name}"
+
+    def capabilities(self) -> Capabilities:
+        """What your store LACKS (everything else is checked; the verdict lists what is not). A store
+        written with offset management from the start has no legacy .checkpoint/.position offsets to
+        import and no older format to go back to with ``upgrade_from``; drop these if yours does (an
+        adapter of Kafka's RocksDB store). Others: range_scans, put_all, empty_commit_records_offset."""
+        return Capabilities(legacy_offsets_import=False, legacy_downgrade=False)
 
 {textwrap.indent(store, "    ")}
 
