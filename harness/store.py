@@ -134,8 +134,8 @@ class Capabilities:
       and removes them (KIP-1035's upgrade, what Kafka Streams does for its RocksDB store, which
       kept those files before 4.3). Declared False (a store written with offset management from
       the start, which never had those files): the offsets suite's scenarios
-      ``upgrade_from_legacy_files`` and ``malformed_offsets_files`` are not run, and the checks
-      ``migration_*`` and ``malformed_offsets_file`` are not checked.
+      ``upgrade_from_legacy_files``, ``upgrade_without_checkpoint`` and ``malformed_offsets_files``
+      are not run, and the checks ``migration_*`` and ``malformed_offsets_file`` are not checked.
     * ``legacy_downgrade``: with ``StoreContext.upgrade_from`` set to a version before offset
       management, ``close()`` hands the offsets back to ``.checkpoint``/``.position`` and keeps none
       (KIP-1035's downgrade, Kafka's RocksDB store going back to its pre-4.3 format). Declared False

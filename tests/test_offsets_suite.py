@@ -142,7 +142,7 @@ def test_the_pytest_entry_collects_only_the_scenarios_that_apply_and_says_why_th
                            "-rs"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=FIXTURES_ENV)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "skipped" not in proc.stdout  # nothing collected only to be skipped
-    total = len(scenarios()) + (len(scenarios()) - 3) + (len(scenarios()) - 7)
+    total = len(scenarios()) + (len(scenarios()) - 4) + (len(scenarios()) - 8)  # indexed, user store, legacy
     assert f"{total} passed" in proc.stdout, proc.stdout
     summary = proc.stdout.split("offsets scenarios left out", 1)[1]
     assert "rocksdb-legacy: partitions_reopen: not applicable: the store does not manage offsets" in summary
@@ -164,6 +164,7 @@ def test_a_new_store_that_declares_no_legacy_files_and_no_downgrade_passes_and_i
     assert result["verdict"] == "pass", result["violations"]
     lacks = {n["scenario"]: n["lacks"] for n in result["not_checked"]}
     assert lacks == {"upgrade_from_legacy_files": ["legacy_offsets_import"],
+                     "upgrade_without_checkpoint": ["legacy_offsets_import"],
                      "malformed_offsets_files": ["legacy_offsets_import"],
                      "downgrade_with_upgrade_from": ["legacy_downgrade"]}
     assert result["not_applicable"] == []
