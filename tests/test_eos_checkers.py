@@ -166,3 +166,44 @@ def test_data_committed_without_its_offsets_breaks_atomic_commit():
     # A completed commit (data and offset 4 together) passes too.
     events[-1] = audited({**events[-1], "replayed_records": 0}, 4, MODEL.state_at(4))
     assert "atomic_commit" not in checks(events)
+
+
+def _ended_by(error_event: dict, recovered: dict | None = None) -> list[dict]:
+    """A run whose second instance died with ``error_event`` after the first instance's commit of 4
+    (the second instance recovered ``recovered``, by default the state committed)."""
+    return history(
+        recover(0, {}),
+        {"type": "store_commit_begin", "input_position": 0},
+        {"type": "store_commit", "input_position": 0},
+        {"type": "commit", "input_position": 4},
+        {"type": "store_commit", "input_position": 4},
+        {"type": "crash", "point": "task.commit.after_store"},
+        recover(4, MODEL.state_at(4) if recovered is None else recovered, replayed=0, instance=2),
+        {"instance": 2, **error_event},
+        output(4, MODEL.expected_output(4)),
+    )
+
+
+def test_a_task_the_broker_failed_is_an_error_of_the_environment_not_a_finding_about_the_store():
+    from eos_harness.suites.lifecycle.checks import broker_failure
+    from eos_harness.suites.lifecycle.plan import plan  # noqa: F401 - the runner's imports, as a run has them
+    from eos_harness.suites.lifecycle.runner import Scenario, verdict
+
+    broker = {"type": "error", "error": "Traceback …\nBrokerError: commit_transaction of 'app-0_0' failed: "
+              "_TRANSPORT", "broker": "BrokerError: commit_transaction of 'app-0_0' failed: _TRANSPORT"}
+    events = _ended_by(broker)
+    assert checks(events) == set()  # what the task did before the broker failed it is all right
+    reason = broker_failure(events)
+    assert reason and "the broker failed instance 2" in reason and "_TRANSPORT" in reason
+    result = verdict(Scenario("rocksdb-indexed", "counter", 1, ()), events, check_all(events, MODEL), [],
+                     error=reason)
+    assert result["verdict"] == "error" and "_TRANSPORT" in result["error"]
+    # Any other error in the task is still the task not finishing: a finding.
+    other = _ended_by({"type": "error", "error": "Traceback …\nValueError: bad value"})
+    assert checks(other) == {"task_finishes"} and broker_failure(other) is None
+    # And a broken promise found before the broker failed the task still fails the scenario.
+    lost = _ended_by(broker, recovered={})
+    failed = verdict(Scenario("rocksdb-indexed", "counter", 1, ()), lost, check_all(lost, MODEL), [],
+                     error=broker_failure(lost))
+    assert failed["verdict"] == "fail", failed
+    assert "task_finishes" not in {v["check"] for v in failed["violations"]}

@@ -19,6 +19,7 @@ import time
 import traceback
 
 import psutil
+from eos_harness.broker import BrokerError
 from eos_harness.faults import points
 from eos_harness.faults.kafka import (
     STALL_SECONDS,
@@ -74,6 +75,8 @@ def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: st
         event = {"type": "error", "error": traceback.format_exc()}
         if isinstance(exc, StoreFinding):
             event["store"] = exc.to_json()
+        elif isinstance(exc, BrokerError):  # the broker failed the task: the environment, not the store
+            event["broker"] = f"{type(exc).__name__}: {exc}"
         with contextlib.suppress(Exception):
             conn.send(event)
         os._exit(1)

@@ -40,7 +40,7 @@ from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
 from eos_harness.runtime.extras import metrics_of, warnings_of
 from eos_harness.stores import resolve
-from eos_harness.suites.lifecycle.checks import check_all, recovery_report
+from eos_harness.suites.lifecycle.checks import broker_failure, check_all, recovery_report
 from eos_harness.suites.lifecycle.instance import Instance, _run_instance
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
 from eos_harness.verdict import PASS, Violation, error_reason, verdict_of
@@ -176,7 +176,8 @@ def _run_claimed(scenario: Scenario, run_dir: Path, keep: bool, scheduled: list[
 
     model = LifecycleModel(workload(scenario.workload), records, declared_semantics(config.store))
     violations = check_all(history.events, model)
-    result = verdict(scenario, history.events, violations, recovery_report(history.events, model))
+    result = verdict(scenario, history.events, violations, recovery_report(history.events, model),
+                     error=broker_failure(history.events))
     result["seconds"] = round(time.perf_counter() - started, 3)
     result["started_at"] = round(started_at, 3)  # wall clock (Unix time), to line scenarios up with each other
     result["history"] = str(run_dir / "history.jsonl")
