@@ -226,8 +226,19 @@ def test_verify_junit_has_a_passing_testcase_per_conformance_check(tmp_path):
     result = cli("verify", "memory", "--seed", "1", "--examples", "1", "--steps", "5", "--junit", str(junit))
     assert result.returncode == 0, result.stdout + result.stderr
     cases = junit_cases(junit)
-    assert sorted(name for _, name in cases) == sorted(CHECKS)
-    assert all(case.is_passed for case in cases.values())
+    conformance = {name: case for (suite, name), case in cases.items() if suite == "memory"}
+    assert sorted(conformance) == sorted(CHECKS)
+    assert all(case.is_passed for case in conformance.values())
+    # The offsets suite has its own testsuite: a testcase per promise, passed where it applies to the
+    # store, skipped with the reason where it does not (memory is neither persistent nor managing offsets).
+    from eos_harness.suites.offsets.checks import PROMISES
+
+    offsets = {name: case for (suite, name), case in cases.items() if suite == "memory (offsets)"}
+    assert sorted(offsets) == sorted(PROMISES)
+    assert all(case.is_passed or case.is_skipped for case in offsets.values())
+    assert offsets["never_committed_is_none"].is_passed and offsets["store_directory"].is_passed
+    assert "not persistent" in results_of(offsets["migration_keeps_offsets"])[0].message
+    assert set(cases) == {("memory", n) for n in conformance} | {("memory (offsets)", n) for n in offsets}
 
 
 def test_spark_results_in_junit_count_as_the_verdict_counts(tmp_path):
