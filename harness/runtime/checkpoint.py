@@ -5,30 +5,17 @@ offset`` lines. Written to a temp file, fsynced and renamed, so a crash never le
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from eos_harness.store import TopicPartition
+from eos_harness.stores.migration import write_offsets
 
 VERSION = 0
 
 
 def write_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [str(VERSION), str(len(offsets))]
-    lines += [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())]
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_offsets(path, offsets)
 
 
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:

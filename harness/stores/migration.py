@@ -52,6 +52,7 @@ __all__ = [
     "read_legacy",
     "read_offsets_file",
     "refuse_untrusted",
+    "write_offsets",
     "write_offsets_file",
 ]
 
@@ -162,6 +163,12 @@ def write_offsets_file(path: Path, offsets: Mapping[TopicPartition, int]) -> Non
     if not offsets:
         remove_file(path)
         return
+    write_offsets(path, offsets)
+
+
+def write_offsets(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
+    """Write ``offsets`` to ``path`` in Kafka's format, durably (also when there are none: a version
+    line and a zero count), so a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [str(VERSION), str(len(offsets))] + [f"{tp.topic} {tp.partition} {o}" for tp, o in sorted(offsets.items())]
     tmp = path.with_name(path.name + ".tmp")
