@@ -71,7 +71,7 @@ def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_con
 
     out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
     proc = start("chaos", "--minutes", "1", "--seed", "7", "--workers", "2", "--out", str(out), "--junit", str(junit))
-    time.sleep(8)
+    time.sleep(10)  # Ctrl-C 10 s into a one-minute campaign
     wait_for_results(out, 1, proc)  # on a loaded machine the first scenario may take longer
     output, took, children = interrupt(proc)
     assert proc.returncode == 130, output
@@ -88,6 +88,8 @@ def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_con
     cases = junit_cases(junit)  # the JUnit file of the stopped campaign: its stores that ran
     ran = {r["store"] for r in campaign["scenarios"]}
     assert {suite for suite, _ in cases if (suite, "completed") in cases} == ran
+    report = (out / "report.html").read_text()  # the report of what finished, written on the stop
+    assert f'<dd data-field="total">{len(finished)}</dd>' in report, "the report does not count what was kept"
 
     # Resumed, then stopped again (SIGTERM) a few seconds in: the scenarios are the plan's, by index,
     # those finished before are kept as they were, none ran twice.

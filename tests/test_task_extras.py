@@ -122,6 +122,33 @@ def test_the_runtime_builds_the_cache_on_start_from_the_checkpoint_without_openi
     assert last["source"] == "checkpoint" and last["offset_sum"] == 120 and last["lag"] == 0
 
 
+def test_the_runtimes_offsets_cache_asks_a_global_store_of_another_task_for_every_partition(tmp_path):
+    from eos_harness.broker import connect
+
+    config = TaskConfig(store="rocksdb-indexed", broker=f"embedded:{tmp_path / 'broker.sqlite'}",
+                        state_dir=str(tmp_path / "state"), workload="global", application_id=APP)
+    tps = config.changelog_tps
+    assert len(tps) == 3
+    broker = connect(config.broker)
+    broker.create_topic(config.changelog_topic, len(tps))
+    broker.produce(config.changelog_topic, 2, [(b"k", b"v")] * 9)  # partition 2's end: 9
+    # Task 0_1 crashed (no .checkpoint) holding a global store that committed all three partitions.
+    store = _open("rocksdb-indexed", Path(config.state_dir) / APP / "0_1" / "rocksdb" / "store", "0_1",
+                  changelogs=tps)
+    store.put(b"k", b"v")
+    store.commit({tps[0]: 0, tps[1]: 0, tps[2]: 6})
+    store.close()
+    gc.collect()
+
+    events: list[dict] = []
+    TaskExtras(config, events.append).on_start(broker, resolve("rocksdb-indexed"))
+    (cache,) = [e for e in events if e["type"] == "offsets_cache"]
+    other = cache["tasks"]["0_1"]
+    assert other["offsets"] == {str(tps[0]): 0, str(tps[1]): 0, str(tps[2]): 6}, "a partition of the global store was not asked"
+    assert other["offset_sum"] == 6 and other["lag"] == 3
+    broker.close()
+
+
 def test_a_persistent_store_that_does_not_manage_offsets_gets_one_warning(tmp_path):
     legacy = run_scenario(Scenario("rocksdb-legacy", "counter", 1, (Fault("task.commit.after_eos", 2),)), tmp_path / "l")
     assert legacy["verdict"] == "pass", legacy["violations"]

@@ -43,7 +43,11 @@ READ_TIMEOUT_S = 30.0
 P_COMMIT_IN_FLIGHT = declare(
     COMMIT_IN_FLIGHT, "Kafka commit in flight: the transaction's records delivered, EndTxn about to be sent"
 )
-_FENCING_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+# ``_FATAL``: librdkafka raises it from ``produce()`` once the producer has failed fatally (e.g.
+# fenced by a newer instance) even before the error callback ran, and that error's ``fatal()`` is
+# False: it is the fatal state reported, not the fatal error itself.
+_FENCING_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
+                  KafkaError._FATAL}
 
 
 def _is_fencing(error: KafkaError) -> bool:

@@ -176,22 +176,32 @@ class KafkaCluster:
         expected = self._running_node_ids()
         admin = kafka_client.admin_client(self.bootstrap_servers, **{"socket.timeout.ms": 2000, "log_level": 0})
 
+        last = {"why": "not checked yet"}
+
         def registered() -> bool:
             for node in self.nodes:
                 if node.node_id in expected:
                     self._raise_if_exited(node)
-            try:
-                # Listening (a restarted node is still in the metadata until its session expires)
-                # and registered with the cluster.
-                return all(_listening(self.node(n).port) for n in expected) \
-                    and expected <= kafka_client.registered_brokers(admin)
-            except Exception:  # noqa: BLE001 - not up yet
+            # Listening (a restarted node is still in the metadata until its session expires)
+            # and registered with the cluster.
+            silent = [n for n in sorted(expected) if not _listening(self.node(n).port)]
+            if silent:
+                last["why"] = f"node(s) {silent} not listening"
                 return False
+            try:
+                brokers = kafka_client.registered_brokers(admin)
+            except Exception as exc:  # noqa: BLE001 - not up yet
+                last["why"] = f"the metadata request failed: {exc}"
+                return False
+            if not expected <= brokers:
+                last["why"] = f"registered brokers {sorted(brokers)}, waiting for {sorted(expected - brokers)}"
+                return False
+            return True
 
         try:
             wait_until(registered, timeout, 0.25, f"Kafka nodes {sorted(expected)} to register")
         except WaitTimeout:
-            raise self._not_ready_error(expected, timeout) from None
+            raise self._not_ready_error(expected, timeout, last["why"]) from None
 
     def _running_node_ids(self) -> set[int]:  # pragma: no cover - each cluster runs its nodes its own way
         """The nodes :meth:`wait_ready` waits for."""
@@ -201,7 +211,8 @@ class KafkaCluster:
         """Raise :class:`ClusterError` (with its log) if ``node`` exited while starting."""
         raise NotImplementedError
 
-    def _not_ready_error(self, expected: set[int], timeout: float) -> ClusterError:  # pragma: no cover
+    def _not_ready_error(self, expected: set[int], timeout: float,
+                         why: str = "") -> ClusterError:  # pragma: no cover
         raise NotImplementedError
 
     def _combined_properties(self, node, log_dirs: str) -> dict[str, str]:
@@ -416,9 +427,11 @@ class LocalKafka(KafkaCluster):
                 f"its log ({node.log}) ends:\n{self.log_tail(node.node_id)}"
             )
 
-    def _not_ready_error(self, expected: set[int], timeout: float) -> ClusterError:
+    def _not_ready_error(self, expected: set[int], timeout: float, why: str = "") -> ClusterError:
         tails = "\n".join(f"--- node {n.node_id} ({n.log}):\n{self.log_tail(n.node_id)}" for n in self.nodes)
-        return ClusterError(f"Kafka did not come up within {timeout:.0f} s on {self.bootstrap_servers}:\n{tails}")
+        because = f" (last seen: {why})" if why else ""
+        return ClusterError(
+            f"Kafka did not come up within {timeout:.0f} s on {self.bootstrap_servers}{because}:\n{tails}")
 
     def log_tail(self, node_id: int, lines: int = 25) -> str:
         path = self.node(node_id).log

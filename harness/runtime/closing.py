@@ -123,7 +123,7 @@ class OffsetsCache:
             for store_dir in sorted(p for p in (task_dir / "rocksdb").glob("*") if p.is_dir()):
                 changelogs = changelogs_of(task_id, store_dir.name)
                 context = StoreContext(directory=store_dir, application_id=application_id, task_id=task_id,
-                                       store_name=store_dir.name, changelog=changelogs[0])
+                                       store_name=store_dir.name, changelog=changelogs[0], changelogs=changelogs)
                 try:
                     store = open_store(context)
                 except IncompatibleStoreDirectory:

@@ -57,7 +57,12 @@ class TaskExtras:
             return store
 
         def changelogs_of(task_id: str, store_name: str) -> tuple[TopicPartition, ...]:
-            return (TopicPartition(f"{config.application_id}-{store_name}-changelog", int(task_id.rpartition("_")[2])),)
+            """The store's changelog partitions in task ``task_id``: its own partition, or every
+            partition of a global store (as many as this task's store is fed by)."""
+            topic = f"{config.application_id}-{store_name}-changelog"
+            if len(config.changelog_tps) > 1:
+                return tuple(TopicPartition(topic, tp.partition) for tp in config.changelog_tps)
+            return (TopicPartition(topic, int(task_id.rpartition("_")[2])),)
 
         app_dir = Path(config.state_dir) / config.application_id
         # This task's own stores are opened by its recover, once: the cache does not open them.

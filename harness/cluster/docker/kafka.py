@@ -225,10 +225,11 @@ class DockerKafka(KafkaCluster):
             raise ClusterError(f"Kafka node {node.node_id} (container {wrapped.name}, image {self.image}) exited "
                                f"with code {code} while starting; its log ends:\n{self.log_tail(node.node_id)}")
 
-    def _not_ready_error(self, expected: set[int], timeout: float) -> ClusterError:
+    def _not_ready_error(self, expected: set[int], timeout: float, why: str = "") -> ClusterError:
         tails = "\n".join(f"--- node {n}:\n{self.log_tail(n)}" for n in sorted(expected))
+        because = f" (last seen: {why})" if why else ""
         return ClusterError(f"Kafka ({self.image}) did not come up within {timeout:.0f} s on "
-                            f"{self.bootstrap_servers}:\n{tails}")
+                            f"{self.bootstrap_servers}{because}:\n{tails}")
 
     def log_tail(self, node_id: int, lines: int = 25) -> str:
         wrapped = self.node(node_id).wrapped
