@@ -257,3 +257,45 @@ def test_brokers_that_cannot_be_read_give_no_verdict_and_a_whole_topic_settles(t
         _settle(quorum, {"whole": 50}, result, timeout=120, stall=3)
     assert result.final[broker.node_id]["whole"] == 50 and result.violations() == []
     assert result.notes[-1].startswith("brokers settled in")
+
+
+EOS = str(Path(sys.executable).with_name("eos-harness"))
+
+
+def test_kafka_metadata_refuses_a_keep_directory_that_holds_files_before_starting_anything(tmp_path):
+    keep = tmp_path / "mine"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("the user's")
+    proc = subprocess.run([EOS, "kafka-metadata", "--seed", "1", "--keep", str(keep)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"--keep {keep}: the directory is not empty" in proc.stderr
+    assert [p.name for p in keep.iterdir()] == ["notes.txt"] and (keep / "notes.txt").read_text() == "the user's"
+    assert "controller kills" not in proc.stdout  # nothing ran
+
+
+@pytest.mark.kafka
+def test_kafka_metadata_cli_runs_the_plan_prints_every_check_and_keeps_the_logs(tmp_path):
+    """The command as a user runs it, on the smallest plan: one controller kill while one topic is
+    created, no bootstrap cut, one broker."""
+    keep, out = tmp_path / "kept", tmp_path / "kip868.json"
+    root = tempfile.mkdtemp(prefix="eosq-", dir="/tmp")  # AF_UNIX paths stay short; processes marked by it
+    try:
+        proc = subprocess.run([EOS, "kafka-metadata", "--seed", "3", "--topics", "1", "--partitions", "50",
+                               "--controller-kills", "1", "--bootstrap-kills", "0", "--brokers", "1",
+                               "--json", str(out), "--keep", str(keep)],
+                              capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": root})
+        left = [p for p in psutil.process_iter() if _mentions(p, root)]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.startswith("seed: 3")
+    result = json.loads(out.read_text())
+    assert result["verdict"] == "pass" and result["controller_kills"] == 1 and result["violations"] == []
+    from eos_harness.suites.kafka_metadata.checks import CHECKS
+
+    for name in CHECKS:  # every check in the table, with its result
+        assert name in proc.stdout and result["checks"][name] == "pass", (name, result["checks"])
+    assert "verdict: pass" in proc.stdout and f"kept: {keep}" in proc.stdout
+    assert list(keep.rglob("kafka.log")), "no node's log was kept"
+    assert left == [], f"left running after the command: {left}"

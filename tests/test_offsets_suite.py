@@ -127,7 +127,12 @@ def test_verify_joins_the_offsets_verdict_in_json_and_junit(tmp_path):
                            "--json", str(out), "--junit", str(junit)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "not applicable: offsets partitions_reopen" in proc.stdout
+    assert proc.stdout.count("does not manage its own offsets") == 1, proc.stdout  # KIP-892's warning, once
     data = json.loads(out.read_text())
+    checks = data["offsets"]["checks"]
+    assert (f"offsets suite: pass ({len(data['offsets']['cases'])} scenarios; checks "
+            f"{sum(v == 'pass' for v in checks.values())} passed, 0 failed, 0 error, "
+            f"{len(data['offsets']['not_applicable'])} scenario(s) not applicable)") in proc.stdout
     assert data["offsets"]["verdict"] == "pass"
     assert "offsets: offsets_none" in data["cases"]
     assert data["offsets"]["checks"]["partition_offset_survives_reopen"] == "not_applicable"

@@ -300,6 +300,13 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
         where = log_path if kept_log else "not kept (keep it with --log FILE, or --json)"
         console.print(f"the store's output: {where}", markup=False, highlight=False, soft_wrap=True)
     colour = {"pass": "green", "fail": "red"}.get(result["verdict"], "yellow")
+    offsets = result.get("offsets") or {}
+    if offsets.get("checks"):  # what the offsets suite ran, so a pass says it was run at all
+        by = {word: [c for c, v in offsets["checks"].items() if v == word] for word in ("pass", "fail", "error")}
+        console.print(f"offsets suite: {offsets.get('verdict')} ({len(offsets.get('cases', []))} scenarios; checks "
+                      f"{len(by['pass'])} passed, {len(by['fail'])} failed, {len(by['error'])} error, "
+                      f"{len(offsets.get('not_applicable', []))} scenario(s) not applicable)",
+                      markup=False, highlight=False, soft_wrap=True)
     if result["verdict"] == "pass":
         console.print(f"[green]verdict: pass[/] ({len(result['cases'])} cases)")
     else:

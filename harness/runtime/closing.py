@@ -47,6 +47,11 @@ def offsets_warning(store: StateStore, store_name: str, spec: str) -> str | None
     any other store."""
     if not store.persistent() or store.manages_offsets():
         return None
+    return unmanaged_offsets_warning(store_name, spec)
+
+
+def unmanaged_offsets_warning(store_name: str, spec: str) -> str:
+    """The warning's text for a persistent store that does not manage its own offsets."""
     return (f"store {store_name!r} ({spec}) is persistent but does not manage its own offsets: the runtime keeps "
             "them in the task's .checkpoint file (legacy, deprecated by KIP-892), and under EOS a crash wipes the "
             "store and restores it from the changelog; make manages_offsets() return True and store the offsets "

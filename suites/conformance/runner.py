@@ -205,6 +205,11 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
     }
     if offsets is not None:
         result["offsets"] = {key: offsets[key] for key in _OFFSETS_VIEW}
+        features = offsets.get("features") or {}
+        if features.get("persistent") and not features.get("manages_offsets"):  # KIP-892's WARN at init
+            from eos_harness.runtime.closing import unmanaged_offsets_warning
+
+            result["warnings"].append(unmanaged_offsets_warning("store", spec))
     if stopped:
         result["stopped"] = stopped
     if error:
