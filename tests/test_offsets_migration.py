@@ -50,6 +50,23 @@ def test_an_upgraded_store_imports_its_offsets_and_leaves_the_other_stores_check
     assert not ctx.position_path.exists()
 
 
+@pytest.mark.parametrize("store", ["rocksdb-indexed", "rocksdb-secondary"])
+def test_an_upgrade_with_a_checkpoint_and_no_position_file_imports_the_changelog_offsets(store, tmp_path):
+    ctx = context(tmp_path)
+    legacy_directory(ctx)
+    ctx.position_path.unlink()  # a store that never served interactive queries: no .position
+    s = resolve(store)()
+    s.init(ctx)
+    assert (s.committed_offset(CHANGELOG), s.committed_offset(SOURCE)) == (70, None)
+    assert dict(s.all()) == {b"a": b"1", b"b": b"2"}
+    s.close()
+    assert read_offsets_file(ctx.checkpoint_path) == {OTHER: 9} and not ctx.position_path.exists()
+    s = resolve(store)()  # reopened: the imported offset is the store's own now
+    s.init(ctx)
+    assert s.committed_offset(CHANGELOG) == 70
+    s.close()
+
+
 def test_a_downgrade_hands_the_offsets_back_and_the_legacy_store_opens_the_directory(tmp_path):
     ctx = context(tmp_path)
     legacy_directory(ctx)
