@@ -168,3 +168,33 @@ def test_a_mutant_is_caught_for_its_mistake_alone_after_a_clean_close_left_a_che
                           tmp_path)
     assert "store_raised" not in checks(result), result["violations"]
     assert "partitions_one_commit" in checks(result), result["violations"]
+
+
+def test_a_global_campaign_leaves_out_the_mutant_whose_mistake_it_cannot_reach_and_says_why(tmp_path):
+    """The global workload never range-scans: a campaign over it cannot catch a store whose range scans
+    are wrong, so that store is left out with the reason (not a "NOT CAUGHT" failing the campaign); a
+    mutant whose mistake is in an operation it does use (delete) is run and caught."""
+    import json
+    import subprocess
+    import sys
+
+    eos = str(Path(sys.executable).with_name("eos-harness"))
+    out = tmp_path / "chaos"
+    proc = subprocess.run([eos, "chaos", "--stores", "rocksdb-indexed,mutant-range-ignores-tombstones,"
+                           "mutant-delete-drops-from-overlay", "--workloads", "global", "--scenarios", "16",
+                           "--seed", "7", "--out", str(out), "--no-report"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert ("left out: mutant-range-ignores-tombstones: its mistake is in range, which none of the workloads "
+            "global uses") in proc.stdout
+    campaign = json.loads((out / "chaos.json").read_text())
+    assert set(campaign["left_out"]) == {"mutant-range-ignores-tombstones"}
+    stores = campaign["summary"]["stores"]
+    assert "mutant-range-ignores-tombstones" not in stores and campaign["summary"]["unexpected"] == []
+    assert stores["mutant-delete-drops-from-overlay"]["status"] == "caught"
+    assert stores["rocksdb-indexed"]["status"] == "ok" and stores["rocksdb-indexed"]["scenarios"] >= 2
+
+    alone = subprocess.run([eos, "chaos", "--stores", "mutant-range-ignores-tombstones", "--workloads", "global",
+                            "--scenarios", "2", "--seed", "7", "--out", str(tmp_path / "alone"), "--no-report"],
+                           capture_output=True, text=True, timeout=120)
+    assert alone.returncode == 2 and "no store left to run: mutant-range-ignores-tombstones: its mistake is in " \
+        "range" in alone.stderr, alone.stdout + alone.stderr

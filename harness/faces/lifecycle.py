@@ -296,6 +296,9 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, work
     console.print(chaos_table(campaign))
     for warning in campaign.get("warnings", []):
         console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
+    for store, why in campaign.get("left_out", {}).items():
+        console.print(f"left out: {store}: {why}, so no scenario of this campaign could catch it",
+                      soft_wrap=True, highlight=False, markup=False)
     summary = campaign["summary"]
     console.print(f"{summary['total']} scenarios in {campaign['seconds']} s "
                   f"({summary['total'] / max(campaign['seconds'], 1e-9):.1f}/s); crash points hit: {len(summary['points_hit'])}")

@@ -43,6 +43,9 @@ class StoreSpec:
     # For a mutant whose mistake only one suite can see (``"offsets"``: run by ``eos-harness verify``):
     # left out of the lifecycle campaigns' default stores, which could never catch it.
     suite: str | None = None
+    # For a mutant whose mistake lies in some store operations only (e.g. ``{"range"}``): a campaign
+    # whose workloads use none of them could never catch it, so it is left out, with the reason.
+    operations: frozenset[str] = field(default=frozenset())
 
     @property
     def expected_to_fail(self) -> bool:

@@ -172,6 +172,13 @@ class DeleteDropsFromOverlay(IndexedRocksStore):
             super().put(key, value)
 
 
+# The store operations a mutant's mistake lies in (the others' lie in commit and recovery, used by all).
+MISTAKE_IN = {
+    "mutant-put-all-bypasses-txn": frozenset({"put_all"}),
+    "mutant-range-ignores-tombstones": frozenset({"range"}),
+    "mutant-delete-drops-from-overlay": frozenset({"delete"}),
+}
+
 for name, cls, caught_by, description in (
     ("mutant-split-offsets-write", SplitOffsetsWrite, ("atomic_commit", "no_wipe"),
      "data and offsets in two separate writes"),
@@ -193,4 +200,4 @@ for name, cls, caught_by, description in (
      "delete() drops the overlay entry instead of writing a tombstone"),
 ):
     factory = cls if not issubclass(cls, SecondaryRocksStore) else (lambda c=cls: c(copy_chunk=4))
-    register(StoreSpec(name, "mutant", description, factory, caught_by))
+    register(StoreSpec(name, "mutant", description, factory, caught_by, operations=MISTAKE_IN.get(name, frozenset())))

@@ -45,6 +45,19 @@ def workloads_for(store: str, workloads: list[str]) -> list[str]:
     return mine or [name for name in DEFAULT_WORKLOADS if WORKLOADS[name].windowed == window]
 
 
+def out_of_reach(store: str, workloads: list[str]) -> str | None:
+    """Why ``store`` cannot be caught by a campaign over ``workloads``: a mutant whose mistake lies in
+    store operations that none of its workloads uses (None: within reach)."""
+    spec = builtin_spec(base_store(store))
+    if spec is None or not spec.operations:
+        return None
+    mine = workloads_for(store, workloads)
+    if any(spec.operations & WORKLOADS[w].operations for w in mine):
+        return None
+    return (f"its mistake is in {', '.join(sorted(spec.operations))}, which none of the workloads "
+            f"{', '.join(mine)} uses")
+
+
 def expected_to_fail(store: str) -> bool:
     spec = builtin_spec(store)
     return spec is not None and spec.expected_to_fail
