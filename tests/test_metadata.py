@@ -144,3 +144,21 @@ def test_failover_and_mutants_on_kafka(eos_kafka_cluster, tmp_path):
             assert result["crash_points"] and result["log"]["aborts"], result["repro"]
         else:
             assert MUTANTS[scenario.system][1] in fired, f"{scenario.system}: caught by {fired}; {result['repro']}"
+
+
+@pytest.mark.kafka
+def test_the_chaos_campaign_on_a_local_kafka_catches_every_mutant_by_its_check_and_keeps_the_clients_logs_off_the_terminal(
+        tmp_path):
+    """``chaos --suite metadata --broker kafka-local`` as a user runs it: the controller passes, each of the
+    five mutants is caught by the check that names its mistake, and what the controllers' Kafka clients
+    log (a fenced zombie's fatal error) goes to the run's children.log, not to the terminal."""
+    done = _cli("chaos", "--suite", "metadata", "--broker", "kafka-local", "--scenarios", "14", "--seed", "7",
+                "--out", "out", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    campaign = json.loads((tmp_path / "out" / "chaos.json").read_text())
+    systems = campaign["summary"]["systems"]
+    assert campaign["broker"] == "kafka-local" and systems[REAL]["status"] == "ok"
+    assert {s: (t["status"], t["caught_by_its_check"] > 0) for s, t in systems.items() if s != REAL} == {
+        mutant: ("caught", True) for mutant in MUTANTS}
+    assert "rdkafka" not in done.stdout + done.stderr
+    assert (tmp_path / campaign["log"]) == tmp_path / "out" / "children.log" and campaign["log"] in done.stdout

@@ -283,7 +283,8 @@ def _finish(campaign: dict, out_dir: Path, json_path, junit_path, report: bool) 
         campaign["json_error"] = json_error
         console.print(f"[red]{json_error}[/]; the scenarios that finished are in {out_dir / 'results.jsonl'}")
     else:
-        console.print(f"results: {json_file} (histories under {out_dir})")
+        console.print(f"results: {json_file} (histories under {out_dir}; the controllers' and readers' output: "
+                      f"{campaign.get('log', out_dir / 'children.log')})", soft_wrap=True)
     if junit_error:
         campaign["junit_error"] = junit_error
         console.print(f"[red]{junit_error}[/]", soft_wrap=True)

@@ -23,6 +23,7 @@ from eos_harness.campaign import (
     run_plan,
     until_failure_rule,
 )
+from eos_harness.process.server import children_output
 from eos_harness.suites.metadata.plan import MUTANTS, expected_to_fail, plan
 from eos_harness.suites.metadata.runner import REAL, SYSTEMS, ScheduleError, error_verdict, run_scenario
 from eos_harness.verdict import ERROR, FAIL, exit_code
@@ -30,6 +31,7 @@ from eos_harness.verdict import ERROR, FAIL, exit_code
 __all__ = ["SUITE", "campaign_exit_code", "run_campaign", "summarize"]
 
 SUITE = "metadata"  # how campaign.json names this suite (``--suite metadata``)
+CHILDREN_LOG = "children.log"  # in the run directory: the controllers' and readers' stdout and stderr
 
 
 @dataclass
@@ -86,14 +88,17 @@ def run_campaign(seed: int, out_dir: Path, minutes: float | None = None, scenari
         return run_scenario(scenario, out_dir / f"scenario-{index:05d}", keep=False)
 
     stop_after = until_failure_rule(systems, expected_to_fail, "system") if until_failure else lambda result: None
-    run = run_plan(plan(seed, broker, systems), one, workers=workers, more=budget(scenarios, deadline),
-                   error_result=error_verdict, on_result=kept.recorded(on_result),
-                   results_file=out_dir / "results.jsonl", fatal=(ScheduleError,), skip=kept.skip,
-                   stop_after=stop_after)
+    log = out_dir / CHILDREN_LOG
+    with children_output(log):  # the controllers' and readers' output (a fenced zombie's client logs): resumed, appended
+        run = run_plan(plan(seed, broker, systems), one, workers=workers, more=budget(scenarios, deadline),
+                       error_result=error_verdict, on_result=kept.recorded(on_result),
+                       results_file=out_dir / "results.jsonl", fatal=(ScheduleError,), skip=kept.skip,
+                       stop_after=stop_after)
     kept.end(stopped=run.stopped is not None)
     results = kept.results(run)
     campaign = {"suite": SUITE, "seed": seed, "broker": broker.cli_text, "minutes": minutes,
-                "scenarios": results, "summary": summarize(results, systems), "seconds": round(kept.seconds, 1)}
+                "scenarios": results, "summary": summarize(results, systems), "seconds": round(kept.seconds, 1),
+                "log": str(log)}
     if until_failure:
         campaign["until_failure"] = True
     if run.stopped is not None:
