@@ -193,6 +193,19 @@ def test_a_global_campaign_leaves_out_the_mutant_whose_mistake_it_cannot_reach_a
     assert stores["mutant-delete-drops-from-overlay"]["status"] == "caught"
     assert stores["rocksdb-indexed"]["status"] == "ok" and stores["rocksdb-indexed"]["scenarios"] >= 2
 
+    # Stopped (at the first caught mutant) and resumed: the same store is left out again, and said so.
+    stopped = tmp_path / "stopped"
+    first = subprocess.run([eos, "chaos", "--stores", "mutant-range-ignores-tombstones,mutant-delete-drops-from-overlay",
+                            "--workloads", "global", "--scenarios", "8", "--seed", "7", "--until-failure", "--out",
+                            str(stopped), "--no-report"], capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0 and "left out: mutant-range-ignores-tombstones" in first.stdout, first.stdout
+    resumed = subprocess.run([eos, "chaos", "--resume", str(stopped)], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    assert "left out: mutant-range-ignores-tombstones" in resumed.stdout
+    whole = json.loads((stopped / "chaos.json").read_text())
+    assert set(whole["left_out"]) == {"mutant-range-ignores-tombstones"}
+    assert {r["store"] for r in whole["scenarios"]} == {"mutant-delete-drops-from-overlay"}
+
     alone = subprocess.run([eos, "chaos", "--stores", "mutant-range-ignores-tombstones", "--workloads", "global",
                             "--scenarios", "2", "--seed", "7", "--out", str(tmp_path / "alone"), "--no-report"],
                            capture_output=True, text=True, timeout=120)

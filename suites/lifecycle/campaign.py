@@ -108,6 +108,7 @@ def run_campaign(
         if wl not in WORKLOADS:
             raise ValueError(f"unknown workload {wl!r}: choose among {', '.join(WORKLOADS)}")
     # A mutant these workloads cannot reach is not run (its "not caught" would say nothing of the harness).
+    asked = stores  # kept as asked: a resumed campaign leaves the same stores out, and says so again
     left_out = {s: why for s in stores if (why := out_of_reach(s, workloads))}
     stores = [s for s in stores if s not in left_out]
     if not stores:
@@ -115,7 +116,7 @@ def run_campaign(
     if minutes is None and scenarios is None:
         minutes = 1.0
     broker = parse(broker, internal=True)
-    kept = KeptCampaign.start(out_dir, {"suite": SUITE, "seed": seed, "stores": stores, "workloads": workloads,
+    kept = KeptCampaign.start(out_dir, {"suite": SUITE, "seed": seed, "stores": asked, "workloads": workloads,
                                         "minutes": minutes, "scenarios": scenarios, "broker": broker.cli_text,
                                         "workers": workers, "store_timeout": store_timeout,
                                         "until_failure": until_failure, **(outputs or {})}, resume)
