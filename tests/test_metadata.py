@@ -162,3 +162,20 @@ def test_the_chaos_campaign_on_a_local_kafka_catches_every_mutant_by_its_check_a
         mutant: ("caught", True) for mutant in MUTANTS}
     assert "rdkafka" not in done.stdout + done.stderr
     assert (tmp_path / campaign["log"]) == tmp_path / "out" / "children.log" and campaign["log"] in done.stdout
+
+
+@pytest.mark.kafka
+def test_run_on_a_local_kafka_keeps_a_fenced_zombies_client_log_in_the_run_directory(tmp_path):
+    """A controller frozen inside its transaction, fenced by its successor: what its Kafka client logs
+    about the fencing is in RUN_DIR/children.log, not on the terminal under the verdict."""
+    done = _cli("run", "--suite", "metadata", "--broker", "kafka-local", "--crash-at",
+                "freeze:metadata.controller.after_begin", "--seed", "1", "--out", "out", "--json", "run.json",
+                tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    result = json.loads((tmp_path / "run.json").read_text())
+    events = [json.loads(line) for line in (tmp_path / result["history"]).read_text().splitlines()]
+    assert result["verdict"] == "pass" and any(e.get("type") == "fenced" for e in events)
+    assert "rdkafka" not in done.stdout + done.stderr
+    log = tmp_path / "out" / "children.log"
+    assert result["children_log"] == "out/children.log" and "fenced" in log.read_text()
+    assert f"the controllers' and readers' output: {result['children_log']}" in done.stdout

@@ -92,6 +92,8 @@ def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, bro
     from dataclasses import replace
 
     from eos_harness.cluster import ClusterError
+    from eos_harness.process.server import children_output
+    from eos_harness.suites.metadata.campaign import CHILDREN_LOG
     from eos_harness.suites.metadata.checks import CHECKS
     from eos_harness.suites.metadata.runner import (
         Scenario,
@@ -112,10 +114,14 @@ def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, bro
         out_dir = _run_dir(out, f"runs/metadata-{seed}", overwrite)
         with open_broker(broker, say=console.print) as opened:
             scenario = replace(scenario, broker=opened.spec)
-            try:
-                result = run_scenario(scenario, out_dir)
-            except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
-                result = error_verdict(scenario, exc)
+            # The controllers' and readers' output (a fenced zombie's Kafka client logs) is kept in the run
+            # directory, not written to the terminal.
+            with children_output(out_dir / CHILDREN_LOG) as children_log:
+                try:
+                    result = run_scenario(scenario, out_dir)
+                except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
+                    result = error_verdict(scenario, exc)
+            result["children_log"] = str(children_log)
     except (ScheduleError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
@@ -144,6 +150,8 @@ def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, bro
         console.print(f"replay: {result['repro']}", soft_wrap=True)
     if "history" in result:
         console.print(f"history: {result['history']}")
+    if Path(result.get("children_log", "")).is_file():
+        console.print(f"the controllers' and readers' output: {result['children_log']}", soft_wrap=True)
     if json_error:
         console.print(f"[red]{json_error}[/]")
     if not no_report:
