@@ -71,7 +71,8 @@ def kafka_metadata_command(seed, topics, partitions, controller_kills, bootstrap
     if report["verdict"] != "pass":
         console.print(f"replay: eos-harness kafka-metadata --seed {seed} --topics {topics} --partitions {partitions} "
                       f"--controller-kills {controller_kills} --bootstrap-kills {bootstrap_kills} "
-                      f"--brokers {brokers}", soft_wrap=True, markup=False)
+                      f"--brokers {brokers}" + (f" --heap {heap}" if heap != "384m" else ""), soft_wrap=True,
+                      markup=False)
     if keep_dir:
         console.print(f"kept: {keep_dir} (each node's kafka.log under <phase>/<controller|broker>-<id>/)",
                       markup=False, highlight=False)
