@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -80,7 +82,11 @@ def test_children_die_with_the_driver_even_when_it_is_killed(tmp_path):
     """)
     path = tmp_path / "driver.py"
     path.write_text(script)
-    driver = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    # The killed driver runs no exit handler: its multiprocessing directory (pymp-*) would stay in the
+    # temp directory, so it gets a temp directory of its own (short: the forkserver's AF_UNIX path).
+    own_tmp = tempfile.mkdtemp(prefix="eosz-")
+    driver = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True, start_new_session=True,
+                              env={**os.environ, "TMPDIR": own_tmp})
     try:
         child_pid = int(driver.stdout.readline())
         assert psutil.pid_exists(child_pid)
@@ -93,6 +99,7 @@ def test_children_die_with_the_driver_even_when_it_is_killed(tmp_path):
     finally:
         for p in _session(driver.pid):
             p.kill()
+        shutil.rmtree(own_tmp, ignore_errors=True)
 
 
 def _session(sid: int) -> list[psutil.Process]:
