@@ -158,3 +158,21 @@ def test_chaos_attaches_to_each_finding_the_lines_its_own_task_wrote_not_another
     [line] = [line for line in shown.splitlines() if DIES_AT_OPEN in line]
     assert line.startswith(f"{DIES_AT_OPEN}: {Path(replayed['history']).parent / 'state'}/"), proc.stdout
     assert DIES_AT_OPEN not in proc.stderr
+
+
+def test_the_pytest_suites_write_nothing_in_the_directory_they_are_run_from(tmp_path):
+    """A store implementer runs our suites from their project: nothing of ours may land there (Hypothesis
+    caches the constants of every loaded module in ./.hypothesis unless the suites keep it from drawing
+    them, which also keeps their steps those of `verify --seed`)."""
+    import subprocess
+    import sys
+
+    project = tmp_path / "project"
+    project.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs",
+                           "eos_harness.suites.conformance", "eos_harness.suites.windows", "--eos-store=memory",
+                           "--eos-examples", "3", "-k", "state_machine"],
+                          capture_output=True, text=True, timeout=600, cwd=project)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "passed" in proc.stdout
+    assert sorted(p.name for p in project.iterdir()) == [], "the suites wrote into the user's directory"

@@ -6,6 +6,7 @@ the store's own ``persistent()``, ``transactional()`` and ``manages_offsets()``.
 from __future__ import annotations
 
 import pytest
+from eos_harness.seeding import seed_only
 from eos_harness.stores import StoreProbeFailed, reached_points
 from eos_harness.suites.conformance.driver import features_of
 from eos_harness.suites.conformance.plan import machine_for
@@ -36,8 +37,9 @@ def test_state_machine(eos_store, store_server, eos_seed, pytestconfig):
     machine = machine_for(eos_store, store_server, crash_points, offers=offers, has_restore=has_restore)
     hypothesis_seed(eos_seed)(machine)
     print(f"seed: {eos_seed}  replay: eos-harness verify {eos_store} --seed {eos_seed} --examples {examples}")
-    run_state_machine_as_test(
-        machine,
-        settings=settings(max_examples=examples, stateful_step_count=20, deadline=None, database=None,
-                          suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink]),
-    )
+    with seed_only():  # the steps of verify --seed: no constants drawn from the loaded modules (nor cached in cwd)
+        run_state_machine_as_test(
+            machine,
+            settings=settings(max_examples=examples, stateful_step_count=20, deadline=None, database=None,
+                              suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink]),
+        )

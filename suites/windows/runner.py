@@ -27,6 +27,7 @@ from pathlib import Path
 from eos_harness.models.windows import WindowConfig, WindowStoreModel
 from eos_harness.process.server import ChildCrashed, StoreCallError
 from eos_harness.process.window_server import WindowStoreServer
+from eos_harness.seeding import seed_only
 from eos_harness.store import StoreContext
 from eos_harness.stores.window_catalogue import reached_window_points as reached_points
 from eos_harness.stores.window_catalogue import resolve_window
@@ -437,7 +438,7 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
         report: list[str] = []
         cases.append(f"hypothesis: state machine, {examples} examples × {steps} steps, seed {seed}")
         try:
-            with with_reporter(report.append):
+            with with_reporter(report.append), seed_only():  # the steps depend on the seed alone
                 run_state_machine_as_test(machine, settings=settings(
                     max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
                     derandomize=False, suppress_health_check=list(HealthCheck),

@@ -5,6 +5,7 @@ those of the semantics the store declares (``window_config().semantics``)."""
 
 from __future__ import annotations
 
+from eos_harness.seeding import seed_only
 from eos_harness.stores.window_catalogue import reached_window_points as reached_points
 from eos_harness.stores.window_catalogue import resolve_window
 from eos_harness.suites.windows.checks import check_validation
@@ -29,6 +30,7 @@ def test_state_machine(eos_window_store, window_store_server, eos_seed, pytestco
     machine = machine_for(eos_window_store, window_store_server, reached_points(eos_window_store), config)
     hypothesis_seed(eos_seed)(machine)
     print(f"seed: {eos_seed}  replay: eos-harness verify {eos_window_store} --seed {eos_seed} --examples {examples}")
-    run_state_machine_as_test(machine, settings=settings(
-        max_examples=examples, stateful_step_count=15, deadline=None, database=None,
-        suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink]))
+    with seed_only():  # the steps of verify --seed: no constants drawn from the loaded modules (nor cached in cwd)
+        run_state_machine_as_test(machine, settings=settings(
+            max_examples=examples, stateful_step_count=15, deadline=None, database=None,
+            suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink]))
