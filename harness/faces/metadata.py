@@ -121,7 +121,8 @@ def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, bro
                     result = run_scenario(scenario, out_dir)
                 except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
                     result = error_verdict(scenario, exc)
-            result["children_log"] = str(children_log)
+            if children_log.is_file():  # named only when a child wrote something
+                result["children_log"] = str(children_log)
     except (ScheduleError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
@@ -150,7 +151,7 @@ def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, bro
         console.print(f"replay: {result['repro']}", soft_wrap=True)
     if "history" in result:
         console.print(f"history: {result['history']}")
-    if Path(result.get("children_log", "")).is_file():
+    if "children_log" in result:
         console.print(f"the controllers' and readers' output: {result['children_log']}", soft_wrap=True)
     if json_error:
         console.print(f"[red]{json_error}[/]")
@@ -292,7 +293,7 @@ def _finish(campaign: dict, out_dir: Path, json_path, junit_path, report: bool) 
         console.print(f"[red]{json_error}[/]; the scenarios that finished are in {out_dir / 'results.jsonl'}")
     else:
         console.print(f"results: {json_file} (histories under {out_dir}; the controllers' and readers' output: "
-                      f"{campaign.get('log', out_dir / 'children.log')})", soft_wrap=True)
+                      f"{campaign['log']})", soft_wrap=True)
     if junit_error:
         campaign["junit_error"] = junit_error
         console.print(f"[red]{junit_error}[/]", soft_wrap=True)
