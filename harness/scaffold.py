@@ -9,8 +9,12 @@ The adapter's methods carry the protocol's contracts (the docstrings of
 
 from __future__ import annotations
 
+import contextlib
+import importlib.machinery
 import inspect
 import keyword
+import os
+import sys
 import textwrap
 from pathlib import Path
 
@@ -159,11 +163,45 @@ def write_scaffold(name: str, directory: Path) -> list[Path]:
         raise ScaffoldError(f"{name!r} is not a Python identifier, and the store's module is imported by that "
                             f"name: use letters, digits and underscores, not starting with a digit "
                             f"(e.g. {suggestion})")
+    shadowed = shadowed_module(name, directory)
+    if shadowed is not None:
+        raise ScaffoldError(f"{name!r} is the name of {shadowed}: a store module named so would shadow it "
+                            f"(or never be the one imported), and the harness imports your store by that name; "
+                            f"choose another NAME (e.g. {name}_store)")
     files = {directory / f"{name}.py": adapter_source(name), directory / f"test_{name}.py": test_source(name)}
     existing = [str(path) for path in files if path.exists()]
     if existing:
         raise ScaffoldError(f"{', '.join(existing)} already exist{'s' if len(existing) == 1 else ''}: new-store never "
                             "overwrites a file; choose another NAME or move the file away")
-    for path, text in files.items():
-        path.write_text(text)
+    if not os.access(directory, os.W_OK):
+        raise ScaffoldError(f"cannot write in {directory}: the directory is not writable; give a writable --dir")
+    written: list[Path] = []
+    try:
+        for path, text in files.items():
+            with open(path, "x", encoding="utf-8") as out:  # never replaces a file, even one made just now
+                written.append(path)
+                out.write(text)
+    except OSError as exc:
+        for path in written:  # nothing half-written is left
+            with contextlib.suppress(OSError):
+                path.unlink()
+        raise ScaffoldError(f"cannot write {exc.filename or directory}: {exc.strerror or exc}; "
+                            "nothing was written (give a writable --dir)") from None
     return list(files)
+
+
+def shadowed_module(name: str, directory: Path) -> str | None:
+    """What a module called ``name`` written in ``directory`` would clash with: eos-harness itself,
+    a module of the standard library, or one importable here (an installed package, a module or
+    package in ``directory``); None when the name is free. Nothing is imported to find out."""
+    if name == "eos_harness" or name.startswith("eos_harness."):
+        return "eos-harness's own package"
+    if name in sys.stdlib_module_names or name in sys.builtin_module_names:
+        return f"the standard library's module {name!r}"
+    with contextlib.suppress(ImportError, ValueError):
+        found = importlib.machinery.PathFinder.find_spec(name, [str(directory), *sys.path])
+        if found is not None:
+            where = found.origin if found.origin not in (None, "namespace") else ", ".join(
+                found.submodule_search_locations or [])
+            return f"a module importable here ({where})"
+    return None

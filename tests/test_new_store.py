@@ -115,3 +115,30 @@ def test_new_store_never_overwrites_and_refuses_a_name_that_is_not_an_identifier
     bad = eos("new-store", "my-store", cwd=tmp_path)
     assert bad.returncode == 2 and "not a Python identifier" in bad.stderr and "my_store" in bad.stderr
     assert list(tmp_path.iterdir()) == [tmp_path / "test_mine.py"]
+
+
+def test_new_store_refuses_a_name_that_shadows_an_importable_module_and_says_which(tmp_path):
+    (tmp_path / "their_pkg").mkdir()
+    (tmp_path / "their_pkg" / "__init__.py").write_text("")
+    for name, why in [("eos_harness", "eos-harness's own package"), ("os", "the standard library's module 'os'"),
+                      ("click", "a module importable here"), ("their_pkg", str(tmp_path / "their_pkg"))]:
+        refused = eos("new-store", name, cwd=tmp_path)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert why in refused.stderr and f"{name}_store" in refused.stderr and "Traceback" not in refused.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["their_pkg"]
+
+
+def test_new_store_in_a_read_only_directory_is_a_usage_error_that_writes_nothing(tmp_path):
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    # As root, permission bits do not stop a write: the immutable attribute does.
+    lock = ["chattr", "+i"] if os.geteuid() == 0 else ["chmod", "555"]
+    subprocess.run([*lock, str(read_only)], check=True)
+    try:
+        refused = eos("new-store", "demo_store", "--dir", str(read_only), cwd=tmp_path)
+    finally:
+        subprocess.run(["chattr", "-i", str(read_only)] if os.geteuid() == 0 else ["chmod", "755", str(read_only)],
+                       check=True)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"cannot write in {read_only}" in refused.stderr and "Traceback" not in refused.stderr
+    assert list(read_only.iterdir()) == []

@@ -322,7 +322,8 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
               help="Where to write NAME.py and test_NAME.py (an existing directory).")
 def new_store_command(name: str, directory: str) -> None:
     """Write NAME.py, a ready-to-fill adapter of your store to the store protocol (every method with its
-    contract), and test_NAME.py, a pytest file running the conformance suite on it. Never overwrites a file."""
+    contract), and test_NAME.py, a pytest file running the conformance suite on it. Never overwrites a file;
+    refuses a NAME that would shadow an importable module (eos_harness, the standard library, a package)."""
     from pathlib import Path
 
     from eos_harness.scaffold import ScaffoldError, write_scaffold
