@@ -183,7 +183,7 @@ class ChangelogRecord(NamedTuple):
 
 @dataclass(frozen=True)
 class StoreContext:
-    """Where and for whom a store lives (Kafka Streams' state store naming rule, seed 004).
+    """Where and for whom a store lives (Kafka Streams' state directory layout).
 
     ``directory`` is ``[state.dir]/[application.id]/[task.id]/rocksdb/[store.name]``: the store
     owns it and nothing outside it. ``changelog`` is the store's changelog partition

@@ -1,4 +1,4 @@
-"""The window store protocol: the Python shape of Kafka's ``WindowStore`` (KIP-428, seed 001), beside
+"""The window store protocol: the Python shape of Kafka's ``WindowStore`` (KIP-428), beside
 the key-value protocol of :mod:`eos_harness.store`.
 
 A window store keeps, per ``(key, window_start)``, one value. Keys and values are ``bytes``, window
@@ -8,11 +8,11 @@ nothing else; the lifecycle methods (``init``, ``persistent``, ``transactional``
 they mean for a key-value store (:class:`eos_harness.store.StateStore`).
 
 The rules a window store keeps are the ones its :meth:`WindowStore.window_config` declares
-(``semantics``: ``seed`` or ``retention-only``, see :mod:`eos_harness.models.windows`):
+(``semantics``: ``kip428-proposal`` or ``retention-only``, see :mod:`eos_harness.models.windows`):
 
 * observed stream time is the largest window start any put (or restored record) observed;
 * a put whose window start is at or before ``stream_time - retention`` is dropped, and under the
-  seed's semantics also one at or before ``stream_time - grace``;
+  semantics of KIP-428 as first proposed also one at or before ``stream_time - grace``;
 * no fetch ever returns a window at or before ``stream_time - retention``;
 * a transactional store stages writes (and the stream time they observed) until ``commit``;
   ``read_committed()`` shows the committed records under the committed stream time;
@@ -20,8 +20,8 @@ The rules a window store keeps are the ones its :meth:`WindowStore.window_config
   committed one; a store that is not persistent rebuilds it from the records :meth:`restore` replays.
 
 Construction: a window store factory accepts the keyword arguments ``name``, ``retention_period``,
-``window_size`` and ``grace_period`` (each with a default of its own) and validates them as seed
-001's ``Stores.inMemoryWindowStore`` does, raising with its messages
+``window_size`` and ``grace_period`` (each with a default of its own) and validates them as
+KIP-428's ``Stores.inMemoryWindowStore`` does, raising with its messages
 (:func:`eos_harness.models.windows.validate_window_store`). The conformance suite calls the factory
 with invalid combinations and compares the messages.
 """
@@ -32,12 +32,18 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from eos_harness.models.windows import RETENTION_ONLY, SEED, SEMANTICS, WindowConfig, validate_window_store
+from eos_harness.models.windows import (
+    KIP428_PROPOSAL,
+    RETENTION_ONLY,
+    SEMANTICS,
+    WindowConfig,
+    validate_window_store,
+)
 from eos_harness.store import StoreContext, TopicPartition
 
 __all__ = [
+    "KIP428_PROPOSAL",
     "RETENTION_ONLY",
-    "SEED",
     "SEMANTICS",
     "WindowCapabilities",
     "WindowConfig",
@@ -140,7 +146,7 @@ class WindowStore(WindowView, Protocol):
     name: str
 
     def window_config(self) -> WindowConfig:
-        """The name, durations and semantics (``seed`` / ``retention-only``) the store was created with."""
+        """The name, durations and semantics (``kip428-proposal`` / ``retention-only``) the store was created with."""
 
     def init(self, context: StoreContext) -> None:
         """Open (creating if needed) the store in ``context.directory``."""

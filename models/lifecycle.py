@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from eos_harness.models.windows import WindowConfig, WindowStoreModel
+from eos_harness.models.windows import KIP428_PROPOSAL, WindowConfig, WindowStoreModel
 from eos_harness.models.workloads import Effects, Workload
 
 Key = bytes
@@ -63,7 +63,7 @@ class WindowedState:
 @dataclass
 class LifecycleModel:
     """``window_semantics``: for a windowed workload, the semantics the window store declares
-    (``seed`` or ``retention-only``): its drops decide what the processor reads."""
+    (``kip428-proposal`` or ``retention-only``): its drops decide what the processor reads."""
 
     workload: Workload
     records: list[tuple[Key, Value]]
@@ -93,7 +93,7 @@ class LifecycleModel:
         args = self.workload.window_store
         self.window_config = WindowConfig.of(str(args["name"]), int(args["retention_period"]),
                                              int(args["window_size"]), int(args["grace_period"]),
-                                             self.window_semantics or "seed")
+                                             self.window_semantics or KIP428_PROPOSAL)
         state = WindowedState(self.window_config)
         self._states = [state.snapshot()]
         self.effects = []

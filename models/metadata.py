@@ -1,4 +1,4 @@
-"""Reference model of KIP-868 metadata transactions (seed 002), pure and deterministic.
+"""Reference model of KIP-868 metadata transactions, pure and deterministic.
 
 A metadata log is a list of :class:`Entry`: metadata records and the markers ``Begin``, ``End``
 and ``Abort``. What a reader may see of it is the **visible image**: every record outside a

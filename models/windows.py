@@ -1,15 +1,17 @@
-"""The window store of KIP-428 (seed 001) as a pure model: the store model the window stores are
-checked against (:class:`WindowStoreModel`), and Spark's watermark mapped onto the same rules.
+"""The window store of KIP-428 (In-memory window store) as a pure model: the store model the window
+stores are checked against (:class:`WindowStoreModel`), and Spark's watermark mapped onto the same rules.
 
 One set of rules serves both: a window whose start is at or before ``stream_time - retention`` is
-expired (never fetched, never written: :func:`is_expired`), and, under the seed's semantics, a write
-whose window start is at or before ``stream_time - grace`` is late and dropped (:func:`is_late`).
-Argument validation is the seed's, with its messages (:func:`validate_window_store`).
+expired (never fetched, never written: :func:`is_expired`), and, under the semantics of KIP-428 as
+first proposed, a write whose window start is at or before ``stream_time - grace`` is late and
+dropped (:func:`is_late`).
+Argument validation is KIP-428's, with its messages (:func:`validate_window_store`).
 
 **The store model.** Two semantics are in the wild, and a store declares which one it has:
 
-* ``seed`` (seed 001 as written): a put is dropped when its window start is at or before observed
-  stream time minus grace, or at or before stream time minus retention;
+* ``kip428-proposal`` (KIP-428 as first proposed, its wiki page's version 2): a put is dropped when
+  its window start is at or before observed stream time minus grace, or at or before stream time
+  minus retention;
 * ``retention-only`` (Kafka's shipped ``InMemoryWindowStore``: grace moved to the processor): a
   put is dropped only when its window start is at or before stream time minus retention.
 
@@ -42,9 +44,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
+    "KIP428_PROPOSAL",
     "NO_TIMESTAMP",
     "RETENTION_ONLY",
-    "SEED",
     "SEMANTICS",
     "SparkWatermarkedCounts",
     "WindowConfig",
@@ -57,9 +59,9 @@ __all__ = [
     "windows_of",
 ]
 
-SEED = "seed"  # seed 001: the store drops late writes (grace) and expired ones (retention)
+KIP428_PROPOSAL = "kip428-proposal"  # KIP-428 as first proposed: the store drops late (grace) and expired writes
 RETENTION_ONLY = "retention-only"  # Kafka's shipped InMemoryWindowStore: the store enforces retention only
-SEMANTICS = (SEED, RETENTION_ONLY)
+SEMANTICS = (KIP428_PROPOSAL, RETENTION_ONLY)
 NO_TIMESTAMP = -1  # observed stream time before any put (Kafka's ConsumerRecord.NO_TIMESTAMP)
 
 
@@ -69,12 +71,12 @@ def is_expired(window_start: int, stream_time: int, retention: int) -> bool:
 
 
 def is_late(window_start: int, stream_time: int, grace: int) -> bool:
-    """The seed's grace rule: a write at or before ``stream_time - grace`` is late and dropped."""
+    """The grace rule of KIP-428 as first proposed: a write at or before ``stream_time - grace`` is late and dropped."""
     return window_start <= stream_time - grace
 
 
 def validate_window_store(name: str | None, retention_period: int, window_size: int, grace_period: int) -> None:
-    """Seed 001's ``Stores.inMemoryWindowStore`` argument checks, in its order, with its messages.
+    """KIP-428's ``Stores.inMemoryWindowStore`` argument checks, in its order, with its messages.
 
     Raises TypeError (Java's NullPointerException) for a None name and ValueError (Java's
     IllegalArgumentException) for the rest."""
@@ -98,18 +100,18 @@ def validate_window_store(name: str | None, retention_period: int, window_size: 
 class WindowConfig:
     """What a window store was created with (durations in milliseconds) and the semantics it declares.
 
-    ``WindowConfig.of(...)`` validates as seed 001 does; the constructor does not (a store that
+    ``WindowConfig.of(...)`` validates as KIP-428 does; the constructor does not (a store that
     validates wrongly can still describe itself)."""
 
     name: str
     retention_period: int
     window_size: int
     grace_period: int
-    semantics: str = SEED
+    semantics: str = KIP428_PROPOSAL
 
     @classmethod
     def of(cls, name: str | None, retention_period: int, window_size: int, grace_period: int,
-           semantics: str = SEED) -> WindowConfig:
+           semantics: str = KIP428_PROPOSAL) -> WindowConfig:
         validate_window_store(name, retention_period, window_size, grace_period)
         if semantics not in SEMANTICS:
             raise ValueError(f"unknown window store semantics {semantics!r}: use one of {', '.join(SEMANTICS)}")
@@ -120,7 +122,7 @@ class WindowConfig:
         observed: ``"expired"``, ``"late"``, or None when it is written."""
         if is_expired(window_start, stream_time, self.retention_period):
             return "expired"
-        if self.semantics == SEED and is_late(window_start, stream_time, self.grace_period):
+        if self.semantics == KIP428_PROPOSAL and is_late(window_start, stream_time, self.grace_period):
             return "late"
         return None
 

@@ -1,4 +1,4 @@
-"""The KIP-428 window store model: seed 001's validation messages, the drop rules of both semantics at
+"""The KIP-428 window store model: KIP-428's validation messages, the drop rules of both semantics at
 their edges (exactly at, one before, one after), the fetch lower bound, the transactional view, and
 stream time rebuilt by a restore."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 from eos_harness.models.windows import (
+    KIP428_PROPOSAL,
     RETENTION_ONLY,
-    SEED,
     WindowConfig,
     WindowStoreModel,
     validate_window_store,
@@ -48,7 +48,7 @@ def model(semantics: str, transactional: bool = False, persistent: bool = False)
 
 
 def test_seed_semantics_drops_a_write_exactly_at_stream_time_minus_grace():
-    m = model(SEED)
+    m = model(KIP428_PROPOSAL)
     m.put(b"k", b"now", 100)
     assert m.put(b"a", b"x", 100 - G - 1) == "late"
     assert m.put(b"b", b"x", 100 - G) == "late"
@@ -85,7 +85,7 @@ def test_out_of_order_writes_are_ordered_by_window_start_then_key():
 
 
 def test_transactional_view_commit_crash_and_recover():
-    m = model(SEED, transactional=True, persistent=True)
+    m = model(KIP428_PROPOSAL, transactional=True, persistent=True)
     m.put(b"a", b"1", 100)
     m.commit({"tp": 1})
     m.put(b"b", b"2", 200)  # staged; its stream time expires a@100 for the writer only

@@ -48,7 +48,7 @@ def test_verify_picks_the_window_suite_from_the_kind(tmp_path):
     # The finding is printed whole: what broke, the case, and the command that replays it.
     assert "#1 case:" in run.output and "#1 replay: eos-harness verify mutant-window-grace-off-by-one --seed 3" in run.output
     verdict = json.loads(out.read_text())
-    assert verdict["suite"] == "windows" and verdict["semantics"] == "seed"
+    assert verdict["suite"] == "windows" and verdict["semantics"] == "kip428-proposal"
     assert all(v["replay"] == verdict["repro"] for v in verdict["violations"])
     assert {v["check"] for v in verdict["violations"]} == {"late_write_dropped"}
 

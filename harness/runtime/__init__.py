@@ -13,7 +13,7 @@ changelog inside the open EOS transaction, every output record to the output top
 A global store (a workload with several changelog partitions) logs each write to the partition of
 its key and commits, checkpoints and restores every partition (``runtime.changelogs``).
 
-Names follow Kafka Streams' state store naming rule (seed 004): the store lives in
+Names follow Kafka Streams' state directory layout: the store lives in
 ``[state.dir]/[application.id]/[task.id]/rocksdb/[store.name]`` and logs to
 ``[application.id]-[store.name]-changelog``.
 

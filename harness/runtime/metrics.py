@@ -2,8 +2,8 @@
 
 The runtime measures every call it makes to ``store.commit`` around the call, as Kafka's metered
 store layer does, and nothing else: ``flush()`` is a deprecated no-op and is not counted, and a
-store restored through its own ``restore`` is not committed by the runtime. Each metric carries the
-seed's tags: ``type=stream-state-metrics``, ``thread-id``, ``task-id`` and ``[store type]-state-id``
+store restored through its own ``restore`` is not committed by the runtime. Each metric carries
+KIP-892's tags: ``type=stream-state-metrics``, ``thread-id``, ``task-id`` and ``[store type]-state-id``
 (the store's name), where the store type is the store's metrics scope (Kafka's
 ``StoreSupplier#metricsScope``): a store's optional ``metrics_scope`` attribute, else ``rocksdb`` for
 the built-in RocksDB stores, ``in-memory`` for a store that is not persistent, and the store's class

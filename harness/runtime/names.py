@@ -1,5 +1,6 @@
-"""Names on disk (seed 004): each store lives in ``[state.dir]/[application.id]/[task.id]/rocksdb/[store.name]``,
-writes nothing outside that directory, and logs to ``[application.id]-[store.name]-changelog``.
+"""Names on disk (Kafka Streams' state directory layout): each store lives in
+``[state.dir]/[application.id]/[task.id]/rocksdb/[store.name]``, writes nothing outside that directory,
+and logs to ``[application.id]-[store.name]-changelog``.
 
 The runtime owns the rest of the task directory: its ``.checkpoint`` (and the temp file it is
 written through), ``.lock``, and the ``rocksdb`` folder that holds the stores' directories. Any other

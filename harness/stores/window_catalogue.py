@@ -12,7 +12,7 @@ from pathlib import Path
 from eos_harness.faults import points
 from eos_harness.store import StoreContext, TopicPartition
 from eos_harness.stores import BUILTIN, StoreFactoryError, StoreSpec, builtin_spec, register
-from eos_harness.stores.window_memory import memory_window, memory_window_seed, memory_window_txn
+from eos_harness.stores.window_memory import memory_window, memory_window_kip428, memory_window_txn
 from eos_harness.stores.window_rocksdb import rocksdb_window, rocksdb_window_txn
 from eos_harness.window_store import WindowStore
 
@@ -21,11 +21,11 @@ __all__ = ["WINDOW_METHODS", "is_window_store", "reached_window_points", "resolv
 register(StoreSpec("memory-window", "window-store",
                    "KIP-428 in-memory window store as Kafka shipped it: a segment per ms, retention only, "
                    "stream time rebuilt on restore", memory_window))
-register(StoreSpec("memory-window-seed", "window-store",
-                   "KIP-428 in-memory window store as seed 001 wrote it: the store drops late writes (grace)",
-                   memory_window_seed))
+register(StoreSpec("memory-window-kip428", "window-store",
+                   "KIP-428 in-memory window store as first proposed: the store drops late writes (grace)",
+                   memory_window_kip428))
 register(StoreSpec("memory-window-txn", "window-store",
-                   "transactional in-memory window store (seed semantics): staged writes, read-committed view",
+                   "transactional in-memory window store (kip428-proposal semantics): staged writes, read-committed view",
                    memory_window_txn))
 register(StoreSpec("rocksdb-window", "window-store",
                    "persistent RocksDB window store, segments of half the retention dropped whole, not transactional",
@@ -146,7 +146,7 @@ def task_store_factory(spec: str, workload) -> Callable[[], object]:
 
 
 def declared_semantics(spec: str) -> str | None:
-    """The semantics a window store declares (``seed``/``retention-only``); None for a key-value store."""
+    """The semantics a window store declares (``kip428-proposal``/``retention-only``); None for a key-value store."""
     if not is_window_store(spec):
         return None
     return resolve_window(spec)().window_config().semantics

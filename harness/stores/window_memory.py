@@ -1,4 +1,4 @@
-"""``memory-window`` (and ``memory-window-seed``, ``memory-window-txn``): seed 001's in-memory window store.
+"""``memory-window`` (and ``memory-window-kip428``, ``memory-window-txn``): KIP-428's in-memory window store.
 
 The store is segmented by window start, one segment per millisecond: a sorted map of window start
 → (a sorted map of key → value), so puts and fetches are O(log n) and range queries by time and by
@@ -18,12 +18,12 @@ import weakref
 from collections.abc import Iterable, Mapping
 
 from eos_harness.faults.points import crash_point, declare
-from eos_harness.models.windows import RETENTION_ONLY, SEED, WindowConfig
+from eos_harness.models.windows import KIP428_PROPOSAL, RETENTION_ONLY, WindowConfig
 from eos_harness.store import StoreContext, TopicPartition
 from eos_harness.stores.window_base import WindowStoreBase, in_key_range, window_config_of
 from sortedcontainers import SortedDict
 
-__all__ = ["MemoryWindowStore", "memory_window", "memory_window_seed", "memory_window_txn"]
+__all__ = ["MemoryWindowStore", "memory_window", "memory_window_kip428", "memory_window_txn"]
 
 P_MID_APPLY = declare("window.memory.commit.mid_apply", "transactional in-memory window store: half the staged writes applied")
 
@@ -177,11 +177,11 @@ def memory_window(**kwargs) -> MemoryWindowStore:
     return MemoryWindowStore(window_config_of(RETENTION_ONLY, kwargs))
 
 
-def memory_window_seed(**kwargs) -> MemoryWindowStore:
-    """Seed 001's store as written: late writes (grace) are dropped by the store."""
-    return MemoryWindowStore(window_config_of(SEED, kwargs))
+def memory_window_kip428(**kwargs) -> MemoryWindowStore:
+    """KIP-428's store as first proposed: late writes (grace) are dropped by the store."""
+    return MemoryWindowStore(window_config_of(KIP428_PROPOSAL, kwargs))
 
 
 def memory_window_txn(**kwargs) -> MemoryWindowStore:
-    """Transactional, seed 001's semantics."""
-    return MemoryWindowStore(window_config_of(SEED, kwargs), transactional=True)
+    """Transactional, with the semantics of KIP-428 as first proposed."""
+    return MemoryWindowStore(window_config_of(KIP428_PROPOSAL, kwargs), transactional=True)

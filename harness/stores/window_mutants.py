@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from eos_harness.models.windows import RETENTION_ONLY, SEED, WindowConfig, validate_window_store
+from eos_harness.models.windows import KIP428_PROPOSAL, RETENTION_ONLY, WindowConfig, validate_window_store
 from eos_harness.stores import StoreSpec, register
 from eos_harness.stores.window_base import DEFAULTS, window_config_of
 from eos_harness.stores.window_memory import MemoryWindowStore
@@ -64,8 +64,8 @@ def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
 
 
 for name, factory, caught_by, description in (
-    ("mutant-window-grace-off-by-one", lambda **kw: GraceOffByOne(window_config_of(SEED, kw)),
-     ("late_write_dropped",), "a write exactly at stream time - grace lands (seed semantics)"),
+    ("mutant-window-grace-off-by-one", lambda **kw: GraceOffByOne(window_config_of(KIP428_PROPOSAL, kw)),
+     ("late_write_dropped",), "a write exactly at stream time - grace lands (kip428-proposal semantics)"),
     ("mutant-window-retention-off-by-one",
      lambda **kw: RetentionOffByOne(window_config_of(RETENTION_ONLY, kw), transactional=True),
      ("expired_write_dropped", "expired_never_fetched"), "the window exactly at stream time - retention is kept"),

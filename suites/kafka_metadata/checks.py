@@ -1,4 +1,4 @@
-"""The promises of KIP-868 (metadata transactions, seed 002) checked on a real KRaft quorum.
+"""The promises of KIP-868 (metadata transactions) checked on a real KRaft quorum.
 
 Pure functions of what the runner recorded: what brokers answered, which topic creations were
 acknowledged, and each controller's ``__cluster_metadata`` log as Kafka's own decoder prints it

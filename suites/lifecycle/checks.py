@@ -346,7 +346,7 @@ def check_finishes(history: list[dict], model: LifecycleModel) -> list[Violation
 
 
 def check_store_directory(history: list[dict], model: LifecycleModel) -> list[Violation]:
-    """Seed 004's naming rule, from the runtime's ``store_directory`` events: each path or problem once."""
+    """Kafka Streams' state directory layout, from the runtime's ``store_directory`` events: each path or problem once."""
     seen: dict[str, Violation] = {}
     for e in history:
         if e["type"] != "store_directory":
@@ -357,7 +357,7 @@ def check_store_directory(history: list[dict], model: LifecycleModel) -> list[Vi
                                             detail=f"the store {e['store']!r} wrote {path}, outside its directory "
                                                    "[state.dir]/[application.id]/[task.id]/rocksdb/[store.name]"))
         for problem in e["naming"]:
-            seen.setdefault(problem, Violation("store_directory", e["store"], "the naming rule of seed 004",
+            seen.setdefault(problem, Violation("store_directory", e["store"], "Kafka Streams' state directory layout",
                                                problem, e["seq"]))
     return list(seen.values())
 

@@ -163,7 +163,8 @@ def run_store_directory(spec: str, workdir: Path, seed: int, store_timeout: floa
         task_dir = live.directory.parent.parent
         return [Violation("store_directory", path, f"nothing outside {live.directory}", f"the store wrote {path}",
                           detail=f"the store wrote {path}, outside its directory "
-                                 "[state.dir]/[application.id]/[task.id]/rocksdb/[store.name] (seed 004)")
+                                 "[state.dir]/[application.id]/[task.id]/rocksdb/[store.name] (Kafka Streams' state "
+                                 "directory layout)")
                 for path in outside_writes(task_dir, [live.directory])]
 
 

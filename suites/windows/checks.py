@@ -1,4 +1,4 @@
-"""The window store suite's promises (KIP-428, seed 001), as pure functions of what a store returned
+"""The window store suite's promises (KIP-428), as pure functions of what a store returned
 and the model (:class:`eos_harness.models.windows.WindowStoreModel`).
 
 A difference between a store's read and the model is named by the rule it breaks: a window that the
@@ -17,8 +17,8 @@ from eos_harness.verdict import Violation
 __all__ = ["CHECKS", "VALIDATION_CASES", "check_validation", "compare_records", "show"]
 
 CHECKS = {
-    "argument_validation": "invalid (name, retention, window size, grace) raises with seed 001's message",
-    "late_write_dropped": "seed semantics: a put at or before stream time - grace is dropped",
+    "argument_validation": "invalid (name, retention, window size, grace) raises with KIP-428's message",
+    "late_write_dropped": "kip428-proposal semantics: a put at or before stream time - grace is dropped",
     "expired_write_dropped": "a put at or before stream time - retention is dropped",
     "expired_never_fetched": "no fetch returns a window at or before stream time - retention",
     "stream_time_rebuilt": "after a restart, stream time is what the declared design says (expired windows stay gone)",
@@ -35,7 +35,7 @@ CHECKS = {
     "store_error": "the store raised where the protocol says it must not",
 }
 
-# Invalid argument combinations (and two valid edges), in the order seed 001 checks them.
+# Invalid argument combinations (and two valid edges), in the order KIP-428 checks them.
 VALIDATION_CASES: list[dict] = [
     {"name": None, "retention_period": 10, "window_size": 5, "grace_period": 1},
     {"name": "w", "retention_period": -1, "window_size": 5, "grace_period": 1},
@@ -68,8 +68,8 @@ def _outcome(make: Callable[[], object]) -> str:
 
 
 def check_validation(factory: Callable[..., object]) -> list[Violation]:
-    """Call the store factory with every case of :data:`VALIDATION_CASES`; each must raise as seed
-    001 does (same exception kind and message) or be accepted when valid."""
+    """Call the store factory with every case of :data:`VALIDATION_CASES`; each must raise as
+    KIP-428's supplier does (same exception kind and message) or be accepted when valid."""
     found = []
     for case in VALIDATION_CASES:
         expected = _outcome(lambda c=case: validate_window_store(c["name"], c["retention_period"], c["window_size"],

@@ -3,7 +3,7 @@
 Three parts, driving the store through :mod:`eos_harness.process.window_server` and crashing it
 for real:
 
-- argument validation: the store's factory called with every invalid combination of seed 001;
+- argument validation: the store's factory called with every invalid combination of KIP-428;
 - a Hypothesis ``RuleBasedStateMachine``: puts at timestamps drawn near the retention and grace
   edges (exactly at, one before, one after) and out of order, deletes, fetches of every shape
   (forward and backward) with bounds at the fetch lower bound, read-committed fetches, an
@@ -424,7 +424,7 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
     config = probe.window_config()
     capabilities = probe.capabilities() if callable(getattr(probe, "capabilities", None)) else WindowCapabilities()
     violations: list[Violation] = [replace(v, case="validation") for v in check_validation(factory)]
-    cases: list[str] = ["validation: seed 001's invalid argument combinations"]
+    cases: list[str] = ["validation: KIP-428's invalid argument combinations"]
     with WindowStoreServer() as server:
         for workload, point in matrix_cases(crash_points):
             name = f"matrix: {workload} × {point or 'kill before commit'}"
