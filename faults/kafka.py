@@ -19,7 +19,7 @@ Schedule faults (``eos-harness run --crash-at broker-kill@5``; their entries in
 
 Faults know nothing of stores or tasks: they take a cluster handle (anything with ``node_ids()``,
 ``kill_node(id)``, ``start_node(id)``, ``pause_node(id)``, ``resume_node(id)`` and
-``transaction_coordinator(transactional_id)``, as ``harness.cluster.LocalKafka`` has).
+``transaction_coordinator(transactional_id)``, as ``eos_harness.cluster.LocalKafka`` has).
 """
 
 from __future__ import annotations

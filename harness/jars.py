@@ -263,7 +263,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    # Run through the imported module: bundles register in ``harness.jars.BUNDLES``, not in ``__main__``'s.
+    # Run through the imported module: bundles register in ``eos_harness.jars.BUNDLES``, not in ``__main__``'s.
     from eos_harness.jars import main as _main
 
     sys.exit(_main(sys.argv[1:]))

@@ -47,7 +47,6 @@ __all__ = [
 ]
 
 RECORD, BEGIN, END, ABORT = "record", "begin", "end", "abort"
-MARKERS = (BEGIN, END, ABORT)
 
 # A metadata record, as a JSON-able list: ["topic", name] | ["partition", topic, index] |
 # ["config", resource, key, value-or-None] | ["remove_topic", name].

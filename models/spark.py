@@ -1,4 +1,4 @@
-"""Reference models of the Spark pipelines in ``harness.spark.pipelines``: what each micro-batch
+"""Reference models of the Spark pipelines in ``eos_harness.spark.pipelines``: what each micro-batch
 outputs and what the state holds after it, computed from the input batches alone (pure, stdlib).
 
 Input is a list of micro-batches, each a list of ``(key, event_time_seconds)``; with the file

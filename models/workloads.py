@@ -170,7 +170,7 @@ def _global_counts(key: Key, value: Value, store: ReadView) -> Effects:
 
 
 def windowed_key(key: Key, window_start: int) -> Key:
-    """A window's key in a key-value view: ``key@window_start`` (the same as ``harness.window_store``'s)."""
+    """A window's key in a key-value view: ``key@window_start`` (the same as ``eos_harness.window_store``'s)."""
     return b"%s@%013d" % (key, window_start)
 
 

@@ -1,7 +1,7 @@
 """``LocalKafka``: a real Apache Kafka cluster in KRaft mode, run as local JVM processes.
 
 ``with LocalKafka(brokers=1) as kafka: kafka.bootstrap_servers`` starts ``brokers`` combined
-broker+controller nodes from the pinned jars (``harness.jars.ensure("kafka")``) or from
+broker+controller nodes from the pinned jars (``eos_harness.jars.ensure("kafka")``) or from
 ``$KAFKA_HOME/libs`` when set. Storage is formatted per run with Kafka's ``StorageTool`` in the
 cluster's own directory; every port is a free one on 127.0.0.1, and every listener (broker and
 controller) binds and advertises 127.0.0.1 only.
@@ -149,7 +149,7 @@ class KafkaCluster:
 
     @property
     def spec(self) -> str:
-        """The broker spec for ``harness.broker.connect``."""
+        """The broker spec for ``eos_harness.broker.connect``."""
         return f"kafka://{self.bootstrap_servers}"
 
     def __enter__(self) -> Self:

@@ -109,9 +109,10 @@ def _violations_table(result: dict) -> Table:
 
 
 @click.command("run")
-@click.option("--suite", type=click.Choice(["eos", "spark", "metadata"]), default="eos", show_default=True,
-              help="eos: the store lifecycle; spark: Spark pipelines; metadata: KIP-868 metadata transactions "
-                   "(see `eos-harness run --suite spark --help`, `… --suite metadata --help`).")
+@click.option("--suite", type=click.Choice(["lifecycle", "spark", "metadata"]), default="lifecycle", show_default=True,
+              expose_value=False,
+              help="lifecycle: a store through the EOS task lifecycle; spark: Spark pipelines; metadata: KIP-868 "
+                   "metadata transactions (see `eos-harness run --suite spark --help`, `… --suite metadata --help`).")
 @click.option("--store", required=True, help="Built-in store, unsafe variant, or factory module:function.")
 @click.option("--workload", type=click.Choice(sorted(WORKLOADS)), default="counter", show_default=True)
 @click.option("--crash-at", "crash_at", multiple=True,
@@ -129,7 +130,7 @@ def _violations_table(result: dict) -> Table:
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
 @store_timeout_option
 @click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
-def run_command(suite, store, workload, crash_at, broker, records, commit_interval, seed, json_path, junit_path, out,
+def run_command(store, workload, crash_at, broker, records, commit_interval, seed, json_path, junit_path, out,
                 overwrite, store_timeout, no_report):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
     from eos_harness.cluster import ClusterError
@@ -376,9 +377,10 @@ def interrupted_exit_code(campaign: dict) -> int | None:
 
 
 @click.command("chaos")
-@click.option("--suite", type=click.Choice(["eos", "spark", "metadata"]), default="eos", show_default=True,
-              help="eos: the store lifecycle; spark: Spark pipelines; metadata: KIP-868 metadata transactions "
-                   "(see `eos-harness run --suite spark --help`, `… --suite metadata --help`).")
+@click.option("--suite", type=click.Choice(["lifecycle", "spark", "metadata"]), default="lifecycle", show_default=True,
+              expose_value=False,
+              help="lifecycle: a store through the EOS task lifecycle; spark: Spark pipelines; metadata: KIP-868 "
+                   "metadata transactions (see `eos-harness run --suite spark --help`, `… --suite metadata --help`).")
 @click.option("--stores", type=STORE_LIST, default=None,
               help="Comma-separated stores (default: every built-in store, mutant and unsafe variant).")
 @click.option("--workloads", type=WORKLOAD_LIST, default=None,
@@ -401,7 +403,7 @@ def interrupted_exit_code(campaign: dict) -> int | None:
 @click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=RESUME_HELP)
 @click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
 @click.pass_context
-def chaos_command(ctx, suite, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
+def chaos_command(ctx, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
                   store_timeout, junit_path, until_failure, resume_dir, no_report):
     """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
     from eos_harness.cluster import ClusterError

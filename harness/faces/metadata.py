@@ -69,7 +69,7 @@ def _violations_table(result: dict) -> Table:
 
 
 @click.command("run")
-@click.option("--suite", type=click.Choice(["eos", "spark", "metadata"]), default="metadata")
+@click.option("--suite", type=click.Choice(["lifecycle", "spark", "metadata"]), default="metadata", expose_value=False)
 @click.option("--system", type=click.Choice(_systems()), default="controller", show_default=True,
               help="controller (the real controller and readers) or a mutant (a deliberate mistake).")
 @click.option("--crash-at", "crash_at", multiple=True,
@@ -85,7 +85,7 @@ def _violations_table(result: dict) -> Table:
 @click.option("--out", default=None, help="Run directory (default runs/metadata-<seed>).")
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
 @click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
-def metadata_run_command(suite, system, crash_at, max_batch_bytes, commands, broker, seed, json_path, junit_path, out,
+def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, seed, json_path, junit_path, out,
                          overwrite, no_report):
     """Run one metadata scenario: controllers writing metadata transactions under a crash schedule,
     readers following the log, checked against the KIP-868 model."""
@@ -177,7 +177,7 @@ def chaos_table(campaign: dict) -> Table:
 
 
 @click.command("chaos")
-@click.option("--suite", type=click.Choice(["eos", "spark", "metadata"]), default="metadata")
+@click.option("--suite", type=click.Choice(["lifecycle", "spark", "metadata"]), default="metadata", expose_value=False)
 @click.option("--systems", type=SYSTEM_LIST, default=None,
               help="Comma-separated systems (default: the real controller and every mutant).")
 @click.option("--minutes", type=POSITIVE_MINUTES, default=None, help="Run for this long (default 1 unless --scenarios).")
@@ -195,7 +195,7 @@ def chaos_table(campaign: dict) -> Table:
 @click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=RESUME_HELP)
 @click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
 @click.pass_context
-def metadata_chaos_command(ctx, suite, systems, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
+def metadata_chaos_command(ctx, systems, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
                            junit_path, until_failure, resume_dir, no_report):
     """Run a metadata chaos campaign: the real controller under every crash window, and every mutant,
     which must be caught by the check that names its mistake."""

@@ -1,7 +1,7 @@
 """pytest plugin of eos-harness: the suites users point at their own store with one option.
 
 ``pytest --pyargs eos_harness.suites.conformance eos_harness.suites.lifecycle --eos-store=my_pkg:make_store``
-runs the conformance suite and the EOS task lifecycle suite against ``my_pkg.make_store``. The plugin
+runs the conformance suite and the lifecycle suite against ``my_pkg.make_store``. The plugin
 adds only ``--eos-…`` options and ``eos_…`` fixtures (``eos_kafka_cluster``: a real Kafka on 127.0.0.1
 for ``-m kafka`` tests), and nothing runs unless a suite of ours is collected.
 """

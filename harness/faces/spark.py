@@ -1,7 +1,7 @@
 """CLI of the Spark suite: ``eos-harness run --suite spark …`` (one scenario) and
 ``eos-harness chaos --suite spark …`` (a campaign over the matrix). :class:`SuiteGroup` sends
 ``run``/``chaos`` with ``--suite spark`` here (``--suite metadata`` to :mod:`eos_harness.faces.metadata`);
-the EOS task lifecycle's commands keep every other invocation."""
+the lifecycle suite's commands keep every other invocation."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ SUITE_COMMANDS = {
 
 class SuiteGroup(click.Group):
     """A click group that runs a suite's own ``run``/``chaos`` (:data:`SUITE_COMMANDS`) when
-    ``--suite SUITE`` names one; the EOS task lifecycle's commands keep every other invocation."""
+    ``--suite SUITE`` names one; the lifecycle suite's commands keep every other invocation."""
 
     def resolve_command(self, ctx, args):
         import importlib
@@ -169,7 +169,7 @@ def _print_result(result: dict) -> None:
 
 
 @click.command("run")
-@click.option("--suite", type=click.Choice(["eos", "spark", "metadata"]), default="spark")
+@click.option("--suite", type=click.Choice(["lifecycle", "spark", "metadata"]), default="spark", expose_value=False)
 @click.option("--pipeline", type=click.Choice(PIPELINES), required=True)
 @click.option("--sink", type=click.Choice(SINKS), required=True)
 @click.option("--state-provider", "provider", type=click.Choice(["hdfs", "rocksdb"]), default="rocksdb", show_default=True)
@@ -189,7 +189,7 @@ def _print_result(result: dict) -> None:
 @click.option("--overwrite", is_flag=True, help="Reuse --out if it holds an earlier run's results (only what the "
               "harness wrote there is removed; a directory it did not make is never emptied).")
 @click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
-def spark_run_command(suite, pipeline, sink, provider, changelog, checkpoint_format, source, crash_at, batches, strict,
+def spark_run_command(pipeline, sink, provider, changelog, checkpoint_format, source, crash_at, batches, strict,
                       seed, broker, json_path, junit_path, out, overwrite, no_report):
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model."""
     from eos_harness.suites.spark.runner import SparkScenario, error_result, run_spark_scenario
@@ -246,7 +246,7 @@ SPARK_RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM,
 
 
 @click.command("chaos")
-@click.option("--suite", type=click.Choice(["eos", "spark", "metadata"]), default="spark")
+@click.option("--suite", type=click.Choice(["lifecycle", "spark", "metadata"]), default="spark", expose_value=False)
 @click.option("--source", type=click.Choice(["file", "kafka"]), default="file", show_default=True)
 @click.option("--minutes", type=POSITIVE_MINUTES, default=None, help="Stop starting scenarios after this long.")
 @click.option("--scenarios", type=AT_LEAST_ONE, default=None, help="Run this many scenarios (default: the whole matrix).")
@@ -267,7 +267,7 @@ SPARK_RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM,
 @click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=SPARK_RESUME_HELP)
 @click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
 @click.pass_context
-def spark_chaos_command(ctx, suite, source, minutes, scenarios, strict, seed, json_path, out, workers, sinks, broker,
+def spark_chaos_command(ctx, source, minutes, scenarios, strict, seed, json_path, out, workers, sinks, broker,
                         overwrite, junit_path, until_failure, resume_dir, no_report):
     """Run a Spark chaos campaign over pipeline × sink × state provider × checkpoint format × crash window."""
     if resume_dir is not None:

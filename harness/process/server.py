@@ -1,6 +1,6 @@
 """The store server: the store under test runs in a child process, forked from a preloaded server.
 
-Children are forked by a zygote (``harness.zygote``: one preloaded process, itself started from
+Children are forked by a zygote (``eos_harness.process.zygote``: one preloaded process, itself started from
 multiprocessing's forkserver) with the stores already imported, so a restart costs about a
 millisecond of fork plus the store's own open, not an interpreter start. The driver talks to a child over a pipe; the child
 never writes the history. A crash is an armed crash point firing in the child (the child names
@@ -50,7 +50,6 @@ __all__ = ["ChildCrashed", "StoreCallError", "StoreHang", "StoreProcess", "Store
 PRELOAD = ["eos_harness.stores.catalogue", "eos_harness.runtime", "eos_harness.broker.embedded", "eos_harness.suites.lifecycle.runner",
            "eos_harness.broker.kafka", "eos_harness.metadata.controller", "eos_harness.metadata.reader",
            "rocksdict"]  # (a module that fails to import is skipped)
-CALL_TIMEOUT_S = STORE_TIMEOUT_S  # the default bound on one call (StoreServer(timeout=…))
 OUTPUT_LINES = 20  # how many lines of a dead child's output its ChildCrashed carries
 
 _context = None

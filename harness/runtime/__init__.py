@@ -35,7 +35,7 @@ from eos_harness.models.workloads import Workload, workload
 from eos_harness.process.guard import guarded
 from eos_harness.runtime.changelogs import Changelogs
 from eos_harness.runtime.checkpoint import read_checkpoint, write_checkpoint
-from eos_harness.runtime.extras import TaskExtras
+from eos_harness.runtime.store_duties import StoreDuties
 from eos_harness.runtime.upgraded import open_or_wipe
 from eos_harness.store import (
     ChangelogRecord,
@@ -139,7 +139,7 @@ class TaskConfig:
 
     @classmethod
     def for_store(cls, store: str, **kwargs) -> TaskConfig:
-        """A config for ``store``; an unsafe runtime variant (``harness.stores``) becomes its base store
+        """A config for ``store``; an unsafe runtime variant (``eos_harness.stores``) becomes its base store
         with the runtime settings it changes."""
         spec = builtin_spec(store)
         if spec is not None and spec.kind == "unsafe-runtime":
@@ -194,7 +194,7 @@ class Task:
         self.store_committed_position = 0
         self.changelogs = Changelogs(config.changelog_tps)
         self.changelog_positions = dict.fromkeys(self.changelogs.tps, 0)
-        self.extras = TaskExtras(config, emit)  # offsets cache, metrics, names, processor commits
+        self.duties = StoreDuties(config, emit)  # offsets cache, metrics, names, processor commits
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self) -> None:
@@ -218,7 +218,7 @@ class Task:
         self.producer.init_transactions()
         committed = self.broker.committed_offsets(config.group_id, [config.input_tp]).get(config.input_tp)
         self.position = self.committed_position = committed or 0
-        self.extras.on_start(self.broker, self.factory)
+        self.duties.on_start(self.broker, self.factory)
         self.recover()
         self.producer.begin_transaction()
 
@@ -235,7 +235,7 @@ class Task:
             changelogs=self.changelogs.tps,
         )
         store = open_or_wipe(self.factory, context, self.emit)
-        self.extras.opened(store, context)
+        self.duties.opened(store, context)
         return store
 
     def _stored_offsets(self, store: StateStore) -> dict[TopicPartition, int | None]:
@@ -292,7 +292,7 @@ class Task:
         else:
             self._commit_store(ends, in_restore=True)
         self.changelog_positions = ends
-        self.extras.recovered()
+        self.duties.recovered()
         self.emit(
             {
                 "type": "recover",
@@ -324,7 +324,7 @@ class Task:
         if records is not None:
             store.restore(records, changelog_ends[self.config.changelog_tp])
         else:
-            self.extras.commit(store, dict(changelog_ends))  # measured: the commit metrics
+            self.duties.commit(store, dict(changelog_ends))  # measured: the commit metrics
         self.store_committed_position = self.committed_position
         self.emit({"type": "store_commit", "input_position": self.committed_position, **positions, "restore": in_restore})
 
@@ -339,7 +339,7 @@ class Task:
         if store.manages_offsets() and not on_close:
             return  # KIP-892: offsets live in the store; .checkpoint is rewritten on close
         if on_close:
-            self.extras.write_closing_checkpoint(store, self.changelog_positions)
+            self.duties.write_closing_checkpoint(store, self.changelog_positions)
             return
         write_checkpoint(self.config.checkpoint_path, self.changelog_positions)
 
@@ -351,7 +351,7 @@ class Task:
         uncommitted = 0
         for record in records:
             key, value = record.key or b"", record.value or b""
-            effects = self.workload.process(key, value, self.extras.processor_view(store))
+            effects = self.workload.process(key, value, self.duties.processor_view(store))
             writer.write(effects.writes)
             for out_key, out_value in effects.outputs:
                 producer.send(config.output_topic, config.partition, out_key, out_value)
@@ -370,7 +370,7 @@ class Task:
                     }
                 )
             crash_point(P_MID_BATCH)
-            if self.extras.commit_requested(self.position) or uncommitted >= config.commit_interval:
+            if self.duties.commit_requested(self.position) or uncommitted >= config.commit_interval:
                 self.commit()
                 uncommitted = 0
 
@@ -403,12 +403,12 @@ class Task:
         crash_point(P_CLOSE_MID)
         self._write_checkpoint(on_close=True)
         store.close()
-        self.extras.closed()
+        self.duties.closed()
         producer.close()
         self.emit({"type": "done", "input_position": self.committed_position})
 
     def _abandon(self) -> None:
-        self.extras.report_metrics()
+        self.duties.report_metrics()
         for closer in (getattr(self.store, "close", None), getattr(self.producer, "close", None)):
             try:
                 if closer is not None:

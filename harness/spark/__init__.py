@@ -1,12 +1,13 @@
 """Spark Structured Streaming pipelines verified under driver kills between micro-batch commit steps.
 
-``harness.spark.runner`` starts a pipeline (``harness.spark.app``) as its own OS process group,
-``faults.spark`` watches its checkpoint and output directories and SIGKILLs it right after a
-chosen file appears, ``harness.spark.scenario`` restarts it on the same checkpoint and checks the
-outcome against the pure models in ``models/spark.py`` and ``models/windows.py``.
+``eos_harness.spark.process`` starts a pipeline (``eos_harness.spark.app``) as its own OS process
+group, ``eos_harness.faults.spark`` watches its checkpoint and output directories and SIGKILLs it
+right after a chosen file appears, ``eos_harness.suites.spark.runner`` restarts it on the same
+checkpoint and checks the outcome against the pure models in ``models/spark.py`` and
+``models/windows.py``.
 
 This module registers the ``spark-kafka`` jar bundle (Spark's Kafka connector at the version of
-the installed pyspark), fetched once from Maven Central by ``python -m harness.jars``.
+the installed pyspark), fetched once from Maven Central by ``python -m eos_harness.jars``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The driver of one Spark pipeline run: ``python -m harness.spark.app CONFIG.json``.
+"""The driver of one Spark pipeline run: ``python -m eos_harness.spark.app CONFIG.json``.
 
-Started by :mod:`harness.spark.runner` in its own process group (the JVM and Python workers are
+Started by :mod:`eos_harness.spark.process` in its own process group (the JVM and Python workers are
 its children in that group). It reads the committed state (Spark's state data source) before and
 after the query, runs the query with ``trigger(availableNow=True)`` and one input file per
 micro-batch (``source: kafka``: the input topic, ``maxOffsetsPerTrigger`` records of its one
@@ -53,8 +53,8 @@ def session(config: dict):
     )
     if config.get("jars"):
         builder = builder.config("spark.jars", ",".join(config["jars"]))
-    if config.get("java_options"):  # harness.spark.jvm: class-data sharing and C1 for a fast start;
-        # harness.spark.process: java.io.tmpdir in the run's temp directory (the JVM ignores TMPDIR)
+    if config.get("java_options"):  # eos_harness.spark.jvm: class-data sharing and C1 for a fast start;
+        # eos_harness.spark.process: java.io.tmpdir in the run's temp directory (the JVM ignores TMPDIR)
         builder = builder.config("spark.driver.extraJavaOptions", config["java_options"])
     if config.get("local_dir"):  # blockmgr-*, spark-*: in the run's temp directory, not /tmp
         builder = builder.config("spark.local.dir", config["local_dir"])

@@ -1,4 +1,4 @@
-"""Start one pipeline run (``python -m harness.spark.app``) as its own OS process group, wait for it,
+"""Start one pipeline run (``python -m eos_harness.spark.app``) as its own OS process group, wait for it,
 and always leave no process behind (the whole group is SIGKILLed on the way out) and no temp file:
 the JVM ignores ``TMPDIR``, so the run's driver gets its own temp directory (under the command's temp
 root) as ``java.io.tmpdir`` and ``spark.local.dir`` before its JVM starts (Spark's

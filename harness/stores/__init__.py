@@ -22,7 +22,7 @@ __all__ = ["BUILTIN", "StoreFactoryError", "StoreSpec", "base_store", "builtin_s
            "probe_store", "reached_points", "resolve", "StoreProbe", "StoreProbeFailed"]
 
 KINDS = ("store", "mutant", "unsafe-runtime", "window-store", "window-mutant")  # in the order they are listed
-WINDOW_KINDS = ("window-store", "window-mutant")  # window stores (harness.window_store), not key-value ones
+WINDOW_KINDS = ("window-store", "window-mutant")  # window stores (eos_harness.window_store), not key-value ones
 
 
 class StoreFactoryError(ValueError):
@@ -102,7 +102,7 @@ def check_store(obj: object, where: str) -> StateStore:
         what = f"missing {', '.join(missing)}" if missing else "no str attribute 'name'"
         raise StoreFactoryError(
             f"{where} returned {type(obj).__name__}, which is not a state store ({what}); "
-            "return an object implementing harness.store.StateStore"
+            "return an object implementing eos_harness.store.StateStore"
         )
     return obj  # type: ignore[return-value]
 

@@ -1,5 +1,5 @@
 """Mutants: the real stores, each with ONE mistake people really make. Some check must catch each;
-a mutant that survives the suites is a hole in the harness (tests/test_verify.py, tests/test_chaos.py)."""
+a mutant that survives the suites is a hole in the harness (tests/test_verify.py, tests/test_lifecycle.py)."""
 
 from __future__ import annotations
 

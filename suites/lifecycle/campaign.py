@@ -32,7 +32,7 @@ from eos_harness.faults import points
 from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
 from eos_harness.process.server import children_output
-from eos_harness.runtime.extras import store_metrics
+from eos_harness.runtime.store_duties import store_metrics
 from eos_harness.stores import StoreFactoryError, base_store, probe_store, resolve
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
@@ -45,7 +45,7 @@ from eos_harness.suites.lifecycle.plan import (
 from eos_harness.suites.lifecycle.runner import Scenario, ScheduleError, error_verdict, run_scenario, verdict
 from eos_harness.verdict import ERROR, FAIL, exit_code
 
-SUITE = "eos"  # how campaign.json names this suite (``--suite eos``)
+SUITE = "lifecycle"  # how campaign.json names this suite (``--suite lifecycle``)
 CHILDREN_LOG = "children.log"  # in the run directory: every child's stdout and stderr (the JSON's ``log``)
 
 

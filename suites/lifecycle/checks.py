@@ -1,7 +1,8 @@
 """Checkers of the EOS task lifecycle: pure functions of a recorded history and the lifecycle model.
 
 The history is the driver's list of events (dicts with ``seq``, ``instance``, ``type`` …; see
-``harness.driver``). Each check returns :class:`Violation` s; ``check_all`` runs every check.
+:mod:`eos_harness.suites.lifecycle.runner`). Each check returns :class:`Violation` s; ``check_all``
+runs every check.
 
 The checks and what each promises are listed in :data:`CHECKS` (names are public: verdicts, chaos
 summaries and mutants' ``caught_by`` use them).

@@ -1,4 +1,4 @@
-"""Fixtures of the EOS task lifecycle suite: its scenarios come from the campaign's plan for each
+"""Fixtures of the lifecycle suite: its scenarios come from the campaign's plan for each
 store under test (``--eos-store``), its coverage part: every lifecycle crash window and every crash
 point the store itself reaches, once each, then a crash in the middle of a recovery."""
 
@@ -12,7 +12,7 @@ import pytest
 from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
 from eos_harness.models.workloads import DEFAULT_WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S
-from eos_harness.runtime.extras import store_metrics
+from eos_harness.runtime.store_duties import store_metrics
 from eos_harness.stores import base_store, reached_points
 from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, plan
 

@@ -38,7 +38,7 @@ from eos_harness.process.server import children_output
 from eos_harness.process.zombies import zombies
 from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
-from eos_harness.runtime.extras import metrics_of, warnings_of
+from eos_harness.runtime.store_duties import metrics_of, warnings_of
 from eos_harness.stores import resolve
 from eos_harness.suites.lifecycle.checks import broker_failure, check_all, recovery_report
 from eos_harness.suites.lifecycle.instance import Instance, _run_instance

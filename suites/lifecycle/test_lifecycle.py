@@ -1,4 +1,4 @@
-"""The EOS task lifecycle suite users run: ``pytest --pyargs eos_harness.suites.lifecycle --eos-store=module:function``.
+"""The lifecycle suite users run: ``pytest --pyargs eos_harness.suites.lifecycle --eos-store=module:function``.
 
 Each scenario runs a real task (KIP-844's lifecycle) on the embedded broker in child processes,
 kills it in one crash window, restarts it until the input is done, and checks the history against

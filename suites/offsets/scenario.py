@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreProcess, StoreServer
+from eos_harness.process.server import ChildCrashed, StoreProcess, StoreServer
 from eos_harness.store import Capabilities, TopicPartition
 from eos_harness.verdict import Violation
 
@@ -29,7 +29,7 @@ __all__ = ["CHANGELOGS", "KEYS", "NEVER_COMMITTED", "SOURCE", "Features", "Findi
            "show_offsets"]
 
 # A global store fed by three changelog partitions, and one source partition whose KIP-796 position
-# the store keeps beside them (OFFSETS.md point 3). NEVER_COMMITTED is never given to a commit.
+# the store keeps beside them. NEVER_COMMITTED is never given to a commit.
 CHANGELOGS = tuple(TopicPartition("app-store-changelog", p) for p in range(3))
 SOURCE = TopicPartition("app-input", 0)
 NEVER_COMMITTED = TopicPartition("app-store-changelog", 3)
@@ -161,6 +161,3 @@ def features_of(spec: str, workdir: Path, timeout: float) -> Features:
                             live.call("capabilities"), live.call("offers_restore"))
         live.call("close")
         return features
-
-
-GUARD_ERRORS = (StoreCallError, StoreHang)

@@ -3,7 +3,7 @@ a schedule of driver kills, restarted on the same checkpoint until it finishes, 
 
 The driver (this module) keeps the history: every final file the watcher saw, each kill with the
 files really on disk after it and the crash window they show, each run's exit and Spark's error,
-the state each run read back. The verdict has the shape of the EOS task lifecycle suite's, with
+the state each run read back. The verdict has the shape of the lifecycle suite's, with
 the pipeline, sink and configuration instead of the store.
 """
 
@@ -149,7 +149,7 @@ def kafka_jars() -> list[str]:
         return [str(p) for p in ensure("spark-kafka")]
     except JarFetchError as exc:
         raise RuntimeError(f"the Kafka source and sink need Spark's Kafka connector: {exc}. Fetch it ahead of "
-                           "time with: python -m harness.jars spark-kafka") from exc
+                           "time with: python -m eos_harness.jars spark-kafka") from exc
 
 
 def error_result(scenario: SparkScenario, exc: BaseException) -> dict:
@@ -164,7 +164,7 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
     :func:`eos_harness.rundir.claim`); returns the verdict object. ``watch=False``
     (only without kills) runs without the inotify watcher; ``measure`` receives batch latencies.
     ``kafka``: bootstrap servers of the broker a Kafka source or sink uses; when None and the
-    scenario needs one, a one-node :class:`harness.cluster.LocalKafka` is started for it and stopped."""
+    scenario needs one, a one-node :class:`eos_harness.cluster.LocalKafka` is started for it and stopped."""
     scenario.validate()
     if scenario.uses_kafka and kafka is None and not unsupported(scenario.pipeline, scenario.sink, scenario.provider,
                                                                  scenario.checkpoint_format):

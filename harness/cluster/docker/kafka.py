@@ -265,7 +265,7 @@ def _configure_testcontainers() -> None:
 
 
 def _register_for_faults(cluster: DockerKafka) -> None:
-    """Make ``harness.cluster.cluster_for(spec)`` find the cluster (the driver's broker faults)."""
+    """Make ``eos_harness.cluster.cluster_for(spec)`` find the cluster (the driver's broker faults)."""
     from eos_harness.cluster import local
 
     live = getattr(local, "_LIVE", None)

@@ -17,9 +17,9 @@ import pytest
 from eos_harness.runtime import TaskConfig
 from eos_harness.runtime.checkpoint import write_checkpoint
 from eos_harness.runtime.closing import LATEST, OffsetsCache
-from eos_harness.runtime.extras import TaskExtras, store_metrics
 from eos_harness.runtime.names import naming_problems, outside_writes
 from eos_harness.runtime.processor import ProcessorContext, ProcessorStore
+from eos_harness.runtime.store_duties import StoreDuties, store_metrics
 from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
 from eos_harness.stores import resolve
 from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
@@ -141,7 +141,7 @@ def test_the_runtimes_offsets_cache_asks_a_global_store_of_another_task_for_ever
     gc.collect()
 
     events: list[dict] = []
-    TaskExtras(config, events.append).on_start(broker, resolve("rocksdb-indexed"))
+    StoreDuties(config, events.append).on_start(broker, resolve("rocksdb-indexed"))
     (cache,) = [e for e in events if e["type"] == "offsets_cache"]
     other = cache["tasks"]["0_1"]
     assert other["offsets"] == {str(tps[0]): 0, str(tps[1]): 0, str(tps[2]): 6}, "a partition of the global store was not asked"
@@ -235,15 +235,15 @@ def test_the_commit_metrics_count_every_store_commit_and_no_flush(tmp_path):
 
     # flush() through the processor's view is a no-op and is not counted.
     config = TaskConfig(store="rocksdb-indexed", broker="", state_dir=str(tmp_path / "x"), workload="counter")
-    extras = TaskExtras(config, lambda event: None)
+    duties = StoreDuties(config, lambda event: None)
     store = _open("rocksdb-indexed", config.store_dir)
-    extras.opened(store, StoreContext(directory=config.store_dir))
-    view = extras.processor_view(store)
+    duties.opened(store, StoreContext(directory=config.store_dir))
+    view = duties.processor_view(store)
     for _ in range(5):
         view.flush()
-    extras.commit(store, {config.changelog_tp: 1})
+    duties.commit(store, {config.changelog_tp: 1})
     store.close()
-    assert extras.metrics.count == 1
+    assert duties.metrics.count == 1
 
 
 # -- names on disk ---------------------------------------------------------------------------

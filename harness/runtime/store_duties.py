@@ -26,10 +26,10 @@ from eos_harness.runtime.names import naming_problems, outside_writes
 from eos_harness.runtime.processor import ProcessorContext, ProcessorStore
 from eos_harness.store import StateStore, StoreContext, TopicPartition
 
-__all__ = ["TaskExtras", "metrics_of", "store_metrics", "warnings_of"]
+__all__ = ["StoreDuties", "metrics_of", "store_metrics", "warnings_of"]
 
 
-class TaskExtras:
+class StoreDuties:
     def __init__(self, config, emit: Callable[[dict], None]) -> None:
         self.config = config
         self.emit = emit
