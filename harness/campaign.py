@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
+import os
 import queue
 import sqlite3
 import threading
@@ -40,8 +42,9 @@ from typing import Any
 from eos_harness.session import STOPPING, kill_started_processes, signal_name
 from eos_harness.verdict import FAIL
 
-__all__ = ["GIVE_UP_AFTER", "STATE_FILE", "UNTIL_FAILURE", "CampaignRun", "ResumeError", "budget", "KeptCampaign",
-           "environment_cause", "error_lines", "finished_results", "load_state", "points_hit", "run_plan", "save_state",
+__all__ = ["GIVE_UP_AFTER", "RESULTS_FILE", "STATE_FILE", "UNTIL_FAILURE", "CampaignRun", "KeptCampaign", "ResumeError",
+           "Resumed", "budget", "cut_torn_tail", "environment_cause", "error_lines", "finished_results", "load_state",
+           "open_for_resume", "plan_digest", "points_hit", "read_results", "run_plan", "save_state",
            "until_failure_rule"]
 
 GIVE_UP_AFTER = 3  # environmental errors in a row before the campaign gives up
@@ -259,32 +262,130 @@ class ResumeError(ValueError):
     """A campaign cannot be resumed from this directory (a usage error: nothing was run)."""
 
 
+RESULTS_FILE = "results.jsonl"  # in the run directory: one finished scenario's result per line
+# Kept options that do not decide the plan: a resume may give them anew (or they are the campaign's clock).
+NOT_THE_PLAN = frozenset({"workers", "store_timeout", "until_failure", "json", "junit", "spent_seconds", "finished",
+                          "digest"})
+
+
+def _digest_of(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def plan_digest(state: dict) -> dict:
+    """The digest of everything in ``state`` that decides the plan (every option but :data:`NOT_THE_PLAN`):
+    one over all of them and one per option, so that a changed one can be named."""
+    plan = {name: value for name, value in state.items() if name not in NOT_THE_PLAN}
+    return {"sha256": _digest_of(plan), "options": {name: _digest_of(value)[:16] for name, value in sorted(plan.items())}}
+
+
 def save_state(run_dir: Path, state: dict) -> None:
-    """Write the campaign's options (and how long it has run) to ``run_dir``/:data:`STATE_FILE`."""
+    """Write the campaign's options (and how long it has run) to ``run_dir``/:data:`STATE_FILE`, with the
+    digest of its plan (:func:`plan_digest`), which ``--resume`` checks."""
     from eos_harness.rundir import write_text
 
-    write_text(Path(run_dir) / STATE_FILE, json.dumps(state, indent=2))
+    write_text(Path(run_dir) / STATE_FILE, json.dumps({**state, "digest": plan_digest(state)}, indent=2))
 
 
-def load_state(run_dir: str | Path, suite: str) -> dict:
-    """The options of the campaign of ``suite`` that ran in ``run_dir``, or :class:`ResumeError`
-    saying why it cannot be resumed."""
+def load_state(run_dir: str | Path, suite: str, required: Iterable[str] = ()) -> dict:
+    """The options of the campaign of ``suite`` that ran in ``run_dir``, or :class:`ResumeError` saying
+    why it cannot be resumed: no campaign there, ``campaign.json`` unreadable, a ``required`` option
+    missing or of the wrong type, or an option that decides the plan changed since the campaign
+    started (its digest, :func:`plan_digest`)."""
+    from eos_harness.records import option_problems
+
     path = Path(run_dir) / STATE_FILE
     if not Path(run_dir).is_dir():
         raise ResumeError(f"--resume {run_dir}: no such directory; give the run directory of a stopped campaign")
     try:
-        state = json.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+        state = json.loads(text)
     except FileNotFoundError:
         raise ResumeError(f"--resume {run_dir}: holds no campaign ({STATE_FILE} is missing); give the run "
                           "directory a chaos campaign printed when it stopped") from None
-    except (OSError, ValueError) as exc:
-        raise ResumeError(f"--resume {run_dir}: cannot read {path}: {exc}") from None
+    except OSError as exc:
+        raise ResumeError(f"--resume {run_dir}: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ResumeError(f"--resume {run_dir}: {path} is damaged: it holds bytes that are not text (UTF-8) at "
+                          f"byte {exc.start}; the campaign cannot be resumed: start a new one") from None
+    except ValueError as exc:
+        raise ResumeError(f"--resume {run_dir}: {path} is not valid JSON (truncated or corrupt: "
+                          f"{getattr(exc, 'msg', exc)}); the campaign cannot be resumed: start a new one") from None
     if not isinstance(state, dict) or "seed" not in state:
         raise ResumeError(f"--resume {run_dir}: {path} is not a campaign's options (no seed)")
     if state.get("suite") != suite:
+        if not isinstance(state.get("suite"), str):
+            raise ResumeError(f"--resume {run_dir}: {path}: 'suite' is missing or not a string; the campaign "
+                              "cannot be resumed: start a new one")
         raise ResumeError(f"--resume {run_dir}: a campaign of the {state.get('suite')!r} suite; resume it with "
                           f"eos-harness chaos --suite {state.get('suite')} --resume {run_dir}")
+    problems = option_problems(state, ("seed", *required))
+    if problems:
+        raise ResumeError(f"--resume {run_dir}: {path}: {'; '.join(problems)}; the campaign cannot be resumed "
+                          "as it started: start a new one")
+    _check_digest(state, path, run_dir)
     return state
+
+
+def _check_digest(state: dict, path: Path, run_dir: str | Path) -> None:
+    kept = state.get("digest")
+    if not isinstance(kept, dict) or not isinstance(kept.get("sha256"), str):
+        raise ResumeError(f"--resume {run_dir}: {path} carries no digest of its plan (written by an older "
+                          "eos-harness, or edited), so it cannot tell that its results come from the plan it "
+                          "names; start a new campaign")
+    now = plan_digest(state)
+    if now["sha256"] == kept["sha256"]:
+        return
+    options = kept.get("options") if isinstance(kept.get("options"), dict) else {}
+    changed = sorted(name for name in set(options) | set(now["options"])
+                     if options.get(name) != now["options"].get(name))
+    what = (f"{', '.join(repr(name) for name in changed)} changed" if changed and options
+            else "its options do not match the digest written when it started")
+    raise ResumeError(f"--resume {run_dir}: {path} was edited after the campaign started ({what}); its results "
+                      "came from the plan it started with, and a resume joins only results of one plan: put it "
+                      "back, or start a new campaign with the options you want")
+
+
+@dataclass
+class Resumed:
+    """A stopped campaign taken up by ``--resume``: its options, and what was found damaged in its run
+    directory and how it was dealt with (each note names the file)."""
+
+    state: dict
+    notes: list[str]
+
+
+def open_for_resume(run_dir: str | Path, suite: str, required: Iterable[str] = ()) -> Resumed:
+    """Take up the stopped campaign in ``run_dir``: hold the directory for this command (a second command
+    on it is refused, naming the holder), read its options (:func:`load_state`), cut away a cut last line
+    of ``results.jsonl`` (before anything is appended to it) and name every line that cannot be read
+    (their scenarios run again). Raises :class:`ResumeError` (a usage error: nothing was run)."""
+    from eos_harness.rundir import RunDirError, hold
+
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise ResumeError(f"--resume {run_dir}: no such directory; give the run directory of a stopped campaign")
+    if not os.path.lexists(path / STATE_FILE):
+        raise ResumeError(f"--resume {run_dir}: holds no campaign ({STATE_FILE} is missing); give the run "
+                          "directory a chaos campaign printed when it stopped")
+    try:
+        hold(path, "--resume")
+    except RunDirError as exc:
+        raise ResumeError(str(exc)) from None
+    state = load_state(path, suite, required)
+    results = path / RESULTS_FILE
+    notes = []
+    try:
+        cut = cut_torn_tail(results)
+        if os.path.lexists(results) and not os.access(results, os.R_OK | os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        raise ResumeError(f"--resume {run_dir}: {results} cannot be read and appended to: "
+                          f"{exc.strerror or exc}; the campaign cannot be resumed") from None
+    if cut:
+        notes.append(cut)
+    _, problems = read_results(results)
+    return Resumed(state, notes + problems)
 
 
 def until_failure_rule(names: Iterable[str], expected_to_fail: Callable[[str], bool],
@@ -323,13 +424,15 @@ class KeptCampaign:
     def start(cls, out_dir: Path, state: dict, resume: bool) -> KeptCampaign:
         """Keep ``state`` (the options; ``state["suite"]`` names the suite) in ``out_dir``; ``resume``: the
         stopped campaign of ``out_dir`` goes on (else ``out_dir`` is claimed for a new one)."""
-        from eos_harness.rundir import claim
+        from eos_harness.rundir import claim, hold
 
         earlier: list[dict] = []
         spent = 0.0
+        hold(out_dir)  # held by this command already (its face took it first): then nothing to do
         if resume:
-            earlier = finished_results(out_dir / "results.jsonl")
             spent = load_state(out_dir, state["suite"]).get("spent_seconds", 0.0)
+            cut_torn_tail(out_dir / RESULTS_FILE)
+            earlier = finished_results(out_dir / RESULTS_FILE)
         else:
             claim(out_dir)
         kept = cls(out_dir, {**state, "spent_seconds": spent, "finished": False}, earlier, spent, time.monotonic())
@@ -371,27 +474,66 @@ class KeptCampaign:
 
 
 def finished_results(results_file: Path) -> list[dict]:
-    """The results a campaign's ``results.jsonl`` holds, one per plan index (the last line of an
-    index wins), in plan order. A line cut short (the process was killed while writing it) and a
-    scenario whose error was environmental (no space left, …: it could not run) are left out, so
-    that a resume runs them again."""
+    """The results a campaign's ``results.jsonl`` holds (:func:`read_results`)."""
+    return read_results(results_file)[0]
+
+
+def read_results(results_file: Path) -> tuple[list[dict], list[str]]:
+    """The results a campaign's ``results.jsonl`` holds, one per plan index (the last line of an index
+    wins), in plan order, and a note for each line left out because it cannot be read (cut, not text,
+    not JSON, a field of the wrong type). A scenario whose error was environmental (no space left, …: it
+    could not run) is left out too, silently. What is left out runs again on a resume."""
+    from eos_harness.records import json_lines, result_problems
+
     by_index: dict[int, dict] = {}
+    notes: list[str] = []
     try:
-        lines = Path(results_file).read_text().splitlines()
+        data = Path(results_file).read_bytes()
     except FileNotFoundError:
-        return []
-    for line in lines:
-        try:
-            result = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(result, dict) or not isinstance(result.get("index"), int):
+        return [], []
+    except OSError as exc:
+        return [], [f"{results_file}: cannot be read ({exc.strerror or exc}); every scenario runs again"]
+    for number, result, problem in json_lines(data):
+        if problem is None:
+            problems = result_problems(result)
+            if isinstance(result, dict) and not isinstance(result.get("index"), int):
+                if result.get("index") == "probe":
+                    continue  # a store's probe: run again at every start, never a scenario of the plan
+                problems.insert(0, "'index' is missing or not an integer")
+            problem = "; ".join(problems) or None
+        if problem is not None:
+            notes.append(f"{results_file}: line {number} {problem}: left out (its scenario runs again)")
             continue
         if result.get("verdict") == "error" and environment_cause(result.get("error")):
             by_index.pop(result["index"], None)
             continue
         by_index[result["index"]] = result
-    return [by_index[i] for i in sorted(by_index)]
+    return [by_index[i] for i in sorted(by_index)], notes
+
+
+def cut_torn_tail(results_file: Path) -> str | None:
+    """Cut away the last line of ``results_file`` when it was cut short (the campaign was killed while
+    writing it: no newline at its end, and not JSON), so that what is appended next starts on a line of
+    its own. Returns what was done (None: nothing to do). A whole last line that only lacks its newline
+    gets it."""
+    path = Path(results_file)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if not data or data.endswith(b"\n"):
+        return None
+    start = data.rfind(b"\n") + 1
+    tail = data[start:]
+    try:
+        json.loads(tail.decode("utf-8"))
+    except ValueError:
+        os.truncate(path, start)
+        return (f"{path}: its last line was cut short ({len(tail)} bytes: the campaign was stopped while writing "
+                "it); cut away before anything is appended (that scenario runs again)")
+    with open(path, "ab") as out:
+        out.write(b"\n")
+    return None
 
 
 def budget(scenarios: int | None, deadline: float | None) -> Callable[[int], bool]:

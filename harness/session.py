@@ -141,6 +141,7 @@ def session() -> Iterator[Path]:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
         _shutdown_children()
+        _release_run_directories()
         tempfile.tempdir = saved_tempdir
         for name, value in saved.items():
             if value is None:
@@ -148,6 +149,16 @@ def session() -> Iterator[Path]:
             else:
                 os.environ[name] = value
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _release_run_directories() -> None:
+    """Release the run directories the command held (:func:`eos_harness.rundir.hold`): the operating
+    system does it when the process ends; a command run in-process (a test) ends here."""
+    import sys
+
+    rundir = sys.modules.get("eos_harness.rundir")
+    if rundir is not None:
+        rundir.release_all()
 
 
 def _shutdown_children() -> None:

@@ -190,7 +190,8 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     from pathlib import Path
 
     from eos_harness.faces.lifecycle import console
-    from eos_harness.rundir import RunDirError, check_output_file, write_text
+    from eos_harness.outputs import check_outputs
+    from eos_harness.rundir import RunDirError, write_text
     from eos_harness.stores import StoreFactoryError
     from eos_harness.suites.conformance.checks import GUARD_CHECKS
     from eos_harness.suites.conformance.runner import ALLOWABLE, verify
@@ -211,12 +212,8 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     if log_path is None and json_path:
         log_path = str(Path(json_path).with_suffix(".log"))
     try:
-        if json_path:
-            check_output_file(json_path)
-        if junit_path:
-            check_output_file(junit_path, "--junit")
+        check_outputs({"--json": json_path, "--junit": junit_path, "--log": log_path})
         if log_path:
-            check_output_file(log_path, "--log")
             Path(log_path).write_text("")  # this run's output only
     except (RunDirError, OSError) as exc:
         raise click.UsageError(str(exc)) from None

@@ -26,6 +26,8 @@ from eos_harness.faces.params import (
 )
 from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
 from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
+from eos_harness.outputs import check_outputs
+from eos_harness.rundir import run_directory
 from eos_harness.verdict import ERROR, EXIT_INCOMPLETE, error_reason, exit_code
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -65,13 +67,6 @@ def _write_json(path: str | Path | None, obj: dict) -> str | None:
     except OSError as exc:
         return f"could not write {path}: {exc.strerror or exc}"
     return None
-
-
-def _run_dir(out: str | None, default: str, overwrite: bool) -> Path:
-    """The command's run directory, checked before anything runs (see :mod:`eos_harness.rundir`)."""
-    from eos_harness.rundir import prepare
-
-    return prepare(out or default, overwrite=overwrite, given=out is not None)
 
 
 def _check_json_path(json_path: str | None, option: str = "--json") -> None:
@@ -126,7 +121,7 @@ def _violations_table(result: dict) -> Table:
 @click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
 @click.option("--junit", "junit_path", default=None, help=JUNIT_HELP)
-@click.option("--out", default=None, help="Run directory (default runs/run-<seed>).")
+@click.option("--out", default=None, help="Run directory (default: a new runs/<UTC time>-run-seed<N>, and runs/latest links to it).")
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
 @store_timeout_option
 @click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
@@ -155,9 +150,8 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
             console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
         scenario = Scenario(store, workload, seed, schedule, broker=broker, records=records,
                             commit_interval=commit_interval, store_timeout=store_timeout)
-        _check_json_path(json_path)
-        _check_json_path(junit_path, "--junit")
-        out_dir = _run_dir(out, f"runs/run-{seed}", overwrite)
+        check_outputs({"--json": json_path, "--junit": junit_path}, run_dir=out)
+        out_dir = run_directory(out, "run", seed, overwrite=overwrite)
         with open_broker(broker, say=console.print) as opened:
             scenario = replace(scenario, broker=opened.spec)
             try:
@@ -391,7 +385,7 @@ def interrupted_exit_code(campaign: dict) -> int | None:
 @click.option("--scenarios", type=AT_LEAST_ONE, default=None, help="Run exactly this many scenarios.")
 @click.option("--seed", type=int, default=None, help="Campaign seed (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
-@click.option("--out", default=None, help="Results directory (default runs/chaos-<seed>).")
+@click.option("--out", default=None, help="Results directory (default: a new runs/<UTC time>-chaos-seed<N>, and runs/latest links to it).")
 @click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once.")
 @click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP + "; on kafka-local or kafka-quorum the "
               "campaign adds broker faults (broker-kill, broker-pause, coordinator-kill, txn-timeout)")
@@ -428,9 +422,9 @@ def chaos_command(ctx, stores, workloads, minutes, scenarios, seed, json_path, o
     _require_kafka_extra(broker)
     seed = _seed(seed)
     try:
-        _check_json_path(json_path)
-        _check_json_path(junit_path, "--junit")
-        out_dir = Path(resume_dir) if resume_dir is not None else _run_dir(out, f"runs/chaos-{seed}", overwrite)
+        check_outputs({"--json": json_path, "--junit": junit_path}, run_dir=resume_dir or out,
+                      run_dir_writes={"--json": "chaos.json"})
+        out_dir = Path(resume_dir) if resume_dir is not None else run_directory(out, "chaos", seed, overwrite=overwrite)
         campaign = run_chaos(seed, stores, workloads, minutes, scenarios, out_dir, json_path, workers, broker,
                              store_timeout, junit_path, until_failure, resume=resume_dir is not None,
                              report=not no_report)
@@ -446,13 +440,17 @@ def resumed_state(ctx: click.Context, resume_dir: str, suite: str, plan_options:
     """The options of the stopped ``suite`` campaign in ``resume_dir``; a usage error when it is not one,
     when one of ``plan_options`` is given anew (:func:`_refuse_with_resume`), or when it ran to its end
     (the message ends with ``finished_hint``)."""
-    from eos_harness.campaign import ResumeError, load_state
+    from eos_harness.campaign import ResumeError, open_for_resume
+    from eos_harness.records import OPTION_TYPES
 
-    try:
-        state = load_state(resume_dir, suite)
+    _refuse_with_resume(ctx, plan_options)
+    try:  # held by this command from here on; a damaged line of its results is named (and run again)
+        resumed = open_for_resume(resume_dir, suite, [name for name in plan_options if name in OPTION_TYPES])
     except ResumeError as exc:
         raise click.UsageError(str(exc)) from None
-    _refuse_with_resume(ctx, plan_options)
+    state = resumed.state
+    for note in resumed.notes:
+        console.print(f"warning: {note}", soft_wrap=True, highlight=False, markup=False)
     if state.get("finished"):
         raise click.UsageError(f"--resume {resume_dir}: that campaign ran to its end; nothing to resume{finished_hint}")
     return state

@@ -14,10 +14,8 @@ from eos_harness.faces.lifecycle import (
     JUNIT_HELP,
     OVERWRITE_HELP,
     _campaign_exit,
-    _check_json_path,
     _incomplete,
     _require_kafka_extra,
-    _run_dir,
     _seed,
     _write_json,
     console,
@@ -27,6 +25,8 @@ from eos_harness.faces.lifecycle import (
 )
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, BrokerParam, NameList
 from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
+from eos_harness.outputs import check_outputs
+from eos_harness.rundir import run_directory
 from eos_harness.verdict import ERROR, exit_code
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -82,7 +82,7 @@ def _violations_table(result: dict) -> Table:
 @click.option("--seed", type=int, default=None, help="Seed of the commands (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
 @click.option("--junit", "junit_path", default=None, help=JUNIT_HELP)
-@click.option("--out", default=None, help="Run directory (default runs/metadata-<seed>).")
+@click.option("--out", default=None, help="Run directory (default: a new runs/<UTC time>-metadata-run-seed<N>; runs/latest links to it).")
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
 @click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
 def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, seed, json_path, junit_path, out,
@@ -109,9 +109,8 @@ def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, se
     try:
         _check_broker(broker)
         scenario = Scenario(system, seed, parse_metadata_schedule(list(crash_at)), max_batch_bytes, commands)
-        _check_json_path(json_path)
-        _check_json_path(junit_path, "--junit")
-        out_dir = _run_dir(out, f"runs/metadata-{seed}", overwrite)
+        check_outputs({"--json": json_path, "--junit": junit_path}, run_dir=out)
+        out_dir = run_directory(out, "metadata-run", seed, overwrite=overwrite)
         with open_broker(broker, say=console.print) as opened:
             scenario = replace(scenario, broker=opened.spec)
             # The controllers' and readers' output (a fenced zombie's Kafka client logs) is kept in the run
@@ -184,7 +183,7 @@ def chaos_table(campaign: dict) -> Table:
 @click.option("--scenarios", type=AT_LEAST_ONE, default=None, help="Run exactly this many scenarios.")
 @click.option("--seed", type=int, default=None, help="Campaign seed (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
-@click.option("--out", default=None, help="Results directory (default runs/metadata-chaos-<seed>).")
+@click.option("--out", default=None, help="Results directory (default: a new runs/<UTC time>-metadata-chaos-seed<N>; runs/latest links to it).")
 @click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once.")
 @click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP)
 @click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
@@ -218,10 +217,10 @@ def metadata_chaos_command(ctx, systems, minutes, scenarios, seed, json_path, ou
     seed = _seed(seed)
     try:
         _check_broker(broker)
-        _check_json_path(json_path)
-        _check_json_path(junit_path, "--junit")
+        check_outputs({"--json": json_path, "--junit": junit_path}, run_dir=resume_dir or out,
+                      run_dir_writes={"--json": "chaos.json"})
         out_dir = (Path(resume_dir) if resume_dir is not None
-                   else _run_dir(out, f"runs/metadata-chaos-{seed}", overwrite))
+                   else run_directory(out, "metadata-chaos", seed, overwrite=overwrite))
         with open_broker(broker, say=console.print) as opened:
             campaign = _run_chaos(seed, systems, minutes, scenarios, out_dir, workers, opened.spec, until_failure,
                                   resume_dir is not None, json_path, junit_path)

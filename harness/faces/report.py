@@ -1,14 +1,17 @@
 """CLI of the HTML report: ``eos-harness report RUN_DIR``, and the report ``run`` and ``chaos`` write
 at their end (unless ``--no-report``).
 
-Exit codes of ``report``: 0 the report was written from a run read in full; 2 RUN_DIR holds no run
-(nothing written); 3 the report was written, but some file of the run is truncated or corrupt
-(each is named at the top of the page and here). The run's own verdict is not the report's exit
+Exit codes of ``report``: 0 the report was written from a run read in full; 2 RUN_DIR holds no run, or
+the report cannot be written where asked (a directory, a device, a link; RUN_DIR in use by a running
+command: then ``--out FILE`` elsewhere writes the report of what finished so far) — nothing written;
+3 the report was written, but some file of the run is truncated or corrupt (each is named at the top
+of the page and here), or it could not be written (a full disk). The run's own verdict is not the report's exit
 code: ``run`` and ``chaos`` say that.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -51,16 +54,25 @@ def report_command(run_dir: Path, out: Path | None, campaign_json: Path | None) 
     """Write one self-contained HTML report (no network needed) of the campaign or run in RUN_DIR, of
     any suite. Exit 0: written; 2: RUN_DIR holds no run; 3: written, but a file of the run is
     truncated or corrupt (named at the top of the report)."""
-    from eos_harness.report import NoRun, write_report
-    from eos_harness.rundir import RunDirError, check_output_file
+    from eos_harness.report import REPORT_NAME, NoRun, write_report
+    from eos_harness.rundir import RunDirError, hold, is_marked
 
     try:
-        if out is not None:
-            check_output_file(out, "--out")
+        target = out if out is not None else run_dir / REPORT_NAME
+        if is_marked(run_dir) and os.path.realpath(target.absolute().parent) == os.path.realpath(run_dir):
+            # Written into the run directory: never while another command (a running campaign) owns it.
+            try:
+                hold(run_dir)
+            except RunDirError as exc:
+                raise RunDirError(f"{exc}; or write the report of what finished so far elsewhere "
+                                  "with --out FILE") from None
         path, view = write_report(run_dir, out, campaign_json)
     except (NoRun, RunDirError) as exc:
         console.print(f"[red]no report:[/] {exc}", soft_wrap=True, highlight=False)
         sys.exit(EXIT_USAGE)
+    except OSError as exc:
+        console.print(f"[red]report not written:[/] {error_reason(exc)}", soft_wrap=True, highlight=False)
+        sys.exit(EXIT_INCOMPLETE)
     for problem in view.problems:
         console.print(f"[yellow]{problem.file}[/]: {problem.what}", soft_wrap=True, highlight=False)
     from eos_harness.report import headline

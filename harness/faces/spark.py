@@ -25,7 +25,8 @@ from eos_harness.faces.lifecycle import (
 from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, BrokerParam, require_extra
 from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
 from eos_harness.junit import write_junit
-from eos_harness.rundir import RunDirError, check_output_file, prepare, write_text
+from eos_harness.outputs import check_outputs
+from eos_harness.rundir import RunDirError, run_directory, write_text
 from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
 from eos_harness.suites.spark.campaign import SUITE, campaign_exit_code, counted_violations, run_campaign
 from eos_harness.suites.spark.junit import spark_suites
@@ -185,7 +186,7 @@ def _print_result(result: dict) -> None:
 @click.option("--broker", type=BROKER, default="kafka-local", help=BROKER_HELP)
 @click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
 @click.option("--junit", "junit_path", default=None, help=JUNIT_HELP)
-@click.option("--out", default=None, help="Run directory (default runs/spark-<seed>).")
+@click.option("--out", default=None, help="Run directory (default: a new runs/<UTC time>-spark-run-seed<N>; runs/latest links to it).")
 @click.option("--overwrite", is_flag=True, help="Reuse --out if it holds an earlier run's results (only what the "
               "harness wrote there is removed; a directory it did not make is never emptied).")
 @click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
@@ -203,11 +204,8 @@ def spark_run_command(pipeline, sink, provider, changelog, checkpoint_format, so
                              tuple(t for t in crash_at.split(",") if t.strip()), seed, batches, strict)
     try:
         scenario.validate()
-        if json_path:
-            check_output_file(json_path)
-        if junit_path:
-            check_output_file(junit_path, "--junit")
-        run_dir = prepare(out or f"runs/spark-{seed}", overwrite=overwrite, given=out is not None)
+        check_outputs({"--json": json_path, "--junit": junit_path}, run_dir=out)
+        run_dir = run_directory(out, "spark-run", seed, overwrite=overwrite)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     needed = scenario.uses_kafka and not unsupported(pipeline, sink, provider, int(checkpoint_format))
@@ -253,7 +251,7 @@ SPARK_RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM,
 @click.option("--strict", is_flag=True, help="At-least-once duplicates fail the verdict.")
 @click.option("--seed", type=int, default=None, help="Campaign seed (printed when not given).")
 @click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
-@click.option("--out", default=None, help="Results directory (default runs/spark-chaos-<seed>).")
+@click.option("--out", default=None, help="Results directory (default: a new runs/<UTC time>-spark-chaos-seed<N>; runs/latest links to it).")
 @click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once.")
 @click.option("--sinks", default=",".join(MATRIX_SINKS), show_default=True,
               help="Comma-separated sinks of the matrix (file, foreach, kafka).")
@@ -293,12 +291,10 @@ def spark_chaos_command(ctx, source, minutes, scenarios, strict, seed, json_path
         require_extra("kafka", "--source kafka" if source == "kafka" else "--sinks kafka")
     seed = _seed(seed)
     try:
-        if json_path:
-            check_output_file(json_path)
-        if junit_path:
-            check_output_file(junit_path, "--junit")
+        check_outputs({"--json": json_path, "--junit": junit_path}, run_dir=resume_dir or out,
+                      run_dir_writes={"--json": "chaos.json"})
         out_dir = (Path(resume_dir) if resume_dir is not None
-                   else prepare(out or f"runs/spark-chaos-{seed}", overwrite=overwrite, given=out is not None))
+                   else run_directory(out, "spark-chaos", seed, overwrite=overwrite))
     except RunDirError as exc:
         raise click.UsageError(str(exc)) from None
     console.print(f"seed: {seed}   results: {out_dir}")

@@ -17,16 +17,29 @@ them; they are checked against the scenarios list, and a disagreement is a probl
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eos_harness.records import (
+    CAMPAIGN_TYPES,
+    OPTION_TYPES,
+    RESULT_TYPES,
+    campaign_problems,
+    history_problems,
+    json_lines,
+    option_problems,
+    result_problems,
+    type_name,
+)
 from eos_harness.rundir import MARKER
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, verdict_of
 
-__all__ = ["Event", "NoRun", "Problem", "RunView", "ScenarioView", "SubjectRow", "load_run"]
+__all__ = ["Event", "NoRun", "Problem", "RunView", "ScenarioView", "SubjectRow", "check_run_directory", "load_run"]
 
 MAX_TIMELINES = 40  # failing scenarios drawn with a timeline; the rest are listed with their repro
 
@@ -142,59 +155,87 @@ class RunView:
 # ---------------------------------------------------------------------------------------------- files
 
 
-def _read_json(path: Path, problems: list[Problem]) -> dict | None:
+def _read_bytes(path: Path, problems: list[Problem]) -> bytes | None:
     try:
-        text = path.read_text()
+        return path.read_bytes()
+    except IsADirectoryError:
+        problems.append(Problem(str(path), "is a directory, not a file"))
     except OSError as exc:
         problems.append(Problem(str(path), f"cannot be read: {exc.strerror or exc}"))
+    return None
+
+
+def _read_json(path: Path, problems: list[Problem]) -> dict | None:
+    data = _read_bytes(path, problems)
+    if data is None:
         return None
-    if not text.strip():
+    if not data.strip():
         problems.append(Problem(str(path), "is empty (the run was cut short before it was written?)"))
         return None
     try:
-        data = json.loads(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problems.append(Problem(str(path), f"is corrupt: it holds bytes that are not text (UTF-8) at byte {exc.start}"))
+        return None
+    try:
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         problems.append(Problem(str(path), f"is not valid JSON (truncated or corrupt): {exc.msg} at line "
                                            f"{exc.lineno}, column {exc.colno}"))
         return None
-    if not isinstance(data, dict):
-        problems.append(Problem(str(path), f"holds a JSON {type(data).__name__}, not an object"))
+    except ValueError as exc:  # a number too long to read, …
+        problems.append(Problem(str(path), f"is not valid JSON (corrupt): {exc}"))
         return None
-    return data
+    if not isinstance(value, dict):
+        problems.append(Problem(str(path), f"holds {type_name(value)}, not a JSON object"))
+        return None
+    return value
 
 
-def _read_jsonl(path: Path, problems: list[Problem], what: str) -> list[dict]:
-    """The JSON objects of a JSON-lines file, up to its first bad line (named in a problem)."""
+MAX_LINES_NAMED = 5  # bad lines of one file named one by one; the rest are counted
+
+
+def _read_jsonl(path: Path, problems: list[Problem], what: str,
+                check: Callable[[object], list[str]] | None = None, empty_is_damage: bool = False) -> list[dict]:
+    """The JSON objects of a JSON-lines file; each line that cannot be read (cut, not text, not JSON,
+    not an object, a field of the wrong type per ``check``) is left out and named in one problem."""
+    data = _read_bytes(path, problems)
+    if data is None:
+        return []
+    if not data.strip():
+        if empty_is_damage:
+            problems.append(Problem(str(path), f"is empty: none of its {what} were written (the run was cut short?)"))
+        return []
+    total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     rows: list[dict] = []
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        problems.append(Problem(str(path), f"cannot be read: {exc.strerror or exc}"))
-        return rows
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
+    bad: list[str] = []
+    for number, value, problem in json_lines(data):
+        if problem is None:
+            found = check(value) if check else ([] if isinstance(value, dict) else [f"is {type_name(value)}, "
+                                                                                    "not an object"])
+            problem = "; ".join(found) or None
+        if problem is None:
+            rows.append(value)
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            last = number == len(lines)
-            problems.append(Problem(str(path), f"line {number} of {len(lines)} is not valid JSON "
-                                               f"({'truncated last line' if last else 'corrupt'}: {exc.msg}); "
-                                               f"the {what} before it are shown, {len(lines) - number} line(s) "
-                                               "after it are not"))
-            break
-        if not isinstance(row, dict):
-            problems.append(Problem(str(path), f"line {number} is a JSON {type(row).__name__}, not an object"))
-            break
-        rows.append(row)
+        cut = number == total and not data.endswith(b"\n")
+        bad.append(f"line {number} of {total} {problem}{' (truncated last line)' if cut else ''}")
+    if bad:
+        named = "; ".join(bad[:MAX_LINES_NAMED]) + (f"; and {len(bad) - MAX_LINES_NAMED} more bad line(s)"
+                                                    if len(bad) > MAX_LINES_NAMED else "")
+        problems.append(Problem(str(path), f"{named}: left out; the {what} of its other {len(rows)} line(s) are shown"))
     return rows
+
+
+def _readable_fields(record: dict, types: dict) -> dict:
+    """``record`` without the fields of the wrong type (what is shown is only what could be read)."""
+    return {name: value for name, value in record.items() if name not in types or types[name][1](value)}
 
 
 def _marker_command(directory: Path) -> str | None:
     """The command line that made the run directory, from its marker file."""
     try:
         first = (directory / MARKER).read_text().splitlines()[0]
-    except (OSError, IndexError):
+    except (OSError, IndexError, ValueError):  # missing, empty, not text
         return None
     _, sep, command = first.partition("): ")
     return command.strip() if sep and command.strip() else None
@@ -235,36 +276,49 @@ def reproduce_command(typed: str | None, seed: int | None, scenarios: int, fallb
 # ---------------------------------------------------------------------------------------------- load
 
 
+def _exists(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def check_run_directory(directory: str | Path) -> Path:
+    """``directory`` if it is a directory the report can read, else :class:`NoRun` saying why."""
+    directory = Path(directory)
+    if not os.path.isdir(directory):
+        raise NoRun(f"{directory}: not a directory; give the run directory a `run` or `chaos` wrote (its --out)")
+    if not os.access(directory, os.R_OK | os.X_OK):
+        raise NoRun(f"{directory}: cannot be read (permission denied); nothing to report")
+    return directory
+
+
 def load_run(directory: str | Path, campaign_json: str | Path | None = None) -> RunView:
     """The run in ``directory`` as a :class:`RunView`. ``campaign_json``: where the campaign JSON
-    was written when not ``directory/chaos.json`` (``chaos --json FILE``). Raises :class:`NoRun`."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise NoRun(f"{directory}: not a directory; give the run directory a `run` or `chaos` wrote (its --out)")
+    was written when not ``directory/chaos.json`` (``chaos --json FILE``). Raises :class:`NoRun`.
+    Every file of the run it cannot read in full is a problem of the view, and so is every scenario
+    folder whose history or verdict is damaged (read even when not drawn)."""
+    directory = check_run_directory(directory)
     problems: list[Problem] = []
     chaos_path = Path(campaign_json) if campaign_json else directory / "chaos.json"
     results_path = directory / "results.jsonl"
     verdict_path = directory / "verdict.json"
-    if chaos_path.exists() or results_path.exists():
-        campaign = _read_json(chaos_path, problems) if chaos_path.exists() else None
-        if campaign is not None and not isinstance(campaign.get("scenarios"), list):
-            problems.append(Problem(str(chaos_path), "has no list of scenarios"))
-            campaign = None
+    if _exists(chaos_path) or _exists(results_path):
+        campaign = _read_campaign(chaos_path, problems) if _exists(chaos_path) else None
         if campaign is None:
-            if not results_path.exists():
+            if not _exists(results_path):
                 raise NoRun(f"{directory}: {chaos_path} {problems[-1].what}, and there is no results.jsonl "
                             "to report from")
-            if not chaos_path.exists():
+            if not _exists(chaos_path):
                 problems.append(Problem(str(chaos_path), "is missing (the campaign was cut short before its "
                                                          "end?); the report is built from results.jsonl"))
-            rows = _read_jsonl(results_path, problems, "scenarios")
-            campaign = {"scenarios": rows}
-            if rows and "pipeline" in rows[0]:
-                campaign["suite"] = "spark"
+            campaign = _campaign_from_results(directory, results_path, problems)
         view = _spark_campaign(campaign, directory, problems) if campaign.get("suite") == "spark" \
             else _lifecycle_campaign(campaign, directory, problems)
-    elif verdict_path.exists():
+    elif _exists(verdict_path):
         verdict = _read_json(verdict_path, problems)
+        if verdict is not None:
+            wrong = result_problems(verdict)
+            if wrong:
+                problems.append(Problem(str(verdict_path), f"{'; '.join(wrong)}: those fields are not shown"))
+                verdict = _readable_fields(verdict, RESULT_TYPES)
         if verdict is None:
             view = RunView("lifecycle", "run", directory)
         elif "pipeline" in verdict:
@@ -272,13 +326,79 @@ def load_run(directory: str | Path, campaign_json: str | Path | None = None) -> 
         else:
             view = _lifecycle_run(verdict, directory, problems)
     else:
-        held = sorted(p.name for p in directory.iterdir())[:5]
+        try:
+            held = sorted(p.name for p in directory.iterdir())[:5]
+        except OSError:
+            held = []
         raise NoRun(f"{directory}: holds no run of eos-harness (no chaos.json, results.jsonl or verdict.json"
                     f"{'; it holds ' + ', '.join(held) if held else '; it is empty'}); give the directory "
                     "that `eos-harness run` or `chaos` wrote (its --out)")
     view.problems = problems
-    _load_histories(view, directory)
+    read = _load_histories(view, directory)
+    _check_run_files(view, directory, read)
     return view
+
+
+def _read_campaign(path: Path, problems: list[Problem]) -> dict | None:
+    """The campaign JSON without what is damaged in it (named): None when it has no list of scenarios."""
+    campaign = _read_json(path, problems)
+    if campaign is None:
+        return None
+    wrong = campaign_problems(campaign)
+    if not isinstance(campaign.get("scenarios"), list):
+        problems.append(Problem(str(path), f"has no list of scenarios{': ' + '; '.join(wrong) if wrong else ''}"))
+        return None
+    if wrong:
+        problems.append(Problem(str(path), f"{'; '.join(wrong)}: not shown (the counts are the scenarios' own)"))
+        campaign = _readable_fields(campaign, CAMPAIGN_TYPES)
+        if any(p.startswith("summary:") for p in wrong):
+            campaign.pop("summary", None)
+    rows = []
+    for number, row in enumerate(campaign["scenarios"]):
+        wrong = result_problems(row)
+        if wrong:
+            problems.append(Problem(str(path), f"scenario entry {number}: {'; '.join(wrong)}: left out"))
+        else:
+            rows.append(row)
+    return {**campaign, "scenarios": rows}
+
+
+def _campaign_from_results(directory: Path, results_path: Path, problems: list[Problem]) -> dict:
+    """A campaign cut short (no chaos.json): its results from results.jsonl, its seed, stores and broker
+    from the options it kept (campaign.json)."""
+    rows = _read_jsonl(results_path, problems, "scenarios", check=result_problems)
+    campaign: dict = {"scenarios": rows}
+    options = _campaign_options(directory, problems)
+    if options:
+        campaign.update({name: options[name] for name in ("seed", "broker", "source", "sinks") if name in options})
+        suite = options.get("suite")
+        if suite in ("spark", "metadata"):
+            campaign["suite"] = suite
+        campaign["asked"] = options.get("stores") or options.get("systems")
+        if options.get("finished") is False:
+            campaign["stopped"] = {"why": "cut short", "message": "the campaign ended before it wrote chaos.json "
+                                   "(killed, or still running): the report shows the scenarios in results.jsonl"}
+    if "suite" not in campaign and rows and "pipeline" in rows[0]:
+        campaign["suite"] = "spark"
+    campaign["cut_short"] = True
+    return campaign
+
+
+def _campaign_options(directory: Path, problems: list[Problem]) -> dict:
+    """The options a campaign kept (campaign.json), without those of the wrong type (named)."""
+    from eos_harness.campaign import STATE_FILE
+
+    path = directory / STATE_FILE
+    if not _exists(path):
+        return {}
+    options = _read_json(path, problems)
+    if options is None:
+        return {}
+    wrong = option_problems(options)
+    if wrong:
+        problems.append(Problem(str(path), f"{'; '.join(wrong)}: not used"))
+        options = _readable_fields(options, OPTION_TYPES)
+    return options
 
 
 def _fault_kind(entry: str) -> str:
@@ -287,11 +407,17 @@ def _fault_kind(entry: str) -> str:
 
 
 def _lifecycle_scenario(r: dict, directory: Path, expected: str | None) -> ScenarioView:
-    index = r.get("index")
+    index = r.get("index") if isinstance(r.get("index"), int) else None
     schedule = [str(f) for f in r.get("schedule", [])]
+    subject = str(r.get("store", r.get("system", "?")))
+    if index is not None:
+        name = f"scenario {index}"
+    elif r.get("index") == "probe":
+        name = f"the probe of {subject}"
+    else:
+        name = f"{subject} / {r.get('workload')}"
     return ScenarioView(
-        name=f"scenario {index}" if index is not None else f"{r.get('store')} / {r.get('workload')}",
-        index=index, subject=str(r.get("store", r.get("system", "?"))), verdict=str(r.get("verdict", "?")), expected=expected,
+        name=name, index=index, subject=subject, verdict=str(r.get("verdict", "?")), expected=expected,
         faults=[_fault_kind(f) for f in schedule] or ["(no fault)"], schedule=schedule, seed=r.get("seed"),
         workload=r.get("workload"), violations=list(r.get("violations", [])), repro=str(r.get("repro", "")),
         error=r.get("error"), seconds=r.get("seconds"), started_at=r.get("started_at"),
@@ -303,13 +429,13 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
     rows = [r for r in campaign["scenarios"] if isinstance(r, dict)]
     stores_json = (summary or {}).get("stores") or (summary or {}).get("systems") or {}
     expected = {s: t.get("expected") for s, t in stores_json.items()}
-    if not stores_json and campaign.get("suite", "lifecycle") == "lifecycle":  # no summary: from the registry
-        from eos_harness.suites.lifecycle.plan import expected_to_fail
-
-        for r in rows:
-            expected.setdefault(r.get("store"), "fail" if expected_to_fail(str(r.get("store"))) else "pass")
-    scenarios = [_lifecycle_scenario(r, directory, expected.get(r.get("store", r.get("system")))) for r in rows]
     suite = str(campaign.get("suite") or (rows[0].get("suite") if rows else None) or "lifecycle")
+    if not stores_json:  # no summary: from the suite's registry
+        expected_to_fail = _expected_to_fail(suite)
+        for r in rows:
+            subject = str(r.get("store", r.get("system")))
+            expected.setdefault(subject, "fail" if expected_to_fail(subject) else "pass")
+    scenarios = [_lifecycle_scenario(r, directory, expected.get(r.get("store", r.get("system")))) for r in rows]
     view = RunView(suite, "campaign", directory, seed=campaign.get("seed"), seconds=campaign.get("seconds"),
                    broker=campaign.get("broker"), scenarios=scenarios, stopped=campaign.get("stopped"))
     computed = _tally(scenarios, lambda s: s.subject)
@@ -322,19 +448,41 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
         view.not_run = list(summary.get("not_run", []))
         _compare(view, summary, computed, directory / "chaos.json", problems)
     else:
+        # As the campaign's own summary judges a store: over all its scenarios (a mutant is caught when one
+        # of them failed), and, for a campaign cut short, a mutant not caught yet is not unexpected.
+        cut_short = bool(campaign.get("cut_short") or campaign.get("stopped"))
         for store, (n, failed, errors, na, checks) in computed.items():
             exp = expected.get(store)
-            status = ("caught" if failed else "NOT CAUGHT") if exp == "fail" else ("FAILED" if failed else "ok")
+            if exp == "fail":
+                status = "caught" if failed else "ERROR" if errors == n else \
+                    "not caught yet" if cut_short else "NOT CAUGHT"
+            else:
+                status = "FAILED" if failed else "ERROR" if errors == n else "ok"
             view.subjects.append(SubjectRow(store, exp, n, failed, errors, na, status, checks))
-        view.unexpected = sorted({s.subject for s in scenarios if s.unexpected})
+        view.unexpected = sorted(row.name for row in view.subjects if row.status in ("FAILED", "NOT CAUGHT"))
+        asked = campaign.get("asked") or []
+        view.not_run = sorted(set(asked) - set(computed))
     typed = _marker_command(directory)
-    stores = list(stores_json) or sorted({s.subject for s in scenarios})
-    fallback = ["eos-harness", "chaos", "--stores", ",".join(stores)]
+    stores = list(stores_json) or list(campaign.get("asked") or []) or sorted({s.subject for s in scenarios})
+    fallback = (["eos-harness", "chaos", "--suite", "metadata", "--systems", ",".join(stores)] if suite == "metadata"
+                else ["eos-harness", "chaos", "--stores", ",".join(stores)])
     if view.broker and view.broker != "embedded":
         fallback += ["--broker", str(view.broker)]
     view.command = reproduce_command(typed if typed and " chaos" in typed else None, view.seed, len(scenarios),
                                      fallback)
     return view
+
+
+def _expected_to_fail(suite: str) -> Callable[[str], bool]:
+    """Whether a store (or system) of ``suite`` is a mutant, by the suite's own registry."""
+    try:
+        if suite == "metadata":
+            from eos_harness.suites.metadata.plan import expected_to_fail
+        else:
+            from eos_harness.suites.lifecycle.plan import expected_to_fail
+    except ImportError:  # pragma: no cover - both suites are part of the package
+        return lambda name: False
+    return lambda name: bool(expected_to_fail(name))
 
 
 def _tally(scenarios: list[ScenarioView], key) -> dict[str, tuple[int, int, int, int, dict[str, int]]]:
@@ -400,7 +548,7 @@ def _spark_verdict(r: dict) -> str:
         return verdict
     try:
         return verdict_of([Violation.from_json(v) for v in r["violations"]], bool(r.get("strict")))
-    except TypeError:
+    except (TypeError, KeyError, ValueError, AttributeError):
         return verdict
 
 
@@ -409,7 +557,8 @@ def _kill_to_first_batch(r: dict) -> list[float]:
     of a run that follows a killed one)."""
     runs = r.get("runs") or []
     return [float(run["first_commit_s"]) for before, run in zip(runs, runs[1:], strict=False)
-            if before.get("killed") and run.get("first_commit_s") is not None]
+            if before.get("killed") and isinstance(run.get("first_commit_s"), int | float)
+            and not isinstance(run.get("first_commit_s"), bool)]
 
 
 def _spark_scenario(r: dict, name: str, expected: str | None) -> ScenarioView:
@@ -478,24 +627,67 @@ def _history_path(scenario: ScenarioView, directory: Path) -> Path | None:
     if scenario.index is not None:
         candidates.append(directory / f"scenario-{scenario.index:05d}" / "history.jsonl")
     for path in candidates:
-        if path.is_file():
+        if os.path.isfile(path):
             return path
     return candidates[0] if candidates else None
 
 
-def _load_histories(view: RunView, directory: Path) -> None:
-    failing = sorted(view.failing, key=lambda s: (not s.unexpected, s.index if s.index is not None else 0))
+def _load_histories(view: RunView, directory: Path) -> set[str]:
+    """Read the histories of the failing scenarios drawn (unexpected ones first); returns the files read."""
+    failing = sorted(view.failing, key=lambda s: (not s.unexpected, s.index if s.index is not None else -1))
     drawn = failing[:MAX_TIMELINES]
     view.timelines_left_out = len(failing) - len(drawn)
+    read: set[str] = set()
     for scenario in drawn:
         path = _history_path(scenario, directory)
-        if path is None or not path.is_file():
+        if path is None or not os.path.isfile(path):
+            folder = path.parent if path is not None else None
+            why = (f"cannot be read: its folder {folder} cannot be read (permission denied)"
+                   if folder is not None and os.path.isdir(folder) and not os.access(folder, os.R_OK | os.X_OK)
+                   else "is missing")
             view.problems.append(Problem(str(path or f"the history of {scenario.name}"),
-                                         f"is missing: the timeline of {scenario.name} cannot be drawn"))
+                                         f"{why}: the timeline of {scenario.name} cannot be drawn"))
             scenario.events = []
             continue
-        rows = _read_jsonl(path, view.problems, "events")
+        read.add(os.path.realpath(path))
+        rows = _read_jsonl(path, view.problems, "events", check=history_problems, empty_is_damage=True)
         scenario.events, scenario.timed = timeline_events(rows, view.suite)
+    return read
+
+
+_SCENARIO_FOLDER = re.compile(r"^(scenario-\d+|\d{3}-.+)$")
+
+
+def _check_run_files(view: RunView, directory: Path, read: set[str]) -> None:
+    """Name every damaged file of the run that the view did not read: each scenario folder's history and
+    verdict (a folder that cannot be read is named too), a single run's history, the kept options."""
+    from eos_harness.campaign import STATE_FILE
+
+    folders: list[Path] = []
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except OSError:
+        entries = []
+    for entry in entries:
+        if _SCENARIO_FOLDER.match(entry.name) and entry.is_dir(follow_symlinks=False):
+            folders.append(Path(entry.path))
+    if view.kind == "run":
+        folders.insert(0, directory)
+    elif not any(p.file == str(directory / STATE_FILE) for p in view.problems):
+        _campaign_options(directory, view.problems)  # what a --resume would read
+    for folder in folders:
+        if not os.access(folder, os.R_OK | os.X_OK):
+            view.problems.append(Problem(str(folder), "cannot be read (permission denied): its history and verdict "
+                                                      "are not checked"))
+            continue
+        history, verdict = folder / "history.jsonl", folder / "verdict.json"
+        if _exists(history) and os.path.realpath(history) not in read:
+            _read_jsonl(history, view.problems, "events", check=history_problems, empty_is_damage=True)
+        if folder != directory and _exists(verdict):
+            found = _read_json(verdict, view.problems)
+            wrong = result_problems(found) if found is not None else []
+            if wrong:
+                view.problems.append(Problem(str(verdict), "; ".join(wrong)))
 
 
 _CATEGORIES = {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jinja2
 from eos_harness.report import figures
-from eos_harness.report.load import RunView, ScenarioView, load_run
+from eos_harness.report.load import RunView, ScenarioView, check_run_directory, load_run
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, PASS
 
 __all__ = ["coverage", "headline", "render_html", "write_report"]
@@ -110,10 +110,16 @@ def render_html(view: RunView) -> str:
 def write_report(directory: str | Path, out: str | Path | None = None,
                  campaign_json: str | Path | None = None) -> tuple[Path, RunView]:
     """Load the run in ``directory`` and write its report (default ``directory/report.html``).
-    Raises :class:`~eos_harness.report.load.NoRun` when there is no run to report."""
+    Raises :class:`~eos_harness.report.load.NoRun` when there is no run to report, and
+    :class:`~eos_harness.rundir.RunDirError` when the report cannot be written there (checked before
+    the run is read: ``report.html`` a directory or a link, ``--out`` a device, …)."""
+    from eos_harness.outputs import check_outputs
     from eos_harness.rundir import write_text
 
-    view = load_run(directory, campaign_json)
+    check_run_directory(directory)
     target = Path(out) if out else Path(directory) / REPORT_NAME
+    check_outputs({"--out" if out else "": target}, run_dir=directory, run_dir_writes={"--out": REPORT_NAME,
+                                                                                        "": REPORT_NAME})
+    view = load_run(directory, campaign_json)
     write_text(target, render_html(view))
     return target, view
