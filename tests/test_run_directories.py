@@ -24,19 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from tests import test_reliability_io
 from tests.test_reliability_io import Command, _entries
+
+command = test_reliability_io.command  # the fixture: a command's own temp, working directory and process mark
 
 ROOT = Path(__file__).resolve().parents[1]
 SPARK_RUN = ROOT / "tests" / "fixtures" / "spark-run"
 MUTANT = "mutant-recover-keeps-uncommitted"  # fails in its first scenario
-
-
-@pytest.fixture
-def command(tmp_path):
-    cmd = Command(tmp_path)
-    yield cmd
-    cmd.kill_leftovers()
-    shutil.rmtree(cmd.tmp, ignore_errors=True)
 
 
 def _wait_for_a_result(results: Path, proc: subprocess.Popen, timeout: float = 90) -> None:
