@@ -1,16 +1,21 @@
 # Two entry points that do all their own setup: `make demo` and `make test`.
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# pyproject.toml states the ranges the harness works with; the exact versions installed come from
+# CONSTRAINTS (constraints.txt; `make test-lowest` uses constraints-lowest.txt, the lower bounds).
+CONSTRAINTS ?= constraints.txt
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) | cksum | cut -d' ' -f1)
 RUN_DIR ?= runs/demo
+# The edit loop's tier: no Kafka, no Spark, no JVM (and none of the opt-in tiers).
+CHECK_MARKERS := not slow and not docker and not browser and not install and not kafka and not spark
 
-.PHONY: demo test setup jars lint bench clean docker-image test-docker test-browser
+.PHONY: demo test check test-lowest test-beside setup jars lint bench clean docker-image test-docker test-browser
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[all,dev]'
+	$(BIN)/pip install --quiet -c $(CONSTRAINTS) -e '.[all,dev]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -23,8 +28,23 @@ jars: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/eos-harness demo --out $(RUN_DIR)
 
+# What CI runs: everything but the opt-in tiers (slow, docker, browser, install); the 25 slowest last.
 test: $(STAMP) jars
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
+
+# The edit loop (no jars, no JVM): under 3 minutes on 2 cores.
+check: $(STAMP)
+	$(BIN)/python -m pytest -q -m '$(CHECK_MARKERS)' --durations=10
+
+# Opt-in: the harness installed with the lowest version of every dependency (constraints-lowest.txt,
+# the lower bounds of pyproject.toml's ranges) in a new virtual environment, running `make check`'s tests.
+test-lowest:
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(MAKE) --no-print-directory check VENV="$$tmp/venv" CONSTRAINTS=constraints-lowest.txt
+
+# Opt-in (network): `pip install 'eos-harness[kafka]' quixstreams==3.28.1` resolves and both work.
+test-beside: $(STAMP)
+	$(BIN)/python -m pytest -m install tests/test_install.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

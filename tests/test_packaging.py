@@ -85,3 +85,35 @@ def test_the_pytest_plugin_adds_only_namespaced_options_and_fixtures(pytester):
         elif section and section.startswith("eos_harness") and " -- " in line and not line.startswith(" "):
             ours.append(line.split()[0])
     assert ours and all(name.startswith("eos_") for name in ours), ours
+
+
+def _pins(name: str) -> dict[str, str]:
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in (ROOT / name).read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            package, version = line.split("==")
+            pins[canonicalize_name(package)] = version.strip()
+    return pins
+
+
+def test_pyproject_states_ranges_whose_floors_are_the_lowest_constraints_and_the_lock_is_inside_them():
+    """A good neighbour: every dependency a range with a lower bound (no exact pin), the lower bounds
+    are what ``make test-lowest`` installs, and constraints.txt (``make``, CI) pins a version in range."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = _pyproject()["project"]
+    requirements = [Requirement(r) for r in project["dependencies"]]
+    requirements += [Requirement(r) for extra, listed in project["optional-dependencies"].items()
+                     if extra != "all" for r in listed]
+    lowest, locked = _pins("constraints-lowest.txt"), _pins("constraints.txt")
+    floors = {}
+    for requirement in requirements:
+        name = canonicalize_name(requirement.name)
+        assert not any(s.operator in ("==", "===", "~=") for s in requirement.specifier), requirement
+        (floor,) = [s.version for s in requirement.specifier if s.operator == ">="]
+        floors[name] = floor
+        assert requirement.specifier.contains(locked[name]), (requirement, locked[name])
+    assert lowest == floors
