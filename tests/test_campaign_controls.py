@@ -19,7 +19,7 @@ import psutil
 from junitparser import Failure, JUnitXml, Skipped
 
 EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
-BUGGY_REAL_STORE = "eos_harness.stores.mutants:RecoverKeepsUncommitted"  # fails in its first scenario
+BUGGY_REAL_STORE = "eos_harness.stores.mutants:RecoverKeepsUncommitted"  # fails within its first scenarios
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -67,7 +67,7 @@ def results_of(case) -> list:
 
 def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_continues_the_plan(tmp_path):
     from eos_harness.models.workloads import DEFAULT_WORKLOADS
-    from eos_harness.suites.lifecycle.plan import default_stores, plan
+    from eos_harness.suites.lifecycle.plan import campaign_plan, default_stores
 
     out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
     proc = start("chaos", "--minutes", "1", "--seed", "7", "--workers", "2", "--out", str(out), "--junit", str(junit))
@@ -102,7 +102,7 @@ def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_con
     keys = scenario_keys(resumed)
     assert len(keys) > len(finished) and set(finished) <= set(keys)
     assert len({k[0] for k in keys}) == len(keys)
-    expected_plan = plan(7, default_stores(), list(DEFAULT_WORKLOADS))
+    expected_plan = campaign_plan(7, default_stores(), list(DEFAULT_WORKLOADS))
     by_index = {}
     for index, scenario in enumerate(expected_plan):
         if index > max(k[0] for k in keys):
@@ -177,14 +177,17 @@ def test_until_failure_stops_a_mutant_campaign_at_its_first_failure(tmp_path):
 
 def test_until_failure_goes_past_caught_mutants_and_stops_at_a_real_store_failing(tmp_path):
     out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
-    result = cli("chaos", "--until-failure", "--stores", f"mutant-recover-keeps-uncommitted,{BUGGY_REAL_STORE}",
-                 "--seed", "7", "--minutes", "5", "--out", str(out), "--junit", str(junit))
+    # One worker: the stores take turns from the first scenario on, the mutant's first runs (and fails: it fails
+    # in every scenario) before the real store's first.
+    result = cli("chaos", "--until-failure", "--stores", f"mutant-read-committed-sees-overlay,{BUGGY_REAL_STORE}",
+                 "--seed", "7", "--minutes", "5", "--workers", "1", "--out", str(out), "--junit", str(junit))
     assert result.returncode == 1, result.stdout + result.stderr  # a store expected to pass failed
     campaign = json.loads((out / "chaos.json").read_text())
-    caught = [r for r in campaign["scenarios"] if r["store"] == "mutant-recover-keeps-uncommitted"]
+    caught = [r for r in campaign["scenarios"] if r["store"] == "mutant-read-committed-sees-overlay"]
     real = [r for r in campaign["scenarios"] if r["store"] == BUGGY_REAL_STORE]
     assert any(r["verdict"] == "fail" for r in caught), "the mutant's failures did not stop the campaign"
-    assert [r["verdict"] for r in real] == ["fail"]
+    assert [r["verdict"] for r in real][-1:] == ["fail"] and "fail" not in [r["verdict"] for r in real][:-1]
+    real = real[-1:]  # the failure it stopped at
     assert real[0]["repro"] in campaign["stopped"]["message"]
 
     # JUnit: one failure per check the real store broke, each with its violation and replay command.
@@ -199,7 +202,7 @@ def test_until_failure_goes_past_caught_mutants_and_stops_at_a_real_store_failin
         assert real[0]["repro"] in failure.message and "expected=" in failure.message
         assert real[0]["repro"] in failure.text
     assert all(not isinstance(r, Failure) for (suite, _), case in cases.items()
-               if suite == "mutant-recover-keeps-uncommitted" for r in results_of(case))
+               if suite == "mutant-read-committed-sees-overlay" for r in results_of(case))
 
 
 def test_junit_path_is_checked_before_anything_runs(tmp_path):
@@ -278,3 +281,17 @@ def test_spark_results_in_junit_count_as_the_verdict_counts(tmp_path):
         assert cases[("count/foreach-nocheck/rocksdb/fmt1", "caught")].is_passed
         assert cases[("count/foreach/rocksdb/fmt1", "not_applicable")].is_skipped
         assert cases[("dedup/foreach/rocksdb/fmt1", "completed")].is_error
+
+
+def test_a_mutant_whose_mistake_sits_at_one_crash_point_is_caught_in_its_first_scenario(tmp_path):
+    # Its mistake lies at store.commit.between_data_and_offsets, which no other store of the campaign
+    # reaches: the campaign draws it first for that store, at a commit with data in flight, and the
+    # JSON says how many of the mutant's scenarios ran up to its first failure.
+    out = tmp_path / "chaos"
+    result = cli("chaos", "--stores", "rocksdb-indexed,mutant-split-offsets-write", "--scenarios", "2",
+                 "--seed", "3", "--out", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    stores = json.loads((out / "chaos.json").read_text())["summary"]["stores"]
+    assert stores["mutant-split-offsets-write"]["status"] == "caught"
+    assert stores["mutant-split-offsets-write"]["scenarios_to_first_catch"] == 1
+    assert "scenarios_to_first_catch" not in stores["rocksdb-indexed"]  # a store expected to pass: no catch to count

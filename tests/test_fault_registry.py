@@ -133,3 +133,19 @@ def test_crash_points_are_declared_by_an_explicit_load_not_by_whatever_was_impor
                           cwd=Path(__file__).parent / "fixtures")
     assert proc.returncode == 0, proc.stderr
     assert "store.commit.after_marker" in proc.stdout
+
+
+def test_a_campaign_runs_its_early_block_then_the_pinned_plan_unchanged():
+    # The early block (each store's own crash points and the fault windows first) is drawn from an RNG
+    # of its own: after it, a campaign runs the plan pinned above, scenario for scenario.
+    from eos_harness.stores import base_store, reached_points
+    from eos_harness.suites.lifecycle.plan import campaign_plan, early
+
+    reached = {s: reached_points(base_store(s)) for s in STORES}
+    block = early(7, STORES, WORKLOADS, 10, reached)
+    assert len({s.store for s in block[:len(STORES)]}) == len(STORES), "every store in the first round"
+    campaign = list(itertools.islice(campaign_plan(7, STORES, WORKLOADS, reached=reached), len(block) + 300))
+    assert campaign[:len(block)] == block
+    assert fingerprint(campaign[len(block):]) == "fe805f31817036b7"
+    first = next(s for s in block if s.store == "mutant-marker-deleted-early")
+    assert first.schedule[0].point == "task.commit.before_eos"  # its points are shared: a fault window first

@@ -1,9 +1,12 @@
 """The chaos campaign: many seeded scenarios over stores × workloads × fault schedules.
 
 The plan is a pure function of the seed: the same seed yields the same sequence of scenarios
-(``--scenarios K`` runs its first K; ``--minutes M`` runs as many as fit). The first scenarios of
-each store cover every crash point it reaches; the rest are random schedules of one to three
-faults (crash points at a random hit, driver kills after a random number of events).
+(``--scenarios K`` runs its first K; ``--minutes M`` runs as many as fit). It opens with the stores in
+turn, each one's own crash points (at a commit with data in flight) and the lifecycle's fault windows
+first (``plan.early``), so that every mutant meets its mistake within its first scenarios (the JSON
+says after how many: ``scenarios_to_first_catch``); then each store's coverage of every crash point it
+reaches; the rest are random schedules of one to three faults (crash points at a random hit, driver
+kills after a random number of events).
 
 On Kafka (``--broker kafka-local``) the plan also holds the Kafka faults of ``faults.kafka``
 (broker kill, broker pause, coordinator kill mid-commit, transaction timeout; the ones that act on
@@ -36,11 +39,11 @@ from eos_harness.runtime.store_duties import store_metrics
 from eos_harness.stores import StoreFactoryError, base_store, probe_store, resolve
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
+    campaign_plan,
     default_stores,
     expected_to_fail,
     kafka_faults,
     out_of_reach,
-    plan,
 )
 from eos_harness.suites.lifecycle.runner import Scenario, ScheduleError, error_verdict, run_scenario, verdict
 from eos_harness.verdict import ERROR, FAIL, exit_code
@@ -57,6 +60,7 @@ class StoreTally:
     failed: int = 0
     errors: int = 0  # scenarios that could not be run to their end
     checks: dict[str, int] = field(default_factory=dict)
+    first_catch: int | None = None  # how many of its scenarios ran, in plan order, up to its first failure
 
     @property
     def unexpected(self) -> bool:
@@ -135,8 +139,8 @@ def run_campaign(
         stopped_by_probe = None if resume else next((r for r in map(stop_after, probed) if r is not None), None)
         planned = [s for s in stores if s in reached]
         source = (replace(scenario, store_timeout=store_timeout)
-                  for scenario in plan(seed, planned, workloads, broker=broker, broker_faults=faults,
-                                       reached=reached)) if planned else iter(())
+                  for scenario in campaign_plan(seed, planned, workloads, broker=broker, broker_faults=faults,
+                                                reached=reached)) if planned else iter(())
         if stopped_by_probe is not None:
             source = iter(())
 
@@ -215,6 +219,8 @@ def summarize(results: list[dict], stores: list[str]) -> dict:
             tally.errors += 1
         if r["verdict"] == FAIL:
             tally.failed += 1
+            if tally.first_catch is None:
+                tally.first_catch = tally.total
             for v in r["violations"]:
                 tally.checks[v["check"]] = tally.checks.get(v["check"], 0) + 1
         fault_errors.extend(f"scenario {r.get('index', '?')}: {e}" for e in r.get("fault_errors", []))
@@ -227,7 +233,8 @@ def summarize(results: list[dict], stores: list[str]) -> dict:
         "errors": error_lines(results, "store"),
         "stores": {
             s: {"expected": "fail" if t.expected_fail else "pass", "scenarios": t.total, "failed": t.failed,
-                "errors": t.errors, "status": t.status, "checks": t.checks}
+                "errors": t.errors, "status": t.status, "checks": t.checks,
+                **({"scenarios_to_first_catch": t.first_catch} if t.expected_fail else {})}
             for s, t in tallies.items()
         },
         "unexpected": sorted(s for s, t in tallies.items() if t.unexpected),

@@ -1,8 +1,16 @@
-"""The lifecycle suite's plan: a pure function of the seed, the scenarios of a campaign in order."""
+"""The lifecycle suite's plan: a pure function of the seed, the scenarios of a campaign in order.
+
+:func:`plan` is the plan every earlier seed replays (pinned, scenario for scenario, by
+tests/test_fault_registry.py). A campaign runs :func:`campaign_plan`: a short early block first
+(:func:`early`: the stores in turn, each one's own crash points and the fault windows where the
+lifecycle's checks meet their conditions, the least-drawn first), then the whole of :func:`plan`
+unchanged, so that a campaign meets every store's likely mistakes within its first scenarios.
+"""
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -172,6 +180,76 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
             schedule.append(Fault(point, _hit(rng, point, commit_interval)))
         yield Scenario(store, rng.choice(workloads_for(store, workloads)), rng.randrange(2**31), tuple(schedule),
                        commit_interval=commit_interval)
+
+
+# The fault windows of the early block, in the order each store meets them: the crash with uncommitted
+# writes in the store (no_uncommitted_survives, a wipe), the one between the EOS commit and the store
+# commit (committed_rolls_forward, no_wipe), mid-batch, after the store commit, after the checkpoint,
+# during close; then a crash during recovery (recovery_idempotent).
+EARLY_WINDOWS = (P_BEFORE_EOS, P_AFTER_EOS, P_MID_BATCH, P_AFTER_STORE, P_AFTER_CHECKPOINT, P_CLOSE_MID)
+# The first store commit of every instance is the empty one that ends its restore: a store's own
+# crash point is drawn at a later commit, where data is in flight.
+FIRST_COMMIT_WITH_DATA = 2
+
+
+def campaign_plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10,
+                  broker: BrokerSpec | str = EMBEDDED, broker_faults: list[str] | tuple[str, ...] = (),
+                  reached: dict[str, list[str]] | None = None) -> Iterator[Scenario]:
+    """A campaign's scenarios, in order, forever: :func:`early`, then :func:`plan` (the same scenarios,
+    in the same order, as a plan of this seed gave before the early block existed)."""
+    broker = parse(broker, internal=True)
+    reached = reached if reached is not None else {s: reached_points(base_store(s)) for s in stores}
+    for scenario in early(seed, stores, workloads, commit_interval, reached):
+        yield replace(scenario, broker=broker) if broker != EMBEDDED else scenario
+    yield from plan(seed, stores, workloads, commit_interval, broker, broker_faults, reached)
+
+
+def early(seed: int, stores: list[str], workloads: list[str], commit_interval: int,
+          reached: dict[str, list[str]]) -> list[Scenario]:
+    """The early block of a campaign: the stores in turn (round-robin), each with one scenario per
+    crash point of its own and per fault window of :data:`EARLY_WINDOWS`, then one crash during
+    recovery. A crash point only this store of the campaign reaches comes first (where a mutant's
+    mistake sits); then the windows alternate with the store's other points, the rarest among the
+    campaign's stores first. A store's own point is drawn at a commit with data in flight. Workloads rotate, those that use a
+    mutant's faulty operations first, then the ones using the most store operations. Drawn from an
+    RNG of its own, so that :func:`plan` is untouched."""
+    rng = random.Random(f"eos-early-{seed}")
+    reaching = Counter(p for s in stores for p in dict.fromkeys(reached.get(s, [])))
+    lists: list[list[Scenario]] = []
+    for number, store in enumerate(stores):
+        own = sorted(dict.fromkeys(p for p in reached.get(store, []) if p not in LIFECYCLE_POINTS),
+                     key=lambda p: reaching[p])  # stable: the store's own order among equals
+        faults = [(Fault(p, rng.randint(FIRST_COMMIT_WITH_DATA, FIRST_COMMIT_WITH_DATA + 1)),) for p in own]
+        windows = [(Fault(p, _hit(rng, p, commit_interval) if p in POINT_HITS else rng.randint(1, 3)),)
+                   for p in EARLY_WINDOWS]
+        alone = [f for f in faults if reaching[f[0].point] == 1]  # no other store reaches it: first
+        schedules = [*alone, *_alternate(windows, [f for f in faults if f not in alone]),
+                     (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY))]
+        runs = _workload_order(store, workloads, number)
+        lists.append([Scenario(store, runs[k % len(runs)], rng.randrange(2**31), schedule,
+                               commit_interval=commit_interval) for k, schedule in enumerate(schedules)])
+    return _interleave(lists)
+
+
+def _alternate(first: list, second: list) -> list:
+    """first[0], second[0], first[1], second[1], …, then the rest of the longer one."""
+    out = []
+    for k in range(max(len(first), len(second))):
+        out.extend(lst[k] for lst in (first, second) if k < len(lst))
+    return out
+
+
+def _workload_order(store: str, workloads: list[str], number: int) -> list[str]:
+    """The order a store's early scenarios take its workloads in: for a mutant, the workloads that use
+    its faulty operations first, then those using the most store operations; for a store expected to
+    pass, every workload in turn from a different one per store."""
+    runs = workloads_for(store, workloads)
+    if not expected_to_fail(store):
+        turn = number % len(runs)
+        return runs[turn:] + runs[:turn]
+    spec = builtin_spec(base_store(store))
+    faulty = spec.operations if spec is not None else frozenset()
+    return sorted(runs, key=lambda name: (not faulty & WORKLOADS[name].operations, -len(WORKLOADS[name].operations)))
 
 
 def _nth(items: list[str], n: int) -> str:
