@@ -4,10 +4,6 @@ with a message naming the accepted forms."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from eos_harness.broker import connect
 from eos_harness.broker.embedded import EmbeddedBroker
@@ -15,8 +11,6 @@ from eos_harness.broker.opening import open_broker
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.suites.lifecycle.plan import kafka_faults, plan
 from eos_harness.suites.lifecycle.runner import Scenario, broker_spec
-
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 
 
 def test_every_form_parses_into_its_parts():
@@ -190,8 +184,9 @@ def test_opening_a_kafka_address_where_nothing_answers_fails_naming_it():
     (["chaos", "--broker", "kafka-quorum:0"], "must be 1 to 5"),
     (["kafka-log", "--broker", "embedded"], "kafka-quorum"),
 ])
-def test_a_bad_broker_option_is_a_usage_error_before_anything_runs(tmp_path, args, message):
-    proc = subprocess.run([EOS_BIN, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+def test_a_bad_broker_option_is_a_usage_error_before_anything_runs(cli, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    proc = cli.invoke(*args)  # in this process: a usage error starts nothing
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "--broker" in proc.stderr and message in proc.stderr
     assert not (tmp_path / "runs").exists()  # nothing ran

@@ -11,25 +11,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 from junitparser import Failure, JUnitXml, Skipped
 
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 BUGGY_REAL_STORE = "eos_harness.stores.mutants:RecoverKeepsUncommitted"  # fails within its first scenarios
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([EOS_BIN, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def start(*args: str) -> subprocess.Popen:
-    """The CLI in its own session (so that the SIGINT we send is the only one it gets)."""
-    return subprocess.Popen([EOS_BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
 
 
 def interrupt(proc: subprocess.Popen, sig: int = signal.SIGINT) -> tuple[str, float, list[psutil.Process]]:
@@ -65,12 +53,12 @@ def results_of(case) -> list:
     return list(case.result)
 
 
-def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_continues_the_plan(tmp_path):
+def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_continues_the_plan(cli, tmp_path):
     from eos_harness.models.workloads import DEFAULT_WORKLOADS
     from eos_harness.suites.lifecycle.plan import campaign_plan, default_stores
 
     out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
-    proc = start("chaos", "--minutes", "1", "--seed", "7", "--workers", "2", "--out", str(out), "--junit", str(junit))
+    proc = cli.start("chaos", "--minutes", "1", "--seed", "7", "--workers", "2", "--out", str(out), "--junit", str(junit))
     time.sleep(10)  # Ctrl-C 10 s into a one-minute campaign
     wait_for_results(out, 1, proc)  # on a loaded machine the first scenario may take longer
     output, took, children = interrupt(proc)
@@ -93,7 +81,7 @@ def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_con
 
     # Resumed, then stopped again (SIGTERM) a few seconds in: the scenarios are the plan's, by index,
     # those finished before are kept as they were, none ran twice.
-    proc = start("chaos", "--resume", str(out))
+    proc = cli.start("chaos", "--resume", str(out))
     wait_for_results(out, len(lines) + 1, proc)
     output, _, _ = interrupt(proc, signal.SIGTERM)
     assert proc.returncode == 143, output
@@ -112,10 +100,10 @@ def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_con
     assert json.loads((out / "campaign.json").read_text())["spent_seconds"] > 8
 
 
-def test_resume_completes_an_interrupted_campaign_as_an_uninterrupted_run_would(tmp_path):
+def test_resume_completes_an_interrupted_campaign_as_an_uninterrupted_run_would(cli, tmp_path):
     args = ["--stores", "mutant-split-offsets-write,memory", "--scenarios", "12", "--seed", "7", "--workers", "2"]
     out, junit = tmp_path / "stopped", tmp_path / "stopped.xml"
-    proc = start("chaos", *args, "--out", str(out), "--junit", str(junit))
+    proc = cli.start("chaos", *args, "--out", str(out), "--junit", str(junit))
     wait_for_results(out, 3, proc)
     output, _, _ = interrupt(proc)
     assert proc.returncode == 130, output
@@ -151,9 +139,9 @@ def test_resume_completes_an_interrupted_campaign_as_an_uninterrupted_run_would(
     assert memory and all(case.is_passed for case in memory)
 
 
-def test_until_failure_stops_a_mutant_campaign_at_its_first_failure(tmp_path):
+def test_until_failure_stops_a_mutant_campaign_at_its_first_failure(cli, tmp_path):
     out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
-    proc = start("chaos", "--until-failure", "--stores", "mutant-split-offsets-write", "--seed", "7",
+    proc = cli.start("chaos", "--until-failure", "--stores", "mutant-split-offsets-write", "--seed", "7",
                  "--minutes", "5", "--out", str(out), "--junit", str(junit))
     first_failure = None
     while proc.poll() is None:  # when the failure is recorded, as results.jsonl shows it
@@ -175,7 +163,7 @@ def test_until_failure_stops_a_mutant_campaign_at_its_first_failure(tmp_path):
     assert isinstance(results_of(case)[0], Skipped)
 
 
-def test_until_failure_goes_past_caught_mutants_and_stops_at_a_real_store_failing(tmp_path):
+def test_until_failure_goes_past_caught_mutants_and_stops_at_a_real_store_failing(cli, tmp_path):
     out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
     # One worker: the stores take turns from the first scenario on, the mutant's first runs (and fails: it fails
     # in every scenario) before the real store's first.
@@ -205,14 +193,14 @@ def test_until_failure_goes_past_caught_mutants_and_stops_at_a_real_store_failin
                if suite == "mutant-read-committed-sees-overlay" for r in results_of(case))
 
 
-def test_junit_path_is_checked_before_anything_runs(tmp_path):
+def test_junit_path_is_checked_before_anything_runs(cli, tmp_path):
     result = cli("chaos", "--scenarios", "1", "--out", str(tmp_path / "out"), "--junit",
                  str(tmp_path / "missing" / "x.xml"))
     assert result.returncode == 2 and "--junit" in result.stderr and "does not exist" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
-def test_run_junit_has_a_failure_per_broken_check(tmp_path):
+def test_run_junit_has_a_failure_per_broken_check(cli, tmp_path):
     command = ["run", "--store", BUGGY_REAL_STORE, "--crash-at", "task.process.mid_batch@11", "--seed", "1"]
     junit = tmp_path / "run.xml"
     result = cli(*command, "--out", str(tmp_path / "run"), "--junit", str(junit))
@@ -224,7 +212,7 @@ def test_run_junit_has_a_failure_per_broken_check(tmp_path):
     assert cases[(BUGGY_REAL_STORE, "completed")].is_passed
 
 
-def test_verify_junit_has_a_passing_testcase_per_conformance_check(tmp_path):
+def test_verify_junit_has_a_passing_testcase_per_conformance_check(cli, tmp_path):
     from eos_harness.suites.conformance.runner import CHECKS
 
     junit = tmp_path / "verify.xml"
@@ -283,7 +271,7 @@ def test_spark_results_in_junit_count_as_the_verdict_counts(tmp_path):
         assert cases[("dedup/foreach/rocksdb/fmt1", "completed")].is_error
 
 
-def test_a_mutant_whose_mistake_sits_at_one_crash_point_is_caught_in_its_first_scenario(tmp_path):
+def test_a_mutant_whose_mistake_sits_at_one_crash_point_is_caught_in_its_first_scenario(cli, tmp_path):
     # Its mistake lies at store.commit.between_data_and_offsets, which no other store of the campaign
     # reaches: the campaign draws it first for that store, at a commit with data in flight, and the
     # JSON says how many of the mutant's scenarios ran up to its first failure.

@@ -21,8 +21,6 @@ from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError, parse_schedule
 from eos_harness.suites.spark.plan import plan as spark_plan
 
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
-
 STORES = ["memory", "rocksdb-indexed", "rocksdb-secondary", "mutant-marker-deleted-early", "rocksdb-legacy-nowipe"]
 WORKLOADS = ["counter", "tombstones", "range-aggregate", "put-all", "large-values", "many-keys"]
 KAFKA_FAULTS = ["broker-kill", "broker-pause", "coordinator-kill", "txn-timeout"]
@@ -109,13 +107,12 @@ def test_kinds_are_spelled_one_way_and_refused_where_they_cannot_apply():
         parse_target("kill@2")
 
 
-def test_points_lists_every_fault_kind_with_its_meaning():
-    text = subprocess.run([EOS_BIN, "points"], capture_output=True, text=True, timeout=60, check=True).stdout
+def test_points_lists_every_fault_kind_with_its_meaning(cli):
+    text = cli.invoke("points").stdout
     for kind in kinds.kinds():
         assert kind.spelling in text and kind.meaning in text, kind.name
     assert "task.commit.after_eos" in text and "kafka.commit.in_flight" in text
-    rows = json.loads(subprocess.run([EOS_BIN, "points", "--json"], capture_output=True, text=True, timeout=60,
-                                     check=True).stdout)
+    rows = json.loads(cli.invoke("points", "--json").stdout)
     faults = {r["name"]: r for r in rows if r["type"] == "fault kind"}
     assert faults["broker-kill@n"]["stops_broker"] and faults["broker-kill@n"]["suite"] == "lifecycle"
     assert faults["txn-timeout@n"]["needs"] == ["a Kafka broker"] and faults["commit@N"]["suite"] == "spark"

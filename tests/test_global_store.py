@@ -170,19 +170,15 @@ def test_a_mutant_is_caught_for_its_mistake_alone_after_a_clean_close_left_a_che
     assert "partitions_one_commit" in checks(result), result["violations"]
 
 
-def test_a_global_campaign_leaves_out_the_mutant_whose_mistake_it_cannot_reach_and_says_why(tmp_path):
+def test_a_global_campaign_leaves_out_the_mutant_whose_mistake_it_cannot_reach_and_says_why(cli, tmp_path):
     """The global workload never range-scans: a campaign over it cannot catch a store whose range scans
     are wrong, so that store is left out with the reason (not a "NOT CAUGHT" failing the campaign); a
     mutant whose mistake is in an operation it does use (delete) is run and caught."""
     import json
-    import subprocess
-    import sys
 
-    eos = str(Path(sys.executable).with_name("eos-harness"))
     out = tmp_path / "chaos"
-    proc = subprocess.run([eos, "chaos", "--stores", "rocksdb-indexed,mutant-range-ignores-tombstones,"
-                           "mutant-delete-drops-from-overlay", "--workloads", "global", "--scenarios", "16",
-                           "--seed", "7", "--out", str(out), "--no-report"], capture_output=True, text=True, timeout=600)
+    proc = cli("chaos", "--stores", "rocksdb-indexed,mutant-range-ignores-tombstones,mutant-delete-drops-from-overlay",
+               "--workloads", "global", "--scenarios", "16", "--seed", "7", "--out", out, "--no-report")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert ("left out: mutant-range-ignores-tombstones: its mistake is in range, which none of the workloads "
             "global uses") in proc.stdout
@@ -195,19 +191,18 @@ def test_a_global_campaign_leaves_out_the_mutant_whose_mistake_it_cannot_reach_a
 
     # Stopped (at the first caught mutant) and resumed: the same store is left out again, and said so.
     stopped = tmp_path / "stopped"
-    first = subprocess.run([eos, "chaos", "--stores", "mutant-range-ignores-tombstones,mutant-delete-drops-from-overlay",
-                            "--workloads", "global", "--scenarios", "8", "--seed", "7", "--until-failure", "--out",
-                            str(stopped), "--no-report"], capture_output=True, text=True, timeout=300)
+    first = cli("chaos", "--stores", "mutant-range-ignores-tombstones,mutant-delete-drops-from-overlay",
+                "--workloads", "global", "--scenarios", "8", "--seed", "7", "--until-failure", "--out", stopped,
+                "--no-report")
     assert first.returncode == 0 and "left out: mutant-range-ignores-tombstones" in first.stdout, first.stdout
-    resumed = subprocess.run([eos, "chaos", "--resume", str(stopped)], capture_output=True, text=True, timeout=300)
+    resumed = cli("chaos", "--resume", stopped)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
     assert "left out: mutant-range-ignores-tombstones" in resumed.stdout
     whole = json.loads((stopped / "chaos.json").read_text())
     assert set(whole["left_out"]) == {"mutant-range-ignores-tombstones"}
     assert {r["store"] for r in whole["scenarios"]} == {"mutant-delete-drops-from-overlay"}
 
-    alone = subprocess.run([eos, "chaos", "--stores", "mutant-range-ignores-tombstones", "--workloads", "global",
-                            "--scenarios", "2", "--seed", "7", "--out", str(tmp_path / "alone"), "--no-report"],
-                           capture_output=True, text=True, timeout=120)
+    alone = cli("chaos", "--stores", "mutant-range-ignores-tombstones", "--workloads", "global", "--scenarios", "2",
+                "--seed", "7", "--out", tmp_path / "alone", "--no-report")
     assert alone.returncode == 2 and "no store left to run: mutant-range-ignores-tombstones: its mistake is in " \
         "range" in alone.stderr, alone.stdout + alone.stderr

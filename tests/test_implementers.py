@@ -9,21 +9,15 @@ The stores are in ``tests/fixtures/implementer_stores.py`` (users' stores, outsi
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from eos_harness.store import Capabilities
 from eos_harness.suites.conformance import checks
 from eos_harness.suites.conformance.runner import not_checked, verify
 
-from tests.test_lifecycle import session_processes
+from tests.conftest import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 SMALL = {"examples": 10, "steps": 12}  # enough for these stores' bugs, small enough for a shared machine
 # Every fixture store is a new store (user_store.JsonFileStore): no legacy offsets files, no older format.
 NEW_STORE = not_checked(Capabilities(legacy_offsets_import=False, legacy_downgrade=False))
@@ -32,15 +26,6 @@ NEW_STORE = not_checked(Capabilities(legacy_offsets_import=False, legacy_downgra
 @pytest.fixture(autouse=True)
 def fixture_stores_importable(monkeypatch):
     monkeypatch.syspath_prepend(str(FIXTURES))  # the store children get the driver's sys.path
-
-
-def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([EOS_BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    out, err = proc.communicate(timeout=timeout)
-    assert session_processes(proc.pid, wait=10) == [], "processes left behind"
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def machine_findings(result: dict) -> dict[str, dict]:
@@ -53,7 +38,7 @@ def shrunk_steps(violation: dict) -> list[str]:
 
 # -- capabilities ----------------------------------------------------------------------------------------
 
-def test_a_store_declaring_no_range_scans_passes_and_the_verdict_says_range_is_not_checked(tmp_path):
+def test_a_store_declaring_no_range_scans_passes_and_the_verdict_says_range_is_not_checked(cli, tmp_path):
     # Its range() and all() raise: had the suite called them, the verdict would be store_raised.
     out = tmp_path / "v.json"
     proc = cli("verify", "implementer_stores:no_range", "--seed", "3", "--examples", "10", "--steps", "12",
@@ -77,7 +62,7 @@ def test_a_store_that_offers_range_scans_and_gets_them_wrong_is_still_caught():
     assert "read_your_own_writes" in {v["check"] for v in mutant["violations"]}
 
 
-def test_a_store_without_put_all_passes_verify_and_the_lifecycle_writes_through_put(tmp_path):
+def test_a_store_without_put_all_passes_verify_and_the_lifecycle_writes_through_put(cli, tmp_path):
     # Its put_all raises: any call to it would be a store_raised finding.
     result = verify("implementer_stores:no_put_all", seed=4, **SMALL)
     assert result["verdict"] == "pass", result["violations"]
@@ -129,7 +114,7 @@ def test_two_independent_bugs_are_both_reported_each_shrunk_with_a_replay_that_r
         (second["check"], second["case"], second["detail"])]
 
 
-def test_the_same_seed_generates_the_same_steps_from_the_command_line_and_in_a_test(tmp_path):
+def test_the_same_seed_generates_the_same_steps_from_the_command_line_and_in_a_test(cli, tmp_path):
     # Hypothesis draws some values from the literals of the modules loaded in the process: the CLI and a
     # test load different ones. With seed 2 the command line once found the delete bug the test missed.
     out = tmp_path / "v.json"
@@ -140,7 +125,7 @@ def test_the_same_seed_generates_the_same_steps_from_the_command_line_and_in_a_t
     assert [(v["check"], v["case"]) for v in there["violations"]] == [(v["check"], v["case"]) for v in here["violations"]]
 
 
-def test_allow_waives_one_bug_the_other_is_still_reported_and_the_verdict_names_what_was_waived(tmp_path):
+def test_allow_waives_one_bug_the_other_is_still_reported_and_the_verdict_names_what_was_waived(cli, tmp_path):
     out = tmp_path / "v.json"
     proc = cli("verify", "implementer_stores:two_bugs", "--seed", "1", "--examples", "10", "--steps", "12",
                "--allow", "committed_offset_durable", "--json", str(out))
@@ -154,7 +139,7 @@ def test_allow_waives_one_bug_the_other_is_still_reported_and_the_verdict_names_
     assert result["repro"].endswith("--allow committed_offset_durable")
 
 
-def test_allow_of_a_check_that_does_not_exist_is_a_usage_error():
+def test_allow_of_a_check_that_does_not_exist_is_a_usage_error(cli):
     proc = cli("verify", "implementer_stores:two_bugs", "--allow", "atomic_comit", timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "atomic_comit" in proc.stderr and "atomic_commit" in proc.stderr
@@ -174,7 +159,7 @@ def test_a_store_with_its_own_restore_passes_and_a_restore_that_keeps_the_last_o
     assert finding["observed"] == finding["expected"] - 1
 
 
-def test_the_runtime_restores_the_changelog_tail_through_the_stores_own_restore(tmp_path):
+def test_the_runtime_restores_the_changelog_tail_through_the_stores_own_restore(cli, tmp_path):
     out = tmp_path / "run"
     proc = cli("run", "--store", "implementer_stores:restoring", "--crash-at", "task.commit.after_eos@2",
                "--seed", "1", "--out", str(out))
@@ -192,7 +177,7 @@ def test_the_runtime_restores_the_changelog_tail_through_the_stores_own_restore(
 
 # -- findings about the store's own calls ----------------------------------------------------------------
 
-def test_a_stores_exception_reads_as_a_finding_about_that_store_in_verify_and_run(tmp_path):
+def test_a_stores_exception_reads_as_a_finding_about_that_store_in_verify_and_run(cli, tmp_path):
     verify_proc = cli("verify", "bad_stores:put_raises", "--seed", "1", "--examples", "2", timeout=120)
     run_proc = cli("run", "--store", "bad_stores:put_raises", "--seed", "1", "--out", str(tmp_path / "run"),
                    timeout=120)

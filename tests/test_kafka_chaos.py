@@ -5,24 +5,17 @@ caught, and the command exits 0."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 KAFKA_FAULTS = {"broker-kill", "broker-pause", "coordinator-kill", "txn-timeout"}
 
 
 @pytest.mark.kafka
-def test_a_short_chaos_campaign_on_kafka_covers_the_broker_faults_and_judges_every_store(tmp_path):
+def test_a_short_chaos_campaign_on_kafka_covers_the_broker_faults_and_judges_every_store(cli, tmp_path):
     out = tmp_path / "chaos.json"
-    proc = subprocess.run(
-        [EOS_BIN, "chaos", "--broker", "kafka-local", "--stores", "rocksdb-indexed,rocksdb-legacy-nowipe,"
-         "mutant-split-offsets-write", "--scenarios", "15", "--seed", "7", "--json", str(out), "--out", str(tmp_path / "runs")],
-        capture_output=True, text=True, timeout=400,
-    )
+    proc = cli("chaos", "--broker", "kafka-local", "--stores", "rocksdb-indexed,rocksdb-legacy-nowipe,mutant-split-offsets-write",
+               "--scenarios", "15", "--seed", "7", "--json", out, "--out", tmp_path / "runs")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     campaign = json.loads(out.read_text())
     summary = campaign["summary"]

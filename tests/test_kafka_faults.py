@@ -6,8 +6,6 @@ runs them with ``--broker kafka-local`` and refuses them, clearly, where they ca
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +14,6 @@ from eos_harness.faults.kafka import PAUSE_SECONDS, STALL_SECONDS, TXN_TIMEOUT_M
 from eos_harness.store import TopicPartition
 from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
 from eos_harness.suites.lifecycle.schedule import ScheduleError, parse_schedule
-
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 
 
 def history(result: dict) -> list[dict]:
@@ -88,11 +84,10 @@ def test_a_task_frozen_past_the_transaction_timeout_is_aborted_and_none_of_its_w
 
 
 @pytest.mark.kafka
-def test_the_cli_runs_a_broker_kill_on_a_local_kafka(tmp_path):
+def test_the_cli_runs_a_broker_kill_on_a_local_kafka(cli, tmp_path):
     out = tmp_path / "verdict.json"
-    proc = subprocess.run([EOS_BIN, "run", "--store", "rocksdb-indexed", "--broker", "kafka-local", "--crash-at",
-                           "broker-kill@5", "--seed", "5", "--json", str(out), "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, timeout=240)
+    proc = cli("run", "--store", "rocksdb-indexed", "--broker", "kafka-local", "--crash-at", "broker-kill@5", "--seed", "5",
+               "--json", out, "--out", tmp_path / "run")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
     assert result["verdict"] == "pass", result["violations"]
@@ -101,9 +96,8 @@ def test_the_cli_runs_a_broker_kill_on_a_local_kafka(tmp_path):
     assert "--broker kafka-local" in result["repro"]
 
 
-def test_broker_faults_on_the_embedded_broker_are_refused_with_what_to_do(tmp_path):
-    proc = subprocess.run([EOS_BIN, "run", "--store", "rocksdb-indexed", "--crash-at", "broker-kill@5", "--seed", "1",
-                           "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
+def test_broker_faults_on_the_embedded_broker_are_refused_with_what_to_do(cli, tmp_path):
+    proc = cli("run", "--store", "rocksdb-indexed", "--crash-at", "broker-kill@5", "--seed", "1", "--out", tmp_path / "run")
     assert proc.returncode == 2
     assert "broker-kill" in proc.stderr and "--broker kafka-local" in proc.stderr
 
@@ -114,9 +108,8 @@ def test_broker_faults_need_a_cluster_this_process_started(tmp_path):
                               broker="kafka://127.0.0.1:9"), tmp_path)
 
 
-def test_a_bad_broker_option_names_the_accepted_forms(tmp_path):
-    proc = subprocess.run([EOS_BIN, "run", "--store", "rocksdb-indexed", "--broker", "kafka-local:x", "--seed", "1",
-                           "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
+def test_a_bad_broker_option_names_the_accepted_forms(cli, tmp_path):
+    proc = cli("run", "--store", "rocksdb-indexed", "--broker", "kafka-local:x", "--seed", "1", "--out", tmp_path / "run")
     assert proc.returncode == 2 and "kafka-local:3" in proc.stderr
 
 

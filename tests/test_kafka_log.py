@@ -5,15 +5,10 @@ entry, suites/kafka_log/test_kafka_log.py."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from eos_harness.suites.kafka_log.checks import ANOMALIES, LogEnd, Read, Sent, Transaction, check
 from eos_harness.suites.kafka_log.runner import WorkloadResult
-
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 
 # Partition 0's log: t1 committed at 0-1, t2 aborted at 2 (its marker at 3), t3 committed at 4,
 # t1's and t3's markers at 5-6 (the exact layout does not matter to the checker; offsets do).
@@ -107,17 +102,16 @@ def test_the_report_says_each_anomaly_as_a_violation_and_its_verdict_follows_the
 
 
 @pytest.mark.kafka
-def test_the_cli_exit_code_follows_the_verdict(eos_kafka_cluster, tmp_path):
+def test_the_cli_exit_code_follows_the_verdict(cli, eos_kafka_cluster, tmp_path):
     out = tmp_path / "log.json"
-    ok = subprocess.run([EOS_BIN, "kafka-log", "--broker", eos_kafka_cluster.spec, "--seed", "3", "--transactions", "20",
-                         "--json", str(out)], capture_output=True, text=True, timeout=120)
+    ok = cli("kafka-log", "--broker", eos_kafka_cluster.spec, "--seed", "3", "--transactions", "20", "--json", out)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert json.loads(out.read_text())["verdict"] == "pass"
-    broken = subprocess.run([EOS_BIN, "kafka-log", "--broker", eos_kafka_cluster.spec, "--seed", "3", "--transactions", "20",
-                             "--isolation", "read_uncommitted"], capture_output=True, text=True, timeout=120)
+    broken = cli("kafka-log", "--broker", eos_kafka_cluster.spec, "--seed", "3", "--transactions", "20",
+                 "--isolation", "read_uncommitted")
     assert broken.returncode == 1 and "aborted_read" in broken.stdout
 
 
-def test_the_cli_refuses_the_embedded_broker():
-    proc = subprocess.run([EOS_BIN, "kafka-log", "--broker", "embedded"], capture_output=True, text=True, timeout=60)
+def test_the_cli_refuses_the_embedded_broker(cli):
+    proc = cli("kafka-log", "--broker", "embedded")
     assert proc.returncode == 2 and "needs Kafka" in proc.stderr

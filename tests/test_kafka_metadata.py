@@ -9,11 +9,8 @@ import json
 import os
 import shutil
 import struct
-import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -186,7 +183,7 @@ def test_kip868_plan_on_a_real_quorum_full():
 
 
 @pytest.mark.kafka
-def test_the_metadata_chaos_campaign_runs_on_a_kraft_quorum_and_leaves_no_jvm(tmp_path):
+def test_the_metadata_chaos_campaign_runs_on_a_kraft_quorum_and_leaves_no_jvm(cli, tmp_path):
     """``chaos --suite metadata --broker kafka-quorum``: 3 dedicated controllers and one broker
     started for the command, the real controller passes, each mutant is caught by its own check, and
     no Kafka process outlives the command."""
@@ -196,11 +193,8 @@ def test_the_metadata_chaos_campaign_runs_on_a_kraft_quorum_and_leaves_no_jvm(tm
     root = tempfile.mkdtemp(prefix="eosq-", dir="/tmp")
     try:
         started = time.monotonic()
-        proc = subprocess.run(
-            [str(Path(sys.executable).with_name("eos-harness")), "chaos", "--suite", "metadata", "--broker",
-             "kafka-quorum", "--scenarios", "4", "--seed", "7", "--out", str(out)],
-            capture_output=True, text=True, timeout=240, env={**os.environ, "TMPDIR": root},
-        )
+        proc = cli("chaos", "--suite", "metadata", "--broker", "kafka-quorum", "--scenarios", "4", "--seed", "7",
+                   "--out", out, env={"TMPDIR": root})
         seconds = time.monotonic() - started
         left = [p for p in psutil.process_iter() if _mentions(p, root)]
     finally:
@@ -259,15 +253,11 @@ def test_brokers_that_cannot_be_read_give_no_verdict_and_a_whole_topic_settles(t
     assert result.notes[-1].startswith("brokers settled in")
 
 
-EOS = str(Path(sys.executable).with_name("eos-harness"))
-
-
-def test_kafka_metadata_refuses_a_keep_directory_that_holds_files_before_starting_anything(tmp_path):
+def test_kafka_metadata_refuses_a_keep_directory_that_holds_files_before_starting_anything(cli, tmp_path):
     keep = tmp_path / "mine"
     keep.mkdir()
     (keep / "notes.txt").write_text("the user's")
-    proc = subprocess.run([EOS, "kafka-metadata", "--seed", "1", "--keep", str(keep)], capture_output=True,
-                          text=True, timeout=60)
+    proc = cli.invoke("kafka-metadata", "--seed", "1", "--keep", keep)  # a usage error starts nothing
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"--keep {keep}: the directory is not empty" in proc.stderr
     assert [p.name for p in keep.iterdir()] == ["notes.txt"] and (keep / "notes.txt").read_text() == "the user's"
@@ -275,16 +265,14 @@ def test_kafka_metadata_refuses_a_keep_directory_that_holds_files_before_startin
 
 
 @pytest.mark.kafka
-def test_kafka_metadata_cli_runs_the_plan_prints_every_check_and_keeps_the_logs(tmp_path):
+def test_kafka_metadata_cli_runs_the_plan_prints_every_check_and_keeps_the_logs(cli, tmp_path):
     """The command as a user runs it, on the smallest plan: one controller kill while one topic is
     created, no bootstrap cut, one broker."""
     keep, out = tmp_path / "kept", tmp_path / "kip868.json"
     root = tempfile.mkdtemp(prefix="eosq-", dir="/tmp")  # AF_UNIX paths stay short; processes marked by it
     try:
-        proc = subprocess.run([EOS, "kafka-metadata", "--seed", "3", "--topics", "1", "--partitions", "50",
-                               "--controller-kills", "1", "--bootstrap-kills", "0", "--brokers", "1",
-                               "--json", str(out), "--keep", str(keep)],
-                              capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": root})
+        proc = cli("kafka-metadata", "--seed", "3", "--topics", "1", "--partitions", "50", "--controller-kills", "1",
+                   "--bootstrap-kills", "0", "--brokers", "1", "--json", out, "--keep", keep, env={"TMPDIR": root})
         left = [p for p in psutil.process_iter() if _mentions(p, root)]
     finally:
         shutil.rmtree(root, ignore_errors=True)

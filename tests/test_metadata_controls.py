@@ -9,21 +9,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from eos_harness.suites.metadata.plan import MUTANTS
 from eos_harness.suites.metadata.runner import REAL
 from junitparser import JUnitXml, Skipped
-
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([EOS_BIN, "chaos", "--suite", "metadata", *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def junit_cases(path: Path) -> dict[tuple[str, str], object]:
@@ -35,9 +26,9 @@ def scenario_keys(campaign: dict) -> list[tuple]:
     return [(r["index"], r["system"], r["seed"], tuple(r["schedule"]), r["verdict"]) for r in campaign["scenarios"]]
 
 
-def test_junit_and_report_of_a_campaign(tmp_path):
+def test_junit_and_report_of_a_campaign(cli, tmp_path):
     out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
-    done = cli("--scenarios", "14", "--seed", "7", "--out", str(out), "--junit", str(junit))
+    done = cli("chaos", "--suite", "metadata", "--scenarios", "14", "--seed", "7", "--out", out, "--junit", junit)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     campaign = json.loads((out / "chaos.json").read_text())
     cases = junit_cases(junit)
@@ -62,11 +53,10 @@ def test_junit_and_report_of_a_campaign(tmp_path):
     assert "controller-skips-abort" in html and "no_partial_publish" in html
 
 
-def test_ctrl_c_writes_everything_and_resume_completes_the_uninterrupted_plan(tmp_path):
+def test_ctrl_c_writes_everything_and_resume_completes_the_uninterrupted_plan(cli, tmp_path):
     args = ["--scenarios", "20", "--seed", "7", "--workers", "2"]
     out, junit = tmp_path / "stopped", tmp_path / "stopped.xml"
-    proc = subprocess.Popen([EOS_BIN, "chaos", "--suite", "metadata", *args, "--out", str(out), "--junit", str(junit)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = cli.start("chaos", "--suite", "metadata", *args, "--out", out, "--junit", junit)
     results = out / "results.jsonl"
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:
@@ -87,12 +77,12 @@ def test_ctrl_c_writes_everything_and_resume_completes_the_uninterrupted_plan(tm
     assert {suite for suite, case in junit_cases(junit) if case == "completed"} == ran
     assert (out / "report.html").exists()
 
-    refused = cli("--resume", str(out), "--scenarios", "5")
+    refused = cli("chaos", "--suite", "metadata", "--resume", str(out), "--scenarios", "5")
     assert refused.returncode == 2 and "keeps the options" in refused.stderr, refused.stderr
-    resumed = cli("--resume", str(out))
+    resumed = cli("chaos", "--suite", "metadata", "--resume", str(out))
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
     assert "resuming the campaign" in resumed.stdout
-    whole = cli(*args, "--out", str(tmp_path / "whole"))
+    whole = cli("chaos", "--suite", "metadata", *args, "--out", str(tmp_path / "whole"))
     assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr[-2000:]
 
     union = json.loads((out / "chaos.json").read_text())
@@ -103,14 +93,14 @@ def test_ctrl_c_writes_everything_and_resume_completes_the_uninterrupted_plan(tm
     assert union["summary"] == uninterrupted["summary"] and "stopped" not in union
     cases = junit_cases(junit)  # rewritten by the resume, at the path the campaign kept
     assert all(cases[(mutant, "caught")].is_passed for mutant in MUTANTS)
-    again = cli("--resume", str(out))
+    again = cli("chaos", "--suite", "metadata", "--resume", str(out))
     assert again.returncode == 2 and "ran to its end" in again.stderr
 
 
-def test_until_failure_with_only_mutants_stops_at_the_first_failure(tmp_path):
+def test_until_failure_with_only_mutants_stops_at_the_first_failure(cli, tmp_path):
     out = tmp_path / "chaos"
-    done = cli("--systems", "reader-publishes-batches,interleaved-transactions", "--until-failure", "--scenarios", "10",
-               "--seed", "7", "--workers", "1", "--out", str(out))
+    done = cli("chaos", "--suite", "metadata", "--systems", "reader-publishes-batches,interleaved-transactions",
+               "--until-failure", "--scenarios", "10", "--seed", "7", "--workers", "1", "--out", out)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]  # the mutant was caught, as expected
     campaign = json.loads((out / "chaos.json").read_text())
     assert [r["verdict"] for r in campaign["scenarios"]] == ["fail"], "it must stop at the first failure"

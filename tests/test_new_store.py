@@ -10,9 +10,6 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
-
-from tests.test_reliability_store import EOS_BIN
 
 # What an implementer writes in place of each `raise NotImplementedError("fill in demo_store.OWNER.METHOD")`.
 FILLED = {
@@ -78,13 +75,8 @@ def fill(source: str) -> str:
     return filled.replace("from collections.abc import", IMPORTS + "from collections.abc import", 1)
 
 
-def eos(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([EOS_BIN, *args], cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(cwd)})
-
-
-def test_new_store_filled_around_a_dict_passes_verify_and_its_pytest_file_runs_it(tmp_path):
-    made = eos("new-store", "demo_store", cwd=tmp_path)
+def test_new_store_filled_around_a_dict_passes_verify_and_its_pytest_file_runs_it(cli, tmp_path):
+    made = cli("new-store", "demo_store", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
     assert made.returncode == 0, made.stdout + made.stderr
     adapter, test_file = tmp_path / "demo_store.py", tmp_path / "test_demo_store.py"
     source = adapter.read_text()
@@ -94,8 +86,8 @@ def test_new_store_filled_around_a_dict_passes_verify_and_its_pytest_file_runs_i
     assert "merged_range" in source and "with_crash_points" in source
     adapter.write_text(fill(source))
 
-    verified = eos("verify", "demo_store:make_store", "--seed", "5", "--examples", "10", "--json", "v.json",
-                   cwd=tmp_path)
+    verified = cli("verify", "demo_store:make_store", "--seed", "5", "--examples", "10", "--json", "v.json",
+                   cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
     assert verified.returncode == 0, verified.stdout + verified.stderr
     result = json.loads((tmp_path / "v.json").read_text())
     assert result["verdict"] == "pass"
@@ -107,35 +99,35 @@ def test_new_store_filled_around_a_dict_passes_verify_and_its_pytest_file_runs_i
     assert "1 passed" in tested.stdout
 
 
-def test_new_store_never_overwrites_and_refuses_a_name_that_is_not_an_identifier(tmp_path):
+def test_new_store_never_overwrites_and_refuses_a_name_that_is_not_an_identifier(cli, tmp_path):
     (tmp_path / "test_mine.py").write_text("# the user's own\n")
-    refused = eos("new-store", "mine", cwd=tmp_path)
+    refused = cli("new-store", "mine", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
     assert refused.returncode == 2 and "never overwrites" in refused.stderr
     assert (tmp_path / "test_mine.py").read_text() == "# the user's own\n" and not (tmp_path / "mine.py").exists()
-    bad = eos("new-store", "my-store", cwd=tmp_path)
+    bad = cli("new-store", "my-store", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
     assert bad.returncode == 2 and "not a Python identifier" in bad.stderr and "my_store" in bad.stderr
     assert list(tmp_path.iterdir()) == [tmp_path / "test_mine.py"]
 
 
-def test_new_store_refuses_a_name_that_shadows_an_importable_module_and_says_which(tmp_path):
+def test_new_store_refuses_a_name_that_shadows_an_importable_module_and_says_which(cli, tmp_path):
     (tmp_path / "their_pkg").mkdir()
     (tmp_path / "their_pkg" / "__init__.py").write_text("")
     for name, why in [("eos_harness", "eos-harness's own package"), ("os", "the standard library's module 'os'"),
                       ("click", "a module importable here"), ("their_pkg", str(tmp_path / "their_pkg"))]:
-        refused = eos("new-store", name, cwd=tmp_path)
+        refused = cli("new-store", name, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
         assert refused.returncode == 2, refused.stdout + refused.stderr
         assert why in refused.stderr and f"{name}_store" in refused.stderr and "Traceback" not in refused.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["their_pkg"]
 
 
-def test_new_store_in_a_read_only_directory_is_a_usage_error_that_writes_nothing(tmp_path):
+def test_new_store_in_a_read_only_directory_is_a_usage_error_that_writes_nothing(cli, tmp_path):
     read_only = tmp_path / "read-only"
     read_only.mkdir()
     # As root, permission bits do not stop a write: the immutable attribute does.
     lock = ["chattr", "+i"] if os.geteuid() == 0 else ["chmod", "555"]
     subprocess.run([*lock, str(read_only)], check=True)
     try:
-        refused = eos("new-store", "demo_store", "--dir", str(read_only), cwd=tmp_path)
+        refused = cli("new-store", "demo_store", "--dir", read_only, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
     finally:
         subprocess.run(["chattr", "-i", str(read_only)] if os.geteuid() == 0 else ["chmod", "755", str(read_only)],
                        check=True)

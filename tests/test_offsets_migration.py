@@ -110,10 +110,8 @@ def test_a_malformed_legacy_file_names_the_file_and_the_line_and_changes_nothing
     legacy.close()
 
 
-@pytest.mark.parametrize("store", ["rocksdb-indexed", "rocksdb-secondary"])
-@pytest.mark.parametrize("scenario", [s.name for s in SCENARIOS])
-def test_the_migration_scenarios_pass_the_stores_that_manage_offsets(store, scenario, tmp_path):
-    assert SCENARIO[scenario].run(store, tmp_path, 1, 60) == []
+# The migration scenarios passing the stores that manage offsets: suites/offsets (every built-in store,
+# every scenario that applies to it) under `make test`.
 
 
 @pytest.mark.parametrize("mutant,scenario,check", [

@@ -14,7 +14,6 @@ import pytest
 from eos_harness.suites.offsets.checks import PROMISES
 from eos_harness.suites.offsets.runner import scenarios, verify_offsets
 
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 ROOT = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURES_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
@@ -24,18 +23,20 @@ def _fired(result: dict) -> set[str]:
     return {v["check"] for v in result["violations"]}
 
 
-@pytest.mark.parametrize("store", ["rocksdb-indexed", "rocksdb-secondary"])
-def test_the_transactional_stores_that_manage_offsets_pass_every_scenario(store):
-    result = verify_offsets(store, seed=1)
+# Each built-in store through each offsets scenario that applies to it: suites/offsets under `make test`.
+# Here the whole suite's verdict, once for a store that gets every scenario and once for one that does not.
+
+
+def test_a_transactional_store_that_manages_offsets_gets_every_scenario_in_one_verdict():
+    result = verify_offsets("rocksdb-indexed", seed=1)
     assert result["verdict"] == "pass", result["violations"]
     assert result["not_applicable"] == [] and result["not_checked"] == []  # everything checked, legacy parts too
     assert [c.removeprefix("offsets: ") for c in result["cases"]] == [s.name for s in scenarios()]
     assert set(result["checks"]) == set(PROMISES)
 
 
-@pytest.mark.parametrize("store", ["memory", "rocksdb-legacy"])
-def test_a_store_that_does_not_manage_offsets_passes_what_applies_and_is_told_why_the_rest_does_not(store):
-    result = verify_offsets(store, seed=1)
+def test_a_store_that_does_not_manage_offsets_passes_what_applies_and_is_told_why_the_rest_does_not():
+    result = verify_offsets("memory", seed=1)  # rocksdb-legacy: test_verify_joins_the_offsets_verdict_in_json_and_junit
     assert result["verdict"] == "pass", result["violations"]
     assert result["checks"]["never_committed_is_none"] == "pass"
     skipped = {n["scenario"]: n["reason"] for n in result["not_applicable"]}
@@ -112,8 +113,8 @@ def test_offsets_kept_in_memory_are_caught_forgetting_every_partition_after_reop
     assert "after close() and a reopen" in first["detail"] and first["replay"].startswith("eos-harness verify")
 
 
-def test_verify_lists_every_check_of_both_suites_with_its_meaning():
-    proc = subprocess.run([EOS_BIN, "verify", "--list-checks"], capture_output=True, text=True, timeout=60)
+def test_verify_lists_every_check_of_both_suites_with_its_meaning(cli):
+    proc = cli.invoke("verify", "--list-checks")
     assert proc.returncode == 0, proc.stderr
     from eos_harness.suites.conformance.checks import CHECKS
 
@@ -121,10 +122,10 @@ def test_verify_lists_every_check_of_both_suites_with_its_meaning():
         assert f"  {name:<34} {meaning}" in proc.stdout
 
 
-def test_verify_joins_the_offsets_verdict_in_json_and_junit(tmp_path):
+def test_verify_joins_the_offsets_verdict_in_json_and_junit(cli, tmp_path):
     out, junit = tmp_path / "v.json", tmp_path / "v.xml"
-    proc = subprocess.run([EOS_BIN, "verify", "rocksdb-legacy", "--seed", "2", "--examples", "2", "--steps", "5",
-                           "--json", str(out), "--junit", str(junit)], capture_output=True, text=True, timeout=300)
+    proc = cli("verify", "rocksdb-legacy", "--seed", "2", "--examples", "2", "--steps", "5", "--json", out,
+               "--junit", junit)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "not applicable: offsets partitions_reopen" in proc.stdout
     assert proc.stdout.count("does not manage its own offsets") == 1, proc.stdout  # KIP-892's warning, once
@@ -142,13 +143,15 @@ def test_verify_joins_the_offsets_verdict_in_json_and_junit(tmp_path):
 
 
 def test_the_pytest_entry_collects_only_the_scenarios_that_apply_and_says_why_the_rest_are_left_out():
+    # The built-in stores' scenarios are collected and deselected (they run in suites/offsets itself).
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "suites/offsets", "--eos-store=rocksdb-legacy",
                            "--eos-store=rocksdb-indexed", "--eos-store=user_store:make_store", "-p", "no:cacheprovider",
-                           "-rs"], capture_output=True, text=True, timeout=300, cwd=ROOT, env=FIXTURES_ENV)
+                           "-rs", "-k", "user_store"], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env=FIXTURES_ENV)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "skipped" not in proc.stdout  # nothing collected only to be skipped
-    total = len(scenarios()) + (len(scenarios()) - 4) + (len(scenarios()) - 8)  # indexed, user store, legacy
-    assert f"{total} passed" in proc.stdout, proc.stdout
+    built_in = len(scenarios()) + (len(scenarios()) - 8)  # rocksdb-indexed, rocksdb-legacy
+    assert f"{len(scenarios()) - 4} passed, {built_in} deselected" in proc.stdout, proc.stdout
     summary = proc.stdout.split("offsets scenarios left out", 1)[1]
     assert "rocksdb-legacy: partitions_reopen: not applicable: the store does not manage offsets" in summary
     assert ("user_store:make_store: downgrade_with_upgrade_from: not checked: the downgrade with upgrade_from "
@@ -204,14 +207,13 @@ def test_a_store_that_claims_the_legacy_parts_gets_each_broken_check_once_explai
         "downgrade_with_upgrade_from")
 
 
-def test_an_offsets_finding_replays_alone_from_its_command_in_json_terminal_and_junit(tmp_path, fixture_stores):
+def test_an_offsets_finding_replays_alone_from_its_command_in_json_terminal_and_junit(cli, tmp_path, fixture_stores):
     result = verify_offsets("implementer_stores:claims_legacy_files", seed=2)
     finding = next(v for v in result["violations"] if v["check"] == "migration_keeps_offsets")
     replay = finding["replay"].split()
     assert replay[:2] == ["eos-harness", "verify"] and "--offsets-scenario" in replay
     out, junit = tmp_path / "v.json", tmp_path / "v.xml"
-    proc = subprocess.run([EOS_BIN, *replay[1:], "--json", str(out), "--junit", str(junit)], capture_output=True,
-                          text=True, timeout=300, env=FIXTURES_ENV)
+    proc = cli(*replay[1:], "--json", out, "--junit", junit)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     replayed = json.loads(out.read_text())
     assert [(v["check"], v["case"], v["observed"]) for v in replayed["violations"]] == [
@@ -231,12 +233,11 @@ def test_a_migration_mutant_is_reported_once_with_the_number_of_crash_cases_it_b
     assert result["notes"] == []  # the built-in store reaches every step
 
 
-def test_verify_names_the_offsets_scenarios_and_refuses_one_that_does_not_exist():
-    listed = subprocess.run([EOS_BIN, "verify", "--list-checks"], capture_output=True, text=True, timeout=60)
+def test_verify_names_the_offsets_scenarios_and_refuses_one_that_does_not_exist(cli):
+    listed = cli.invoke("verify", "--list-checks")
     assert "offsets scenarios (verify STORE --offsets-scenario NAME runs one alone):" in listed.stdout
     for scenario in scenarios():
         assert f"  {scenario.name:<34} {', '.join(scenario.checks)}" in listed.stdout
-    proc = subprocess.run([EOS_BIN, "verify", "rocksdb-indexed", "--offsets-scenario", "downgrade"],
-                          capture_output=True, text=True, timeout=60)
+    proc = cli.invoke("verify", "rocksdb-indexed", "--offsets-scenario", "downgrade")
     assert proc.returncode == 2 and "no offsets scenario 'downgrade'" in proc.stderr
     assert "downgrade_with_upgrade_from" in proc.stderr

@@ -9,8 +9,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from eos_harness.faces.cli import main
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -49,15 +47,15 @@ def test_the_readme_shows_the_store_implementers_commands():
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_readme_command_line_is_accepted_by_the_cli(command):
-    result = CliRunner().invoke(main, [*as_arguments(command), "--help"], catch_exceptions=False)
-    assert result.exit_code == 0, f"README: {command}\n{result.output}"
-    assert "Usage:" in result.output and "No such" not in result.output
+def test_every_readme_command_line_is_accepted_by_the_cli(cli, command):
+    result = cli.invoke(*as_arguments(command), "--help")
+    assert result.returncode == 0, f"README: {command}\n{result.stdout}{result.stderr}"
+    assert "Usage:" in result.stdout and "No such" not in result.stdout + result.stderr
 
 
-def test_a_wrong_readme_line_would_be_caught():
-    result = CliRunner().invoke(main, [*as_arguments("eos-harness chaos --store x:y --seed N"), "--help"])
-    assert result.exit_code == 2 and "No such option" in result.output
+def test_a_wrong_readme_line_would_be_caught(cli):
+    result = cli.invoke(*as_arguments("eos-harness chaos --store x:y --seed N"), "--help")
+    assert result.returncode == 2 and "No such option" in result.stderr
 
 
 # The product names design documents by their KIP number and title (KIP-428, KIP-868, Kafka Streams'

@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -23,28 +22,27 @@ from pathlib import Path
 import psutil
 import pytest
 
-EOS = str(Path(sys.executable).with_name("eos-harness"))
 MARK = "EOS_HARNESS_TEST_MARK"
 
 
 class Command:
-    """One CLI invocation's environment: its temp dir, its working dir, its process mark."""
+    """One CLI invocation's environment: its temp dir, its working dir, its process mark; the command
+    itself is run by the ``cli`` fixture (tests/conftest.py)."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, cli, tmp_path: Path) -> None:
+        self.cli = cli
         # Short: multiprocessing's forkserver binds a Unix socket in it (at most 107 bytes of path).
         self.tmp = Path(tempfile.mkdtemp(prefix="eos-test-", dir="/tmp"))
         self.cwd = tmp_path / "cwd"
         self.cwd.mkdir()
         self.mark = uuid.uuid4().hex
-        self.env = {**os.environ, "TMPDIR": str(self.tmp), MARK: self.mark, "COLUMNS": "200"}
+        self.env = {"TMPDIR": str(self.tmp), MARK: self.mark, "COLUMNS": "200"}
 
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run([EOS, *args], cwd=self.cwd, env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+        return self.cli(*args, cwd=self.cwd, env=self.env, timeout=timeout)
 
     def start(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen([EOS, *args], cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        return self.cli.start(*args, cwd=self.cwd, env=self.env)
 
     def processes(self) -> list[psutil.Process]:
         """Every running process started by this command (they inherit its environment)."""
@@ -62,8 +60,8 @@ class Command:
 
 
 @pytest.fixture
-def command(tmp_path):
-    cmd = Command(tmp_path)
+def command(cli, tmp_path):
+    cmd = Command(cli, tmp_path)
     yield cmd
     cmd.kill_leftovers()
     shutil.rmtree(cmd.tmp, ignore_errors=True)

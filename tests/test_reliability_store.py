@@ -13,47 +13,28 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.test_lifecycle import session_processes
+from tests.conftest import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
-EOS_BIN = str(Path(__file__).parent.parent / ".venv" / "bin" / "eos-harness")
 TIMEOUT = 3  # --store-timeout of these tests
 SLACK = 10  # what the harness may take beyond the timeout: start, probe, report, clean up
 
 
-def eos(*args: str, timeout: float = 180) -> tuple[subprocess.CompletedProcess, float]:
-    """Run ``eos-harness ARGS`` in its own session; return the result and the seconds it took, after
-    checking that no process of it is left."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
-    started = time.monotonic()
-    proc = subprocess.Popen([EOS_BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-    seconds = time.monotonic() - started
-    assert session_processes(proc.pid, wait=10) == [], "processes left behind"
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), seconds
-
-
-def verify(store: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict, float]:
+def verify(cli, store: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict, float]:
     out = tmp_path / "verify.json"
-    proc, seconds = eos("verify", f"bad_stores:{store}", "--seed", "1", "--store-timeout", str(TIMEOUT),
-                        "--examples", "3", "--json", str(out))
+    proc = cli("verify", f"bad_stores:{store}", "--seed", "1", "--store-timeout", str(TIMEOUT),
+               "--examples", "3", "--json", str(out))
     assert "Traceback (most recent call last)" not in proc.stderr, proc.stderr
-    return proc, json.loads(out.read_text()), seconds
+    return proc, json.loads(out.read_text()), cli.seconds
 
 
-def test_verify_reports_a_hanging_commit_within_the_timeout_with_the_stores_stack(tmp_path):
-    proc, result, seconds = verify("commit_hangs", tmp_path)
+def test_verify_reports_a_hanging_commit_within_the_timeout_with_the_stores_stack(cli, tmp_path):
+    proc, result, seconds = verify(cli, "commit_hangs", tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert seconds < TIMEOUT + SLACK, seconds
     assert result["verdict"] == "fail"
@@ -65,8 +46,8 @@ def test_verify_reports_a_hanging_commit_within_the_timeout_with_the_stores_stac
     assert "store_hang" in proc.stdout and "bad_stores.py" in proc.stdout
 
 
-def test_verify_reports_a_wrong_return_type_by_its_type(tmp_path):
-    proc, result, _ = verify("get_returns_str", tmp_path)
+def test_verify_reports_a_wrong_return_type_by_its_type(cli, tmp_path):
+    proc, result, _ = verify(cli, "get_returns_str", tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     checks = {v["check"] for v in result["violations"]}
     assert checks == {"store_return_type"}, result["violations"]
@@ -75,8 +56,8 @@ def test_verify_reports_a_wrong_return_type_by_its_type(tmp_path):
     assert "expected v2, observed v2" not in proc.stdout
 
 
-def test_verify_reports_a_raising_put_with_the_stores_traceback(tmp_path):
-    proc, result, _ = verify("put_raises", tmp_path)
+def test_verify_reports_a_raising_put_with_the_stores_traceback(cli, tmp_path):
+    proc, result, _ = verify(cli, "put_raises", tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     [raised] = result["violations"]
     assert raised["check"] == "store_raised" and raised["key"] == "put"
@@ -86,8 +67,8 @@ def test_verify_reports_a_raising_put_with_the_stores_traceback(tmp_path):
     assert "eos_harness" not in raised["detail"] and "harness/process" not in raised["detail"]
 
 
-def test_verify_reports_a_store_that_cannot_open_its_directory_with_rocksdbs_message(tmp_path):
-    proc, result, _ = verify("garbage_directory", tmp_path)
+def test_verify_reports_a_store_that_cannot_open_its_directory_with_rocksdbs_message(cli, tmp_path):
+    proc, result, _ = verify(cli, "garbage_directory", tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     [raised] = result["violations"]
     assert raised["check"] == "store_raised" and raised["key"] == "init"
@@ -95,8 +76,8 @@ def test_verify_reports_a_store_that_cannot_open_its_directory_with_rocksdbs_mes
     assert "Corruption" in proc.stdout
 
 
-def test_verify_an_undeclared_crash_point_is_used_with_a_warning_that_says_how_to_declare_it(tmp_path):
-    proc, result, _ = verify("undeclared_point", tmp_path)
+def test_verify_an_undeclared_crash_point_is_used_with_a_warning_that_says_how_to_declare_it(cli, tmp_path):
+    proc, result, _ = verify(cli, "undeclared_point", tmp_path)
     # The point is declared for the run and armed like any other; this store is correct (it crashes
     # before committing anything), so the verdict, judged on its behaviour, is pass.
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -109,10 +90,11 @@ def test_verify_an_undeclared_crash_point_is_used_with_a_warning_that_says_how_t
     assert "warning: " in proc.stdout and "user.commit.never_declared (crashed" in proc.stdout
 
 
-def test_chaos_with_a_hanging_store_reports_store_hang_within_the_timeout(tmp_path):
+def test_chaos_with_a_hanging_store_reports_store_hang_within_the_timeout(cli, tmp_path):
     out = tmp_path / "chaos"
-    proc, seconds = eos("chaos", "--stores", "bad_stores:commit_hangs", "--scenarios", "3", "--seed", "1",
-                        "--store-timeout", str(TIMEOUT), "--out", str(out))
+    proc = cli("chaos", "--stores", "bad_stores:commit_hangs", "--scenarios", "3", "--seed", "1",
+               "--store-timeout", str(TIMEOUT), "--out", str(out))
+    seconds = cli.seconds
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert seconds < TIMEOUT + SLACK, seconds
     assert "Traceback (most recent call last)" not in proc.stderr, proc.stderr
@@ -132,10 +114,11 @@ def test_chaos_with_a_hanging_store_reports_store_hang_within_the_timeout(tmp_pa
         ("garbage_directory", "store_raised", "init", "Corruption"),
     ],
 )
-def test_run_reports_the_stores_finding_in_the_lifecycle_verdict(tmp_path, store, check, operation, message):
+def test_run_reports_the_stores_finding_in_the_lifecycle_verdict(cli, tmp_path, store, check, operation, message):
     out = tmp_path / "run"
-    proc, seconds = eos("run", "--store", f"bad_stores:{store}", "--seed", "1", "--store-timeout", str(TIMEOUT),
-                        "--out", str(out), "--json", str(tmp_path / "run.json"))
+    proc = cli("run", "--store", f"bad_stores:{store}", "--seed", "1", "--store-timeout", str(TIMEOUT),
+               "--out", str(out), "--json", str(tmp_path / "run.json"))
+    seconds = cli.seconds
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert seconds < TIMEOUT + SLACK, seconds
     result = json.loads((tmp_path / "run.json").read_text())
@@ -147,10 +130,10 @@ def test_run_reports_the_stores_finding_in_the_lifecycle_verdict(tmp_path, store
     assert message in proc.stdout
 
 
-def test_chaos_an_undeclared_crash_point_is_declared_for_the_run_and_the_store_judged_on_its_behaviour(tmp_path):
+def test_chaos_an_undeclared_crash_point_is_declared_for_the_run_and_the_store_judged_on_its_behaviour(cli, tmp_path):
     out = tmp_path / "chaos"
-    proc, _ = eos("chaos", "--stores", "bad_stores:undeclared_point", "--scenarios", "10", "--seed", "1",
-                  "--store-timeout", str(TIMEOUT), "--out", str(out), "--no-report")
+    proc = cli("chaos", "--stores", "bad_stores:undeclared_point", "--scenarios", "10", "--seed", "1",
+               "--store-timeout", str(TIMEOUT), "--out", str(out), "--no-report")
     campaign = json.loads((out / "chaos.json").read_text())
     # This store is correct (it crashes before committing anything): judged on that, the campaign passes.
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -164,7 +147,7 @@ def test_chaos_an_undeclared_crash_point_is_declared_for_the_run_and_the_store_j
 def test_the_pytest_plugin_bounds_the_stores_calls_with_eos_store_timeout():
     env = {**os.environ, "PYTHONPATH": str(FIXTURES)}
     started = time.monotonic()
-    suite = subprocess.run([str(Path(EOS_BIN).parent / "python"), "-m", "pytest", "-q", "suites/conformance",
+    suite = subprocess.run([sys.executable, "-m", "pytest", "-q", "suites/conformance",
                             "--eos-store=bad_stores:commit_hangs", f"--eos-store-timeout={TIMEOUT}", "--eos-examples=2",
                             "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=180, env=env,
                            cwd=Path(__file__).parent.parent)

@@ -15,16 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from eos_harness.faces.cli import main
 from eos_harness.suites.lifecycle.campaign import summarize
-
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
-
-
-def cli(*args: str):
-    return CliRunner().invoke(main, list(args))
-
 
 # --- bad values: exit 2, a message saying what is allowed, nothing run or written -----------------
 
@@ -55,22 +46,22 @@ BAD_VALUES = [
 
 
 @pytest.mark.parametrize("args,words", BAD_VALUES, ids=[" ".join(a) for a, _ in BAD_VALUES])
-def test_a_bad_value_is_a_usage_error_that_says_what_is_allowed(args, words, tmp_path):
+def test_a_bad_value_is_a_usage_error_that_says_what_is_allowed(cli, args, words, tmp_path):
     out = tmp_path / "run"
-    result = cli(*args, "--out", str(out)) if args[0] != "verify" else cli(*args)
-    assert result.exit_code == 2, result.output
-    assert "Error:" in result.output and "Traceback" not in result.output
+    result = cli.invoke(*args, "--out", str(out)) if args[0] != "verify" else cli.invoke(*args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Error:" in result.stdout + result.stderr and "Traceback" not in result.stdout + result.stderr
     for word in words:
-        assert word in result.output, (word, result.output)
+        assert word in result.stdout + result.stderr, (word, result.stdout + result.stderr)
     assert not out.exists(), "a usage error must not create the run directory"
 
 
-def test_the_good_values_next_to_the_bad_ones_still_run(tmp_path):
+def test_the_good_values_next_to_the_bad_ones_still_run(cli, tmp_path):
     """The bounds are not off by one: @1, --records 1 and --commit-interval 1 run and pass."""
-    result = cli("run", "--store", "memory", "--crash-at", "kill@1", "--records", "1", "--commit-interval", "1",
+    result = cli.invoke("run", "--store", "memory", "--crash-at", "kill@1", "--records", "1", "--commit-interval", "1",
                  "--seed", "3", "--out", str(tmp_path / "run"))
-    assert result.exit_code == 0, result.output
-    assert "verdict: pass" in result.output
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "verdict: pass" in result.stdout + result.stderr
 
 
 # --- "unexpected" only over the stores that ran ----------------------------------------------------
@@ -89,10 +80,9 @@ def test_a_store_that_got_no_scenario_is_not_run_not_unexpected():
     assert summary["unexpected"] == ["mutant-offsets-in-memory"]
 
 
-def test_a_short_campaign_exits_0_and_lists_the_stores_it_did_not_reach_as_not_run(tmp_path):
+def test_a_short_campaign_exits_0_and_lists_the_stores_it_did_not_reach_as_not_run(cli, tmp_path):
     out = tmp_path / "chaos"
-    proc = subprocess.run([EOS_BIN, "chaos", "--scenarios", "40", "--seed", "5", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    proc = cli("chaos", "--scenarios", "40", "--seed", "5", "--out", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads((out / "chaos.json").read_text())["summary"]
     ran = {s for s, t in summary["stores"].items() if t["scenarios"]}
@@ -102,15 +92,15 @@ def test_a_short_campaign_exits_0_and_lists_the_stores_it_did_not_reach_as_not_r
     assert "not run" in proc.stdout and summary["not_run"][0] in proc.stdout
 
 
-def test_a_store_asked_for_but_not_reached_is_a_warning_not_a_failure(tmp_path):
-    result = cli("chaos", "--stores", "memory,mutant-offsets-in-memory", "--scenarios", "1", "--workers", "1",
+def test_a_store_asked_for_but_not_reached_is_a_warning_not_a_failure(cli, tmp_path):
+    result = cli.invoke("chaos", "--stores", "memory,mutant-offsets-in-memory", "--scenarios", "1", "--workers", "1",
                  "--seed", "2", "--out", str(tmp_path / "chaos"))
     campaign = json.loads((tmp_path / "chaos" / "chaos.json").read_text())
     ran = [s for s, t in campaign["summary"]["stores"].items() if t["scenarios"]]
     assert len(ran) == 1 and campaign["summary"]["not_run"] == [s for s in ("memory", "mutant-offsets-in-memory")
                                                                  if s not in ran]
-    assert "asked for with --stores" in result.output
-    assert result.exit_code == (1 if campaign["summary"]["unexpected"] else 0), result.output
+    assert "asked for with --stores" in result.stdout + result.stderr
+    assert result.returncode == (1 if campaign["summary"]["unexpected"] else 0), result.stdout + result.stderr
 
 
 # --- missing extras: named with the pip command, before anything starts ----------------------------

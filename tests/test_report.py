@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -19,23 +17,9 @@ import pytest
 from eos_harness.report.load import reproduce_command
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "eos_harness.faces.cli"]
 MUTANT = "mutant-recover-keeps-uncommitted"
 SPARK_RUN = ROOT / "tests" / "fixtures" / "spark-run"
 SPARK_CAMPAIGN = ROOT / "tests" / "fixtures" / "spark-campaign"
-
-
-def eos(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-
-
-def report(*args: str) -> subprocess.CompletedProcess:
-    """``eos-harness report …`` in this process (it starts nothing; saves an interpreter start)."""
-    from click.testing import CliRunner
-    from eos_harness.faces.cli import main
-
-    result = CliRunner().invoke(main, ["report", *args], catch_exceptions=False)
-    return subprocess.CompletedProcess(["report", *args], result.exit_code, result.output, "")
 
 
 class Page(HTMLParser):
@@ -117,10 +101,10 @@ class Page(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def mutant_campaign(tmp_path_factory) -> Path:
+def mutant_campaign(cli, tmp_path_factory) -> Path:
     """A small real campaign in which the mutant is caught: the report is written by `chaos` itself."""
     out = tmp_path_factory.mktemp("campaign") / "run"
-    done = eos("chaos", "--stores", f"memory,{MUTANT}", "--scenarios", "12", "--seed", "7", "--out", str(out))
+    done = cli("chaos", "--stores", f"memory,{MUTANT}", "--scenarios", "12", "--seed", "7", "--out", out, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"report: {out / 'report.html'}" in done.stdout
     return out
@@ -187,25 +171,25 @@ def test_the_report_fetches_nothing_from_a_network(mutant_campaign):
     assert len(html) > 1_000_000  # plotly.js itself is in the file
 
 
-def test_a_run_without_failures_says_so_at_the_top(tmp_path):
+def test_a_run_without_failures_says_so_at_the_top(cli, tmp_path):
     out = tmp_path / "run"
-    done = eos("run", "--store", "memory", "--crash-at", "task.commit.after_eos", "--seed", "3", "--out", str(out))
+    done = cli("run", "--store", "memory", "--crash-at", "task.commit.after_eos", "--seed", "3", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     html, page = _page(out / "report.html")
     assert page.ids.index("headline") < page.ids.index("summary")
     assert page.text_of["headline"].startswith("No failures")
     assert page.failures == [] and "no-failures" in page.ids
     campaign = tmp_path / "campaign"
-    assert eos("chaos", "--stores", "memory", "--scenarios", "2", "--seed", "2", "--out", str(campaign),
+    assert cli("chaos", "--stores", "memory", "--scenarios", "2", "--seed", "2", "--out", str(campaign),
                "--no-report").returncode == 0
     assert not (campaign / "report.html").exists()
-    done = report(str(campaign))
+    done = cli.invoke("report", str(campaign))
     assert done.returncode == 0, done.stdout + done.stderr
     _, page = _page(campaign / "report.html")
     assert page.text_of["headline"] == "No failures: all 2 scenarios passed."
 
 
-def test_a_truncated_history_and_a_corrupt_campaign_json_are_named_at_the_top(mutant_campaign, tmp_path):
+def test_a_truncated_history_and_a_corrupt_campaign_json_are_named_at_the_top(cli, mutant_campaign, tmp_path):
     damaged = tmp_path / "damaged"
     shutil.copytree(mutant_campaign, damaged)
     campaign = json.loads((damaged / "chaos.json").read_text())
@@ -213,9 +197,9 @@ def test_a_truncated_history_and_a_corrupt_campaign_json_are_named_at_the_top(mu
     history = damaged / f"scenario-{first['index']:05d}" / "history.jsonl"
     text = history.read_text()
     history.write_text(text[: len(text) // 2])  # cut mid-line, as a full disk or a kill leaves it
-    done = report(str(damaged), "--out", str(tmp_path / "r.html"))
+    done = cli.invoke("report", str(damaged), "--out", str(tmp_path / "r.html"))
     assert done.returncode == 3, done.stdout + done.stderr
-    assert str(history) in done.stdout
+    assert str(history) in done.stdout + done.stderr
     html, page = _page(tmp_path / "r.html")
     assert page.ids.index("problems") < page.ids.index("summary")
     assert str(history) in page.text_of["problems"] and "truncated last line" in page.text_of["problems"]
@@ -223,28 +207,28 @@ def test_a_truncated_history_and_a_corrupt_campaign_json_are_named_at_the_top(mu
                                                    if r["verdict"] == "fail"}  # still reported, from the rest
 
     (damaged / "chaos.json").write_text((damaged / "chaos.json").read_text()[:500])
-    done = report(str(damaged))
+    done = cli.invoke("report", str(damaged))
     assert done.returncode == 3
     _, page = _page(damaged / "report.html")
     assert f"{damaged / 'chaos.json'}: is not valid JSON" in page.text_of["problems"].replace(" : ", ": ")
     assert int(page.rows["memory"]["scenarios"]) + int(page.rows[MUTANT]["scenarios"]) == 12  # from results.jsonl
 
 
-def test_a_directory_without_a_run_is_refused_with_exit_2(tmp_path):
-    done = report(str(tmp_path))
+def test_a_directory_without_a_run_is_refused_with_exit_2(cli, tmp_path):
+    done = cli.invoke("report", str(tmp_path))
     assert done.returncode == 2
-    assert "holds no run" in done.stdout and "it is empty" in done.stdout
+    assert "holds no run" in done.stdout + done.stderr and "it is empty" in done.stdout + done.stderr
     assert not (tmp_path / "report.html").exists()
-    done = report(str(tmp_path / "missing"))
-    assert done.returncode == 2 and "not a directory" in done.stdout
+    done = cli.invoke("report", str(tmp_path / "missing"))
+    assert done.returncode == 2 and "not a directory" in done.stdout + done.stderr
 
 
-def test_a_spark_run_report_shows_its_failure_and_kill_to_first_batch(tmp_path):
+def test_a_spark_run_report_shows_its_failure_and_kill_to_first_batch(cli, tmp_path):
     """A recorded real Spark run (the mutant sink), read without Spark, moved from where it ran."""
     run = tmp_path / "spark"
     shutil.copytree(SPARK_RUN, run)
     verdict = json.loads((run / "verdict.json").read_text())
-    done = report(str(run))
+    done = cli.invoke("report", str(run))
     assert done.returncode == 0, done.stdout + done.stderr
     html, page = _page(run / "report.html")
     assert page.text_of["headline"].startswith("The run failed: exactly_once_output")
@@ -256,12 +240,12 @@ def test_a_spark_run_report_shows_its_failure_and_kill_to_first_batch(tmp_path):
     assert 'id="plot-restart"' in html
 
 
-def test_a_spark_campaign_report_holds_the_numbers_of_its_json(tmp_path):
+def test_a_spark_campaign_report_holds_the_numbers_of_its_json(cli, tmp_path):
     """A recorded real Spark campaign (two scenarios, the first the mutant sink), read without Spark."""
     run = tmp_path / "spark-campaign"
     shutil.copytree(SPARK_CAMPAIGN, run)
     campaign = json.loads((run / "chaos.json").read_text())
-    done = report(str(run))
+    done = cli.invoke("report", str(run))
     assert done.returncode == 0, done.stdout
     html, page = _page(run / "report.html")
     summary = campaign["summary"]
@@ -289,7 +273,7 @@ def test_a_spark_campaign_report_holds_the_numbers_of_its_json(tmp_path):
     assert 'id="plot-rate"' in html and f"Scenarios per second over the campaign ({summary['total']} scenarios" in html
 
 
-def test_a_spark_campaign_recorded_before_started_at_says_why_it_has_no_rate_plot(tmp_path):
+def test_a_spark_campaign_recorded_before_started_at_says_why_it_has_no_rate_plot(cli, tmp_path):
     """Results written by an older harness (no started_at): the report is written, and says why the plot is not."""
     run = tmp_path / "spark-campaign"
     shutil.copytree(SPARK_CAMPAIGN, run)
@@ -297,7 +281,7 @@ def test_a_spark_campaign_recorded_before_started_at_says_why_it_has_no_rate_plo
         path = run / name
         path.write_text(re.sub(r'"started_at": [0-9.]+,\s*', "", path.read_text()))
     assert "started_at" not in (run / "chaos.json").read_text() + (run / "results.jsonl").read_text()
-    done = report(str(run))
+    done = cli.invoke("report", str(run))
     assert done.returncode == 0, done.stdout
     html, _ = _page(run / "report.html")
     assert 'id="plot-rate"' not in html and 'id="plot-restart"' in html
@@ -305,11 +289,11 @@ def test_a_spark_campaign_recorded_before_started_at_says_why_it_has_no_rate_plo
 
 
 @pytest.mark.spark
-def test_a_real_spark_campaigns_report_draws_scenarios_per_second(tmp_path):
+def test_a_real_spark_campaigns_report_draws_scenarios_per_second(cli, tmp_path):
     """A live two-scenario Spark campaign: every result records started_at, as the lifecycle's do, and
     the report draws scenarios per second from them (the numbers of its JSON)."""
     out = tmp_path / "spark-campaign"
-    done = eos("chaos", "--suite", "spark", "--scenarios", "2", "--workers", "2", "--sinks", "file,foreach",
+    done = cli("chaos", "--suite", "spark", "--scenarios", "2", "--workers", "2", "--sinks", "file,foreach",
                "--seed", "3", "--out", str(out), timeout=1500)
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # the mutant sink is expected
     campaign = json.loads((out / "chaos.json").read_text())

@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -77,11 +76,9 @@ def _assert_failure_rendered(dom: str, result: dict) -> None:
     assert "copy" in text
 
 
-def test_a_lifecycle_campaign_report_in_chromium(tmp_path):
+def test_a_lifecycle_campaign_report_in_chromium(cli, tmp_path):
     out = tmp_path / "campaign"
-    done = subprocess.run([sys.executable, "-m", "eos_harness.faces.cli", "chaos", "--stores", f"memory,{MUTANT}",
-                           "--scenarios", "12", "--seed", "7", "--out", str(out)], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+    done = cli("chaos", "--stores", f"memory,{MUTANT}", "--scenarios", "12", "--seed", "7", "--out", out, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     campaign = json.loads((out / "chaos.json").read_text())
     failing = sorted((r for r in campaign["scenarios"] if r["verdict"] == "fail"), key=lambda r: r["index"])
@@ -107,13 +104,11 @@ def test_a_spark_campaign_report_in_chromium(tmp_path):
     assert "No unexpected result" in _text(dom.split('id="summary-title"')[0])
 
 
-def test_a_metadata_campaign_report_in_chromium(tmp_path):
+def test_a_metadata_campaign_report_in_chromium(cli, tmp_path):
     """The real controller and every mutant: each mutant's failure has its drawn timeline, violations and
     repro command; scenarios per second is drawn; the mutants were caught, so nothing is unexpected."""
     out = tmp_path / "campaign"
-    done = subprocess.run([sys.executable, "-m", "eos_harness.faces.cli", "chaos", "--suite", "metadata",
-                           "--scenarios", "14", "--seed", "7", "--out", str(out)], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+    done = cli("chaos", "--suite", "metadata", "--scenarios", "14", "--seed", "7", "--out", out, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     campaign = json.loads((out / "chaos.json").read_text())
     failing = sorted((r for r in campaign["scenarios"] if r["verdict"] == "fail"), key=lambda r: r["index"])

@@ -9,9 +9,6 @@ Kafka-source case uses the session's broker (``eos_kafka_cluster``). Both run at
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -48,30 +45,29 @@ def _kafka_marks_under(root: Path) -> list:
     return found
 
 
-def _run_cli(root: Path) -> dict:
+def _run_cli(cli, root: Path) -> dict:
     out, verdict = root / "sink-run", root / "sink.json"
     tmp = root / "tmp"
     tmp.mkdir()
-    command = [sys.executable, "-m", "eos_harness.faces.cli", "run", "--suite", "spark", "--pipeline", "count",
-               "--sink", "kafka", "--state-provider", "rocksdb", "--checkpoint-format", "1",
-               "--crash-at", "sink@2", "--seed", str(SEED), "--json", str(verdict), "--out", str(out)]
     # TMPDIR: the broker the command starts lives under root, so a broker it leaves behind is found
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=900, env={**os.environ, "TMPDIR": str(tmp)})
+    proc = cli("run", "--suite", "spark", "--pipeline", "count", "--sink", "kafka", "--state-provider", "rocksdb",
+               "--checkpoint-format", "1", "--crash-at", "sink@2", "--seed", SEED, "--json", verdict, "--out", out,
+               timeout=900, env={"TMPDIR": str(tmp)})
     return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr[-3000:],
             "verdict": json.loads(verdict.read_text()) if verdict.exists() else None,
             "brokers_left": [p.pid for p in _kafka_marks_under(tmp)]}
 
 
 @pytest.fixture(scope="module")
-def kafka_results(tmp_path_factory, eos_kafka_cluster) -> dict:
+def kafka_results(cli, tmp_path_factory, eos_kafka_cluster) -> dict:
     root = tmp_path_factory.mktemp("spark-kafka")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        cli = pool.submit(_run_cli, root)
+        sink = pool.submit(_run_cli, cli, root)
         source = pool.submit(run_spark_scenario, SOURCE_CASE, root / "source-run", True,
                              kafka=eos_kafka_cluster.bootstrap_servers)
         mid = pool.submit(run_spark_scenario, SOURCE_MID_BATCH, root / "source-mid-batch", True,
                           kafka=eos_kafka_cluster.bootstrap_servers)
-        out = {"sink-cli": cli.result(), "source": source.result(), "source-mid-batch": mid.result()}
+        out = {"sink-cli": sink.result(), "source": source.result(), "source-mid-batch": mid.result()}
     out["_left_behind"] = processes_of(root)
     return out
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,15 +22,13 @@ def _spark_entries() -> set[str]:
     return {name for name in os.listdir("/tmp") if SPARK_LEFTOVERS.match(name)}
 
 
-def test_a_spark_run_leaves_nothing_in_tmp_and_removes_its_temp_root(tmp_path):
+def test_a_spark_run_leaves_nothing_in_tmp_and_removes_its_temp_root(cli, tmp_path):
     temp = tmp_path / "tmpdir"
     temp.mkdir()
     out, verdict = tmp_path / "run", tmp_path / "verdict.json"
     before = _spark_entries()
-    done = subprocess.run([sys.executable, "-m", "eos_harness.faces.cli", "run", "--suite", "spark", "--pipeline",
-                           "count", "--sink", "foreach", "--batches", "3", "--seed", "1", "--out", str(out),
-                           "--json", str(verdict), "--no-report"], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "TMPDIR": str(temp)})
+    done = cli("run", "--suite", "spark", "--pipeline", "count", "--sink", "foreach", "--batches", "3", "--seed", "1",
+               "--out", out, "--json", verdict, "--no-report", timeout=900, env={"TMPDIR": str(temp)})
     # pass, or fail when the shared machine is so loaded that the run missed the restart bound; never error
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(verdict.read_text())

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +25,6 @@ from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
 from eos_harness.suites.lifecycle.schedule import Fault
 
 FIXTURES = Path(__file__).parent / "fixtures"
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 APP = "app"
 
 
@@ -160,10 +158,9 @@ def test_a_persistent_store_that_does_not_manage_offsets_gets_one_warning(tmp_pa
         assert result["warnings"] == [], store
 
 
-def test_the_run_cli_shows_the_warning_and_the_metrics_in_its_json(tmp_path):
+def test_the_run_cli_shows_the_warning_and_the_metrics_in_its_json(cli, tmp_path):
     out = tmp_path / "v.json"
-    proc = subprocess.run([EOS_BIN, "run", "--store", "rocksdb-legacy", "--seed", "4", "--out", str(tmp_path / "r"),
-                           "--json", str(out), "--no-report"], capture_output=True, text=True, timeout=300)
+    proc = cli("run", "--store", "rocksdb-legacy", "--seed", "4", "--out", tmp_path / "r", "--json", out, "--no-report")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("does not manage its own offsets") == 1, proc.stdout
     data = json.loads(out.read_text())
@@ -277,12 +274,10 @@ def test_the_naming_rule_is_checked(tmp_path):
     assert outside_writes(task, [task / "rocksdb" / "counts"]) == [str(task / "rocksdb" / "stray.sst")]
 
 
-def test_the_chaos_json_has_the_metrics_per_store(tmp_path):
+def test_the_chaos_json_has_the_metrics_per_store(cli, tmp_path):
     out = tmp_path / "c.json"
-    env = {**os.environ}
-    proc = subprocess.run([EOS_BIN, "chaos", "--scenarios", "4", "--seed", "7", "--stores", "rocksdb-indexed",
-                           "--out", str(tmp_path / "c"), "--json", str(out), "--no-report"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = cli("chaos", "--scenarios", "4", "--seed", "7", "--stores", "rocksdb-indexed", "--out", tmp_path / "c",
+               "--json", out, "--no-report")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out.read_text())
     metrics = data["metrics"]["rocksdb-indexed"]

@@ -8,17 +8,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.test_reliability_store import eos
-
 DIES_AT_OPEN = "dies_at_open_store: cannot lock the state directory"  # the fixture's line, then its directory
 NOISE = "slow_noisy_store: heavy dependency loaded"  # what the fixture's module warns and prints on import
 
 
-def test_verify_imports_a_user_store_module_once_and_keeps_its_output_off_the_terminal(tmp_path, monkeypatch):
+def test_verify_imports_a_user_store_module_once_and_keeps_its_output_off_the_terminal(cli, tmp_path, monkeypatch):
     imports = tmp_path / "imports.txt"
     monkeypatch.setenv("EOS_TEST_IMPORT_LOG", str(imports))
     out = tmp_path / "verdict.json"
-    proc, _ = eos("verify", "slow_noisy_store:make_store", "--seed", "3", "--examples", "4", "--no-shrink",
+    proc = cli("verify", "slow_noisy_store:make_store", "--seed", "3", "--examples", "4", "--no-shrink",
                   "--json", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
@@ -38,9 +36,9 @@ def test_verify_imports_a_user_store_module_once_and_keeps_its_output_off_the_te
     assert f"the store's output: {result['log']}" in proc.stdout.replace("\n", "")
 
 
-def test_an_undeclared_crash_point_where_offsets_are_written_before_data_is_caught_by_atomic_commit(tmp_path):
+def test_an_undeclared_crash_point_where_offsets_are_written_before_data_is_caught_by_atomic_commit(cli, tmp_path):
     out = tmp_path / "verdict.json"
-    proc, _ = eos("verify", "offsets_first_store:make_store", "--seed", "1", "--examples", "3", "--no-shrink",
+    proc = cli("verify", "offsets_first_store:make_store", "--seed", "1", "--examples", "3", "--no-shrink",
                   "--json", str(out))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
@@ -58,19 +56,19 @@ def test_an_undeclared_crash_point_where_offsets_are_written_before_data_is_caug
     assert "user.commit.between_files" in proc.stdout and "warning:" in proc.stdout
 
 
-def test_points_lists_a_user_stores_own_points_with_their_meanings_and_the_undeclared_ones():
-    proc, _ = eos("points", "--store", "user_store:make_store")
+def test_points_lists_a_user_stores_own_points_with_their_meanings_and_the_undeclared_ones(cli):
+    proc = cli("points", "--store", "user_store:make_store")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "user.commit.before_rename" in proc.stdout and "not yet renamed into place" in proc.stdout
     assert "task.commit.after_eos" not in proc.stdout  # only the store's own
-    proc, _ = eos("points", "--store", "offsets_first_store:make_store", "--json")
+    proc = cli("points", "--store", "offsets_first_store:make_store", "--json")
     rows = {r["name"]: r for r in json.loads(proc.stdout)}
     assert rows["user.commit.between_files"]["declared"] is False and rows["user.commit.between_files"]["reached"]
 
 
-def test_chaos_catches_offsets_written_before_data_at_an_undeclared_point_and_run_replays_it(tmp_path):
+def test_chaos_catches_offsets_written_before_data_at_an_undeclared_point_and_run_replays_it(cli, tmp_path):
     out = tmp_path / "chaos"
-    proc, _ = eos("chaos", "--stores", "offsets_first_store:make_store", "--scenarios", "14", "--seed", "1",
+    proc = cli("chaos", "--stores", "offsets_first_store:make_store", "--scenarios", "14", "--seed", "1",
                   "--out", str(out), "--no-report")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     campaign = json.loads((out / "chaos.json").read_text())
@@ -85,15 +83,15 @@ def test_chaos_catches_offsets_written_before_data_at_an_undeclared_point_and_ru
     assert proc.stdout.count("warning: ") == 1
     # The replay command names the undeclared point: run declares it for the run as well, and fails the same way.
     replay = caught["repro"].split()[1:]
-    proc, _ = eos(*replay, "--out", str(tmp_path / "run"), "--json", str(tmp_path / "run.json"), "--no-report")
+    proc = cli(*replay, "--out", str(tmp_path / "run"), "--json", str(tmp_path / "run.json"), "--no-report")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     result = json.loads((tmp_path / "run.json").read_text())
     assert "atomic_commit" in {v["check"] for v in result["violations"]}
     assert proc.stdout.count("warning: ") == 1 and "'user.commit.between_files'" in proc.stdout
 
 
-def test_run_and_chaos_keep_a_noisy_stores_output_off_the_terminal_in_the_run_directorys_log(tmp_path):
-    proc, _ = eos("run", "--store", "slow_noisy_store:make_store", "--seed", "1", "--crash-at",
+def test_run_and_chaos_keep_a_noisy_stores_output_off_the_terminal_in_the_run_directorys_log(cli, tmp_path):
+    proc = cli("run", "--store", "slow_noisy_store:make_store", "--seed", "1", "--crash-at",
                   "task.commit.after_eos", "--out", str(tmp_path / "run"), "--json", str(tmp_path / "run.json"),
                   "--no-report")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -105,7 +103,7 @@ def test_run_and_chaos_keep_a_noisy_stores_output_off_the_terminal_in_the_run_di
     assert NOISE in log and "UserWarning" in log
     assert result["log"] in proc.stdout.replace("\n", "")
 
-    proc, _ = eos("chaos", "--stores", "slow_noisy_store:make_store", "--seed", "1", "--scenarios", "4",
+    proc = cli("chaos", "--stores", "slow_noisy_store:make_store", "--seed", "1", "--scenarios", "4",
                   "--out", str(tmp_path / "chaos"), "--no-report")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     campaign = json.loads((tmp_path / "chaos" / "chaos.json").read_text())
@@ -116,10 +114,10 @@ def test_run_and_chaos_keep_a_noisy_stores_output_off_the_terminal_in_the_run_di
     assert NOISE in (tmp_path / "chaos" / "children.log").read_text()
 
 
-def test_a_task_that_dies_at_open_carries_the_first_lines_it_wrote_in_its_finding(tmp_path):
+def test_a_task_that_dies_at_open_carries_the_first_lines_it_wrote_in_its_finding(cli, tmp_path):
     """``run``: the ``task_finishes`` finding's detail (JSON and terminal) has the line the store wrote to
     stderr before its process died; the run's children.log has it too."""
-    proc, _ = eos("run", "--store", "dies_at_open_store:make_store", "--seed", "1", "--out", str(tmp_path / "run"),
+    proc = cli("run", "--store", "dies_at_open_store:make_store", "--seed", "1", "--out", str(tmp_path / "run"),
                   "--json", str(tmp_path / "run.json"), "--no-report")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     result = json.loads((tmp_path / "run.json").read_text())
@@ -133,12 +131,12 @@ def test_a_task_that_dies_at_open_carries_the_first_lines_it_wrote_in_its_findin
     assert DIES_AT_OPEN not in proc.stderr
 
 
-def test_chaos_attaches_to_each_finding_the_lines_its_own_task_wrote_not_another_scenarios(tmp_path):
+def test_chaos_attaches_to_each_finding_the_lines_its_own_task_wrote_not_another_scenarios(cli, tmp_path):
     """``chaos`` runs two scenarios at a time, their children writing to one log file: each scenario's
     ``task_finishes`` detail has only what its own task's process wrote (the line naming its own state
     directory), and children.log has every scenario's lines."""
     out = tmp_path / "chaos"
-    proc, _ = eos("chaos", "--stores", "dies_at_open_store:make_store", "--seed", "1", "--scenarios", "8",
+    proc = cli("chaos", "--stores", "dies_at_open_store:make_store", "--seed", "1", "--scenarios", "8",
                   "--workers", "2", "--out", str(out), "--no-report")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     campaign = json.loads((out / "chaos.json").read_text())

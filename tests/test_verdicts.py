@@ -5,10 +5,6 @@ completed) exits 3, a broken promise 1, a pass 0, through the real CLI."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from eos_harness.suites.lifecycle.campaign import campaign_exit_code, summarize
 from eos_harness.suites.lifecycle.runner import Scenario, error_verdict, verdict
@@ -28,9 +24,6 @@ from eos_harness.verdict import (
     exit_code,
     verdict_of,
 )
-
-FIXTURES = Path(__file__).parent / "fixtures"
-EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 
 BROKEN = Violation("exactly_once_output", "batch 2", "applied once", "applied 2×", 7)
 AT_LEAST_ONCE = Violation("exactly_once_output", '["a", 3]', "1×", "2×", 9, strict_only=True)
@@ -170,12 +163,7 @@ def test_an_error_verdict_carries_its_reason_and_the_campaign_exits_3_unless_a_r
 # -- the CLI ----------------------------------------------------------------------------------------
 
 
-def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([EOS_BIN, *args], capture_output=True, text=True, timeout=timeout, env=env)
-
-
-def test_run_exits_3_with_an_error_verdict_when_the_scenario_cannot_be_run_to_its_end(tmp_path):
+def test_run_exits_3_with_an_error_verdict_when_the_scenario_cannot_be_run_to_its_end(cli, tmp_path):
     # The store kills the process the harness forks task instances from: no instance can follow.
     out = tmp_path / "verdict.json"
     proc = cli("run", "--store", "harness_breaking_store:make_store", "--seed", "1", "--json", str(out),
@@ -188,19 +176,11 @@ def test_run_exits_3_with_an_error_verdict_when_the_scenario_cannot_be_run_to_it
     assert result["repro"] == "eos-harness run --store harness_breaking_store:make_store --workload counter --seed 1"
 
 
-def test_run_exits_1_when_a_promise_is_broken_and_0_when_every_promise_holds(tmp_path):
-    broken = cli("run", "--store", "mutant-split-offsets-write", "--crash-at", "store.commit.between_data_and_offsets@2",
-                 "--seed", "3", "--out", str(tmp_path / "mutant"))
-    assert broken.returncode == EXIT_FAIL, broken.stdout + broken.stderr
-    # the meaning of the check that fired is shown beside it
-    assert "atomic_commit: what a transactional store holds right after recover" in broken.stdout
-    held = cli("run", "--store", "memory", "--crash-at", "task.commit.after_eos@2", "--seed", "3",
-               "--out", str(tmp_path / "memory"))
-    assert held.returncode == EXIT_PASS, held.stdout + held.stderr
-    assert "verdict: pass" in held.stdout
+# `run` exits 1 when a promise is broken, 0 when every promise holds: tests/test_lifecycle.py
+# (test_run_cli_writes_the_verdict_json_and_rejects_bad_input, test_a_store_commit_that_splits_…).
 
 
-def test_a_campaign_whose_scenarios_could_not_be_run_exits_3(tmp_path):
+def test_a_campaign_whose_scenarios_could_not_be_run_exits_3(cli, tmp_path):
     out = tmp_path / "chaos.json"
     proc = cli("chaos", "--stores", "harness_breaking_store:make_store", "--scenarios", "2", "--seed", "1",
                "--workers", "1", "--json", str(out), "--out", str(tmp_path / "c"))

@@ -1,0 +1,83 @@
+"""The one way the harness's tests call its command line: the ``cli`` fixture.
+
+``cli("run", "--store", "memory", ...)`` runs ``eos-harness`` as a user does: the console script
+installed beside this interpreter (the package's real entry, ``eos_harness.faces.cli:main``), in a
+session of its own, with ``tests/fixtures`` importable (the test stores, ``module:function``). It
+returns the finished process (``.returncode``, ``.stdout``, ``.stderr``) after checking that the
+command left no process behind. ``cli.start(...)`` starts it and returns the ``Popen``;
+``cli.invoke(...)`` runs a command that starts nothing (``--help``, a usage error, ``report``) in
+this process, which saves an interpreter start.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
+
+
+def session_processes(sid: int, wait: float) -> list[psutil.Process]:
+    """Processes still in session ``sid`` after up to ``wait`` seconds (exiting ones get time to go)."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = []
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if os.getsid(p.pid) == sid:
+                    left.append(p)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+class Cli:
+    """``eos-harness`` for one test: see the module's docstring."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0  # how long the last call took
+
+    def __call__(self, *args: str, timeout: float = 600, cwd: str | Path | None = None,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        started = time.monotonic()
+        proc = self.start(*args, cwd=cwd, env=env, stderr=subprocess.PIPE)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.seconds = time.monotonic() - started
+        assert session_processes(proc.pid, wait=10) == [], f"eos-harness {' '.join(args)} left processes behind"
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    def start(self, *args: str, cwd: str | Path | None = None, env: dict[str, str] | None = None,
+              stderr: int = subprocess.STDOUT) -> subprocess.Popen:
+        """Started in a session of its own (``proc.pid`` is its session id); stderr joins stdout unless asked."""
+        path = os.pathsep.join(p for p in (str(FIXTURES), os.environ.get("PYTHONPATH")) if p)
+        return subprocess.Popen([EOS_BIN, *map(str, args)], stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                cwd=cwd, env={**os.environ, "PYTHONPATH": path, **(env or {})},
+                                start_new_session=True)
+
+    def invoke(self, *args: str) -> subprocess.CompletedProcess:
+        """In this process, for a command that starts nothing: the exit code and what it printed."""
+        from click.testing import CliRunner
+        from eos_harness.faces.cli import main
+
+        result = CliRunner().invoke(main, list(map(str, args)), catch_exceptions=False)
+        return subprocess.CompletedProcess(["eos-harness", *args], result.exit_code, result.stdout, result.stderr)
+
+
+@pytest.fixture(scope="session")
+def cli() -> Cli:
+    return Cli()
