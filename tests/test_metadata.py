@@ -1,13 +1,11 @@
-"""The metadata suite (KIP-868) on the embedded broker: every crash window of the controller passes,
-every mutant is caught by the check that names its mistake, the CLI's exit codes; and a few
+"""The metadata suite (KIP-868) on the embedded broker (every crash window of the real controller:
+suites/metadata): every mutant is caught by the check that names its mistake, the CLI's exit codes; and a few
 scenarios on a real Kafka (``-m kafka``)."""
 
 from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
@@ -24,29 +22,14 @@ def _id(scenario: Scenario) -> str:
     return f"{scenario.system}-{'+'.join(map(str, scenario.schedule)) or 'no-fault'}"
 
 
-def _events(result: dict) -> list[dict]:
-    with open(result["history"]) as history:
-        return [json.loads(line) for line in history]
-
-
 def test_the_coverage_reaches_every_crash_point_and_every_mutant():
     scheduled = {f.point for s in COVERAGE if s.system == REAL for f in s.schedule}
     assert set(POINTS) <= scheduled
     assert {s.system for s in COVERAGE} == {REAL, *MUTANTS}
 
 
-@pytest.mark.parametrize("scenario", [s for s in COVERAGE if s.system == REAL], ids=_id)
-def test_each_crash_window_of_the_real_controller_passes(scenario, tmp_path):
-    result = run_scenario(scenario, tmp_path / "run")
-    assert result["verdict"] == "pass", f"{result['violations'][:3]}\nreplay: {result['repro']}"
-    assert result["crash_points"], f"no fault was injected; replay: {result['repro']}"
-    events = _events(result)
-    if any(f.point in POINTS[:3] for f in scenario.schedule):  # a partial transaction was left: aborted
-        assert result["log"]["aborts"], "the new controller appended no Abort"
-        if "metadata.controller.abort.after_append" not in {f.point for f in scenario.schedule}:
-            assert any(e["type"] == "activated" and e["aborted"] for e in events)
-    if any(f.action == "freeze" for f in scenario.schedule):  # the zombie woke and found itself fenced
-        assert any(e["type"] == "fenced" for e in events)
+# Every crash window of the real controller passing, its partial transaction aborted and its zombie
+# fenced: suites/metadata (test_failover_window, the plan's coverage of the real controller).
 
 
 @pytest.mark.parametrize("scenario", [s for s in COVERAGE if s.system != REAL], ids=_id)
@@ -68,15 +51,10 @@ def test_the_same_seed_gives_the_same_plan():
     assert list(itertools.islice(plan(11), 30)) == list(itertools.islice(plan(11), 30))
 
 
-def _cli(*args: str, tmp_path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "eos_harness.faces.cli", *args], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path)
-
-
-def test_the_chaos_campaign_exits_0_when_the_controller_passes_and_its_mutants_are_caught(tmp_path):
+def test_the_chaos_campaign_exits_0_when_the_controller_passes_and_its_mutants_are_caught(cli, tmp_path):
     # (Every mutant of the coverage is run by the test above; here the CLI's campaign over its first three.)
-    done = _cli("chaos", "--suite", "metadata", "--scenarios", "3", "--seed", "7", "--out", "out",
-                "--json", "chaos.json", tmp_path=tmp_path)
+    done = cli("chaos", "--suite", "metadata", "--scenarios", "3", "--seed", "7", "--out", "out",
+               "--json", "chaos.json", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     summary = json.loads((tmp_path / "chaos.json").read_text())["summary"]
     assert summary["systems"][REAL]["status"] == "ok"
@@ -96,21 +74,20 @@ def test_a_campaign_whose_mutant_is_not_caught_exits_1(tmp_path):
     assert campaign_exit_code(campaign) == 1
 
 
-def test_run_exit_codes(tmp_path):
-    caught = _cli("run", "--suite", "metadata", "--system", "abort-keeps-state", "--crash-at",
-                  "metadata.controller.after_begin", "--seed", "5", "--out", "a", tmp_path=tmp_path)
+def test_run_exit_codes(cli, tmp_path):
+    caught = cli("run", "--suite", "metadata", "--system", "abort-keeps-state", "--crash-at",
+                 "metadata.controller.after_begin", "--seed", "5", "--out", "a", cwd=tmp_path)
     assert caught.returncode == 1, caught.stdout[-2000:]
     assert "controller_state_matches_model" in caught.stdout and "replay: eos-harness run --suite metadata" in caught.stdout
-    real = _cli("run", "--suite", "metadata", "--crash-at", "metadata.controller.between_batches@2", "--seed", "5",
-                "--out", "b", tmp_path=tmp_path)
+    real = cli("run", "--suite", "metadata", "--crash-at", "metadata.controller.between_batches@2", "--seed", "5",
+               "--out", "b", cwd=tmp_path)
     assert real.returncode == 0, real.stdout[-2000:]
-    usage = _cli("run", "--suite", "metadata", "--crash-at", "task.commit.after_eos", "--out", "c", tmp_path=tmp_path)
+    usage = cli("run", "--suite", "metadata", "--crash-at", "task.commit.after_eos", "--out", "c", cwd=tmp_path)
     assert usage.returncode == 2 and "not a point of the metadata controller" in usage.stderr, usage.stderr
 
 
-def test_the_metadata_crash_points_are_listed():
-    done = subprocess.run([sys.executable, "-m", "eos_harness.faces.cli", "points", "--json"], capture_output=True,
-                          text=True, timeout=60)
+def test_the_metadata_crash_points_are_listed(cli):
+    done = cli.invoke("points", "--json")
     names = {row["name"] for row in json.loads(done.stdout)}
     assert set(POINTS) <= names
 
@@ -148,12 +125,12 @@ def test_failover_and_mutants_on_kafka(eos_kafka_cluster, tmp_path):
 
 @pytest.mark.kafka
 def test_the_chaos_campaign_on_a_local_kafka_catches_every_mutant_by_its_check_and_keeps_the_clients_logs_off_the_terminal(
-        tmp_path):
+        cli, tmp_path):
     """``chaos --suite metadata --broker kafka-local`` as a user runs it: the controller passes, each of the
     five mutants is caught by the check that names its mistake, and what the controllers' Kafka clients
     log (a fenced zombie's fatal error) goes to the run's children.log, not to the terminal."""
-    done = _cli("chaos", "--suite", "metadata", "--broker", "kafka-local", "--scenarios", "14", "--seed", "7",
-                "--out", "out", tmp_path=tmp_path)
+    done = cli("chaos", "--suite", "metadata", "--broker", "kafka-local", "--scenarios", "14", "--seed", "7",
+               "--out", "out", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     campaign = json.loads((tmp_path / "out" / "chaos.json").read_text())
     systems = campaign["summary"]["systems"]
@@ -165,12 +142,11 @@ def test_the_chaos_campaign_on_a_local_kafka_catches_every_mutant_by_its_check_a
 
 
 @pytest.mark.kafka
-def test_run_on_a_local_kafka_keeps_a_fenced_zombies_client_log_in_the_run_directory(tmp_path):
+def test_run_on_a_local_kafka_keeps_a_fenced_zombies_client_log_in_the_run_directory(cli, tmp_path):
     """A controller frozen inside its transaction, fenced by its successor: what its Kafka client logs
     about the fencing is in RUN_DIR/children.log, not on the terminal under the verdict."""
-    done = _cli("run", "--suite", "metadata", "--broker", "kafka-local", "--crash-at",
-                "freeze:metadata.controller.after_begin", "--seed", "1", "--out", "out", "--json", "run.json",
-                tmp_path=tmp_path)
+    done = cli("run", "--suite", "metadata", "--broker", "kafka-local", "--crash-at",
+               "freeze:metadata.controller.after_begin", "--seed", "1", "--out", "out", "--json", "run.json", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     result = json.loads((tmp_path / "run.json").read_text())
     events = [json.loads(line) for line in (tmp_path / result["history"]).read_text().splitlines()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from eos_harness.suites.lifecycle.conftest import COMMIT_METRICS
+from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS
 from eos_harness.suites.lifecycle.runner import run_scenario
 
 
@@ -20,3 +21,6 @@ def test_crash_window(eos_lifecycle_scenario, tmp_path, record_property):
                        for v in result["violations"][:10])
     assert result["verdict"] == "pass", f"{result['verdict']}:\n{broken}\nreplay: {result['repro']}"
     assert result["crash_points"], f"no fault was injected; replay: {result['repro']}"
+    # Every crash window of the task's lifecycle scheduled here was reached: the crash happened there.
+    missed = {f.point for f in eos_lifecycle_scenario.schedule if f.point in LIFECYCLE_POINTS} - set(result["crash_points"])
+    assert not missed, f"never reached {sorted(missed)}: not exercised; replay: {result['repro']}"

@@ -9,9 +9,11 @@ seed (``--eos-seed``). A failure prints the violations and the command that repl
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from eos_harness.faces.pytest_plugin import suite_seed
+from eos_harness.metadata.controller import POINTS
 from eos_harness.suites.metadata.plan import plan
 from eos_harness.suites.metadata.runner import REAL, run_scenario
 
@@ -30,3 +32,14 @@ def test_failover_window(eos_metadata_scenario, tmp_path):
                        for v in result["violations"][:10])
     assert result["verdict"] == "pass", f"{result['verdict']}:\n{broken}\nreplay: {result['repro']}"
     assert result["crash_points"], f"no fault was injected; replay: {result['repro']}"
+    # The window was exercised, not only survived: a partial transaction left behind was aborted by the
+    # new controller, and a frozen (zombie) controller woke to find itself fenced.
+    points = {f.point for f in eos_metadata_scenario.schedule}
+    with open(result["history"]) as history:
+        events = [json.loads(line) for line in history]
+    if points & set(POINTS[:3]):
+        assert result["log"]["aborts"], f"the new controller appended no Abort; replay: {result['repro']}"
+        if "metadata.controller.abort.after_append" not in points:
+            assert any(e["type"] == "activated" and e["aborted"] for e in events), result["repro"]
+    if any(f.action == "freeze" for f in eos_metadata_scenario.schedule):
+        assert any(e["type"] == "fenced" for e in events), f"the zombie was never fenced; replay: {result['repro']}"
