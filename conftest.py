@@ -4,4 +4,67 @@ The harness's tests and suites run against the installed ``eos_harness`` package
 its example database off (every suite sets ``database=None``) so no ``.hypothesis/`` is written.
 """
 
+import pytest
+
 pytest_plugins = ["pytester"]
+
+# `make check`, the edit loop (no Kafka, no Spark, no JVM; under 3 minutes on 2 cores), leaves out the
+# tests marked `heavy` here; `make test` (CI) runs them. Heavy: the suites' own matrices, campaigns,
+# nested pytest sessions, commands interrupted or killed mid-campaign, and the every-mutant matrices.
+# An entry is a folder (ending in /), a file, or a file::test (every parametrization of it).
+HEAVY = {
+    "suites/conformance/", "suites/lifecycle/", "suites/windows/", "suites/offsets/", "suites/metadata/",
+    "tests/test_campaign_controls.py", "tests/test_metadata_controls.py", "tests/test_reliability_store.py",
+    "tests/test_store_implementers.py", "tests/test_global_store.py",
+    "tests/test_lifecycle.py::test_the_chaos_campaign_passes_a_real_store_and_catches_every_mutant",
+    "tests/test_lifecycle.py::test_no_process_is_left_after_a_chaos_run",
+    "tests/test_lifecycle.py::test_a_scenario_that_cannot_run_is_an_error_verdict_and_the_campaign_goes_on",
+    "tests/test_lifecycle.py::test_a_zombie_is_fenced_and_none_of_its_writes_is_read_committed",
+    "tests/test_metadata.py::test_each_mutant_is_caught_by_the_check_that_names_it",
+    "tests/test_metadata.py::test_the_chaos_campaign_exits_0_when_the_controller_passes_and_its_mutants_are_caught",
+    "tests/test_verify.py::test_every_mutant_is_caught_by_the_check_naming_its_mistake",
+    "tests/test_verify.py::test_the_same_seed_reports_the_same_cases_shrunk_to_a_minimal_sequence",
+    "tests/test_verify.py::test_a_user_store_outside_the_package_passes_verify_and_the_pytest_suite",
+    "tests/test_implementers.py::test_two_independent_bugs_are_both_reported_each_shrunk_with_a_replay_that_reproduces_it",
+    "tests/test_implementers.py::test_the_same_seed_generates_the_same_steps_from_the_command_line_and_in_a_test",
+    "tests/test_implementers.py::test_allow_waives_one_bug_the_other_is_still_reported_and_the_verdict_names_what_was_waived",
+    "tests/test_implementers.py::test_a_store_with_its_own_restore_passes_and_a_restore_that_keeps_the_last_offset_is_caught",
+    "tests/test_implementers.py::test_an_empty_commit_that_records_no_offset_is_explained_and_passes_once_declared",
+    "tests/test_implementers.py::test_a_store_that_offers_range_scans_and_gets_them_wrong_is_still_caught",
+    "tests/test_implementers.py::test_a_store_declaring_no_range_scans_passes_and_the_verdict_says_range_is_not_checked",
+    "tests/test_offsets_suite.py::test_every_offsets_mutant_is_caught_by_the_check_naming_its_mistake",
+    "tests/test_offsets_suite.py::test_a_transactional_store_that_manages_offsets_gets_every_scenario_in_one_verdict",
+    "tests/test_offsets_suite.py::test_the_pytest_entry_collects_only_the_scenarios_that_apply_and_says_why_the_rest_are_left_out",
+    "tests/test_offsets_suite.py::test_an_offsets_finding_replays_alone_from_its_command_in_json_terminal_and_junit",
+    "tests/test_offsets_suite.py::test_a_store_that_claims_the_legacy_parts_gets_each_broken_check_once_explained_with_how_to_declare",
+    "tests/test_offsets_suite.py::test_a_new_store_that_declares_no_legacy_files_and_no_downgrade_passes_and_is_told_what_was_not_checked",
+    "tests/test_offsets_suite.py::test_verify_joins_the_offsets_verdict_in_json_and_junit",
+    "tests/test_offsets_migration.py::test_each_migration_mutant_is_caught_by_the_check_naming_its_mistake",
+    "tests/test_offsets_migration.py::test_the_real_path_legacy_to_upgraded_and_back_keeps_every_offset_and_key_through_a_crash_at_each_step",
+    "tests/test_reliability_io.py::test_an_interrupted_campaign_keeps_what_finished_and_leaves_nothing",
+    "tests/test_reliability_io.py::test_a_killed_command_leaves_a_temp_root_the_next_one_removes",
+    "tests/test_reliability_io.py::test_a_full_disk_stops_the_campaign_with_one_message",
+    "tests/test_reliability_io.py::test_demo_reuses_its_own_directory",
+    "tests/test_reliability_validate.py::test_a_short_campaign_exits_0_and_lists_the_stores_it_did_not_reach_as_not_run",
+    "tests/test_report.py::test_the_report_holds_the_numbers_of_the_campaign_json",
+    "tests/test_report.py::test_the_report_fetches_nothing_from_a_network",
+    "tests/test_report.py::test_a_truncated_history_and_a_corrupt_campaign_json_are_named_at_the_top",
+    "tests/test_store_duties.py::test_the_lifecycle_pytest_suite_prints_the_commit_metrics_per_store",
+    "tests/test_store_duties.py::test_the_chaos_json_has_the_metrics_per_store",
+    "tests/test_window_stores.py::test_every_window_mutant_is_caught_by_the_check_naming_its_mistake",
+    "tests/test_window_stores.py::test_chaos_runs_windowed_workloads_on_window_stores_through_every_lifecycle_crash_point",
+    "tests/test_new_store.py::test_new_store_filled_around_a_dict_passes_verify_and_its_pytest_file_runs_it",
+    "tests/test_packaging.py::test_a_regular_install_beside_a_users_own_models_package",
+}
+
+
+def _heavy(nodeid: str) -> bool:
+    test = nodeid.split("[", 1)[0]
+    return (test in HEAVY or test.split("::", 1)[0] in HEAVY
+            or any(test.startswith(folder) for folder in HEAVY if folder.endswith("/")))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _heavy(item.nodeid):
+            item.add_marker(pytest.mark.heavy)
