@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from eos_harness.store import StoreContext, TopicPartition
-from eos_harness.stores import resolve
 from eos_harness.stores.indexed import OFFSETS_CF, encode_offset, offset_key, open_rocksdb
+from eos_harness.stores.registry import resolve
 from rocksdict import WriteBatch, WriteOptions
 
 PARTITIONS = (1, 10, 100)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from eos_harness.process.server import StoreServer
 from eos_harness.store import StoreContext, TopicPartition
-from eos_harness.stores import resolve
+from eos_harness.stores.registry import resolve
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 TP = TopicPartition("bench-store-changelog", 0)

@@ -24,8 +24,7 @@ import tracemalloc
 from pathlib import Path
 
 from eos_harness.store import StoreContext, TopicPartition
-from eos_harness.stores import resolve
-from eos_harness.stores.window_catalogue import resolve_window
+from eos_harness.stores.registry import resolve, resolve_window
 from eos_harness.window_store import windowed_key
 
 TP = StoreContext(directory=Path()).changelog

@@ -37,7 +37,6 @@ __all__ = [
     "fault_lock",
     "kill_and_restart_broker",
     "pause_broker",
-    "run_broker_fault",
 ]
 
 # Reached by the Kafka adapter inside commit_transaction, after the transaction's records are
@@ -102,32 +101,7 @@ def _target(cluster: ClusterHandle, transactional_id: str | None) -> int:
     return cluster.node_ids()[0]
 
 
-def coordinator_of(cluster: ClusterHandle, transactional_id: str) -> int:
-    """The node coordinating ``transactional_id`` now (resolved before a fault needs it at once)."""
+def coordinator_of(cluster: ClusterHandle, transactional_id: str | None) -> int:
+    """The node coordinating ``transactional_id`` now (resolved before a fault needs it at once); any
+    broker when it has none yet."""
     return _target(cluster, transactional_id)
-
-
-def run_broker_fault(cluster: ClusterHandle, name: str, transactional_id: str | None = None,
-                     node: int | None = None, locked: bool = False) -> dict:
-    """Execute the schedule fault ``name`` on ``cluster`` (on ``node``, default the coordinator of
-    ``transactional_id``): the broker action its registry entry names. Returns what was done (for
-    the history). Takes the cluster's :func:`fault_lock` for the whole fault; ``locked``: the caller
-    holds it already (and this releases it when done)."""
-    from eos_harness.faults import kinds  # the registry holds each broker fault's action
-
-    kind = kinds.named(name)
-    if kind is None or kind.broker_action is None:
-        known = [k.name for k in kinds.kinds() if k.broker_action is not None]
-        raise ValueError(f"unknown broker fault {name!r}; known: {', '.join(known)}")
-    lock = fault_lock(cluster)
-    started = time.monotonic()
-    if not locked:
-        lock.acquire()
-    waited = time.monotonic() - started
-    try:
-        node = _target(cluster, transactional_id) if node is None else node
-        kind.broker_action(cluster, node)
-    finally:
-        lock.release()
-    return {"fault": name, "node": node, "seconds": round(time.monotonic() - started, 3),
-            "waited_for_other_fault": round(waited, 3)}

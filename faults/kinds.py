@@ -18,12 +18,21 @@ from __future__ import annotations
 
 import contextlib
 import random
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from eos_harness.faults import points
-from eos_harness.faults.kafka import COMMIT_IN_FLIGHT, TXN_TIMEOUT_MS, kill_and_restart_broker, pause_broker
+from eos_harness.faults.kafka import (
+    COMMIT_IN_FLIGHT,
+    TXN_TIMEOUT_MS,
+    ClusterHandle,
+    coordinator_of,
+    fault_lock,
+    kill_and_restart_broker,
+    pause_broker,
+)
 
 __all__ = [
     "BY_DRIVER",
@@ -43,7 +52,9 @@ __all__ = [
     "kinds",
     "named",
     "register",
+    "register_cluster_lookup",
     "registered",
+    "run_broker_fault",
 ]
 
 # The suites whose schedules name fault kinds.
@@ -71,12 +82,19 @@ def _is_kafka(broker: str) -> bool:
     return broker.startswith("kafka://")
 
 
-def _is_cluster_started_here(broker: str) -> bool:
-    if not _is_kafka(broker):
-        return False
-    from eos_harness.cluster import cluster_for  # the clusters are built above the faults
+# How to find a Kafka cluster this process started, by its address: registered by the clusters
+# (:mod:`eos_harness.cluster.local`, on import), which are built above the faults. None registered:
+# no cluster was started here.
+_cluster_lookups: list[Callable[[str], object | None]] = []
 
-    return cluster_for(broker) is not None
+
+def register_cluster_lookup(lookup: Callable[[str], object | None]) -> None:
+    """Let the ``CLUSTER`` need find the clusters this process started (``lookup(address)``: one, or None)."""
+    _cluster_lookups.append(lookup)
+
+
+def _is_cluster_started_here(broker: str) -> bool:
+    return _is_kafka(broker) and any(lookup(broker) is not None for lookup in _cluster_lookups)
 
 
 KAFKA = Need("a Kafka broker", "--broker kafka-local, kafka-quorum, or kafka://HOST:PORT", _is_kafka)
@@ -253,3 +271,27 @@ del _step, _what
 register(FaultKind(
     "random", "random@MS", "SIGKILL the Spark driver MS milliseconds after the run's first offsets file",
     BY_FILE_WATCHER, suite=SPARK, draw_hit=_draw(500, 8000)))
+
+
+def run_broker_fault(cluster: ClusterHandle, name: str, transactional_id: str | None = None,
+                     node: int | None = None, locked: bool = False) -> dict:
+    """Execute the schedule fault ``name`` on ``cluster`` (on ``node``, default the coordinator of
+    ``transactional_id``): the broker action its registry entry names. Returns what was done (for
+    the history). Takes the cluster's :func:`fault_lock` for the whole fault; ``locked``: the caller
+    holds it already (and this releases it when done)."""
+    kind = named(name)
+    if kind is None or kind.broker_action is None:
+        known = [k.name for k in kinds() if k.broker_action is not None]
+        raise ValueError(f"unknown broker fault {name!r}; known: {', '.join(known)}")
+    lock = fault_lock(cluster)
+    started = time.monotonic()
+    if not locked:
+        lock.acquire()
+    waited = time.monotonic() - started
+    try:
+        node = coordinator_of(cluster, transactional_id) if node is None else node
+        kind.broker_action(cluster, node)
+    finally:
+        lock.release()
+    return {"fault": name, "node": node, "seconds": round(time.monotonic() - started, 3),
+            "waited_for_other_fault": round(waited, 3)}

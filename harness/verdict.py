@@ -28,6 +28,8 @@ __all__ = [
     "Violation",
     "error_reason",
     "exit_code",
+    "finding_violation",
+    "hang_finding",
     "verdict_of",
 ]
 
@@ -98,3 +100,17 @@ def exit_code(verdicts: Iterable[str], unexpected: bool | None = None, incomplet
 def error_reason(exc: BaseException) -> str:
     """The ``error`` field of a verdict whose run an exception cut short: its type and message."""
     return f"{type(exc).__name__}: {exc}"
+
+
+def finding_violation(finding: dict, case: str | None = None, event: int | None = None) -> Violation:
+    """A finding (:meth:`eos_harness.process.guard.StoreFinding.to_json`, :func:`hang_finding`) as the violation verdicts carry."""
+    return Violation(finding["check"], finding["operation"], finding["expected"], finding["observed"], event,
+                     case=case, detail=finding["detail"])
+
+
+def hang_finding(operation: str, timeout: float, stack: str) -> dict:
+    """The ``store_hang`` finding (as :meth:`eos_harness.process.guard.StoreFinding.to_json` gives the others)."""
+    return {"check": "store_hang", "operation": operation,
+            "expected": f"{operation} returns within {timeout:g} s (--store-timeout)",
+            "observed": f"{operation} had not returned after {timeout:g} s; the store's process was killed",
+            "detail": stack or "(the process wrote no stack before it was killed)"}

@@ -135,7 +135,8 @@ def test_crash_points_are_declared_by_an_explicit_load_not_by_whatever_was_impor
 def test_a_campaign_runs_its_early_block_then_the_pinned_plan_unchanged():
     # The early block (each store's own crash points and the fault windows first) is drawn from an RNG
     # of its own: after it, a campaign runs the plan pinned above, scenario for scenario.
-    from eos_harness.stores import base_store, reached_points
+    from eos_harness.stores.probe import reached_points
+    from eos_harness.stores.registry import base_store
     from eos_harness.suites.lifecycle.plan import campaign_plan, early
 
     reached = {s: reached_points(base_store(s)) for s in STORES}

@@ -30,8 +30,8 @@ from eos_harness.runtime import (
 )
 from eos_harness.runtime.checkpoint import read_checkpoint
 from eos_harness.store import StoreContext, TopicPartition
-from eos_harness.stores import resolve
 from eos_harness.stores.indexed import P_AFTER_WRITE, P_BEFORE_WRITE
+from eos_harness.stores.registry import resolve
 from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, plan
 from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
 from eos_harness.suites.lifecycle.schedule import Fault

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from eos_harness.runtime import P_AFTER_EOS, P_BEFORE_EOS, P_MID_REPLAY, TaskConfig
-from eos_harness.stores import builtin_spec
+from eos_harness.stores.registry import builtin_spec
 from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, default_stores, expected_to_fail, plan
 from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError, parse_schedule

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from eos_harness.store import IncompatibleStoreDirectory, StoreContext, StoreError, TopicPartition
-from eos_harness.stores import resolve
 from eos_harness.stores.legacy import LegacyRocksStore
 from eos_harness.stores.migration import OffsetsFileError, read_offsets_file, write_offsets_file
+from eos_harness.stores.registry import resolve
 from eos_harness.suites.offsets.migration import MALFORMED, SCENARIOS
 from eos_harness.suites.offsets.upgrade_path import round_trip, untrusted_legacy
 
@@ -121,7 +121,7 @@ def test_a_malformed_legacy_file_names_the_file_and_the_line_and_changes_nothing
     ("mutant-offsets-migration-trusts-legacy", "upgrade_without_checkpoint", "migration_refuses_unchecked_legacy"),
 ])
 def test_each_migration_mutant_is_caught_by_the_check_naming_its_mistake(mutant, scenario, check, tmp_path):
-    from eos_harness.stores import builtin_spec
+    from eos_harness.stores.registry import builtin_spec
 
     assert check in builtin_spec(mutant).caught_by
     fired = {v.check for v in SCENARIO[scenario].run(mutant, tmp_path, 1, 60)}

@@ -77,7 +77,7 @@ def test_every_offsets_mutant_is_caught_by_the_check_naming_its_mistake(mutant, 
 
 
 def test_the_offsets_mutants_are_registered_for_the_offsets_suite_only():
-    from eos_harness.stores import builtin_spec
+    from eos_harness.stores.registry import builtin_spec
     from eos_harness.suites.lifecycle.plan import default_stores
 
     for mutant, check, _ in CAUGHT:

@@ -20,7 +20,7 @@ from eos_harness.runtime.names import naming_problems, outside_writes
 from eos_harness.runtime.processor import ProcessorContext, ProcessorStore
 from eos_harness.runtime.store_duties import StoreDuties, store_metrics
 from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
-from eos_harness.stores import resolve
+from eos_harness.stores.registry import resolve
 from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
 from eos_harness.suites.lifecycle.schedule import Fault
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from eos_harness.stores import builtin_specs
+from eos_harness.stores.registry import builtin_specs
 from eos_harness.suites.conformance.runner import verify
 
 from tests.conftest import FIXTURES

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from eos_harness.stores import builtin_spec, builtin_specs
+from eos_harness.stores.registry import builtin_spec, builtin_specs
 from eos_harness.suites.windows.runner import verify
 
 WINDOW_STORES = [s.name for s in builtin_specs() if s.kind == "window-store"]

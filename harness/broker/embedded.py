@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from eos_harness.broker import BrokerError, ProducerFenced, Record
+from eos_harness.broker.port import BrokerError, ProducerFenced, Record
 from eos_harness.store import TopicPartition
 
 __all__ = ["EmbeddedBroker", "EmbeddedProducer"]

@@ -25,8 +25,9 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
-from eos_harness.broker import BrokerError, ProducerFenced, Record, TransactionAborted, kafka_client
+from eos_harness.broker import kafka_client
 from eos_harness.broker.kafka_client import error_of as _error_of
+from eos_harness.broker.port import BrokerError, ProducerFenced, Record, TransactionAborted
 from eos_harness.broker.spec import BrokerSpec, parse
 from eos_harness.faults.kafka import COMMIT_IN_FLIGHT
 from eos_harness.faults.points import crash_point, declare

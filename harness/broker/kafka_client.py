@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from eos_harness.broker import BrokerError
+from eos_harness.broker.port import BrokerError
 from eos_harness.broker.spec import BrokerSpec
 
 __all__ = [

@@ -1,29 +1,13 @@
 """Real Apache Kafka clusters for the harness: local JVM brokers in KRaft mode (``LocalKafka``).
 
-This module registers the ``kafka`` jar bundle (the broker at :data:`KAFKA_VERSION`), fetched once
+:mod:`.local` registers the ``kafka`` jar bundle (the broker at :data:`KAFKA_VERSION`), fetched once
 from Maven Central by ``python -m eos_harness.jars``. ``KAFKA_HOME`` (an installed distribution) is
 used instead when set.
 """
 
 from __future__ import annotations
 
-from eos_harness.jars import Bundle, register
-
-KAFKA_VERSION = "3.9.1"
-
-KAFKA_BUNDLE = register(
-    Bundle(
-        "kafka",
-        KAFKA_VERSION,
-        (
-            f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}",
-            "org.slf4j:slf4j-reload4j:1.7.36",
-        ),
-        description="the Apache Kafka broker (KRaft) and its runtime dependencies",
-    )
-)
-
-from eos_harness.cluster.local import ClusterError, LocalKafka, cluster_for  # noqa: E402
+from eos_harness.cluster.local import KAFKA_BUNDLE, KAFKA_VERSION, ClusterError, LocalKafka, cluster_for
 
 __all__ = ["KAFKA_BUNDLE", "KAFKA_VERSION", "ClusterError", "LocalKafka", "cluster_for"]
 

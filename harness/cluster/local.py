@@ -36,9 +36,26 @@ if TYPE_CHECKING:
     from eos_harness.broker.spec import BrokerSpec
 
 from eos_harness.cluster.watchdog import start_watchdog, stop_watchdog
+from eos_harness.faults.kinds import register_cluster_lookup
+from eos_harness.jars import Bundle, register
 from eos_harness.process.wait import WaitTimeout, wait_until
 
-__all__ = ["ClusterError", "KafkaCluster", "LocalKafka", "cluster_for", "free_port", "java_hash_code"]
+__all__ = ["KAFKA_BUNDLE", "KAFKA_VERSION", "ClusterError", "KafkaCluster", "LocalKafka", "cluster_for", "free_port",
+           "java_hash_code"]
+
+KAFKA_VERSION = "3.9.1"
+
+KAFKA_BUNDLE = register(
+    Bundle(
+        "kafka",
+        KAFKA_VERSION,
+        (
+            f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}",
+            "org.slf4j:slf4j-reload4j:1.7.36",
+        ),
+        description="the Apache Kafka broker (KRaft) and its runtime dependencies",
+    )
+)
 
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
@@ -489,6 +506,9 @@ def cluster_for(spec: BrokerSpec | str) -> LocalKafka | None:
         if cluster.nodes and cluster.bootstrap_servers == address:
             return cluster
     return None
+
+
+register_cluster_lookup(cluster_for)  # the faults that kill or stop a broker find the clusters started here
 
 
 def _listening(port: int) -> bool:

@@ -38,7 +38,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def stores_command(as_json: bool) -> None:
     """List the built-in stores, mutants and unsafe runtime variants."""
-    from eos_harness.stores import builtin_specs
+    from eos_harness.stores.registry import builtin_specs
     from rich.table import Table
 
     rows = []
@@ -92,7 +92,9 @@ def _store_points(store: str, as_json: bool) -> None:
 
     from eos_harness.faults.points import load_declarations
     from eos_harness.process.server import own_output_to
-    from eos_harness.stores import StoreFactoryError, probe_store, resolve
+    from eos_harness.stores import StoreFactoryError
+    from eos_harness.stores.probe import probe_store
+    from eos_harness.stores.registry import resolve
 
     ours = {p.name for p in load_declarations()}
     try:
@@ -225,7 +227,7 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
         os.close(fd)
     try:
         from eos_harness.process.server import own_output_to
-        from eos_harness.stores.window_catalogue import is_window_store
+        from eos_harness.stores.registry import is_window_store
 
         with own_output_to(log_path):  # the driver's own import of a user's module may print or warn
             window = is_window_store(store)

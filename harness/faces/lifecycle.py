@@ -131,7 +131,8 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
     from eos_harness.cluster import ClusterError
     from eos_harness.process.server import held_output
     from eos_harness.runtime import TaskConfig
-    from eos_harness.stores import StoreFactoryError, resolve
+    from eos_harness.stores import StoreFactoryError
+    from eos_harness.stores.registry import resolve
     from eos_harness.suites.lifecycle.campaign import CHILDREN_LOG
     from eos_harness.suites.lifecycle.checks import CHECKS
     from eos_harness.suites.lifecycle.runner import Scenario, error_verdict, run_scenario

@@ -46,7 +46,7 @@ class NameList(click.ParamType):
 
 
 def _store_names() -> list[str]:
-    from eos_harness.stores import builtin_specs
+    from eos_harness.stores.registry import builtin_specs
 
     return sorted(spec.name for spec in builtin_specs())  # stores, mutants and unsafe variants
 
@@ -54,7 +54,8 @@ def _store_names() -> list[str]:
 def _store_factory_problem(name: str) -> str | None:
     """None when ``name`` is a store factory ``module:function`` that resolves, else why not."""
     from eos_harness.process.server import held_output
-    from eos_harness.stores import StoreFactoryError, resolve
+    from eos_harness.stores import StoreFactoryError
+    from eos_harness.stores.registry import resolve
 
     if ":" not in name:
         return "unknown"

@@ -35,7 +35,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def stores_under_test(config: pytest.Config) -> list[str]:
     """The stores the suites run against: ``--eos-store`` (checked at collection), or every built-in real store."""
-    from eos_harness.stores import builtin_specs, resolve
+    from eos_harness.stores.registry import builtin_specs, resolve
 
     chosen = config.getoption("eos_store")
     if chosen:

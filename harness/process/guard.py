@@ -34,19 +34,16 @@ from multiprocessing.connection import Connection
 
 from eos_harness.store import Capabilities, CommitFromProcessorError, IncompatibleStoreDirectory
 from eos_harness.stores import StoreFactoryError
-from eos_harness.verdict import Violation
 
 __all__ = [
     "STORE_TIMEOUT_S",
     "CallClock",
     "attach_clock",
-    "finding_violation",
     "GuardedStore",
     "StoreFinding",
     "StoreRaised",
     "StoreReturnType",
     "guarded",
-    "hang_finding",
     "install_stack_dump",
     "operation_in",
     "stack_and_kill",
@@ -96,20 +93,6 @@ class StoreReturnType(StoreFinding):
 def _shown(value: object, limit: int = 300) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + " …"
-
-
-def finding_violation(finding: dict, case: str | None = None, event: int | None = None) -> Violation:
-    """A finding (:meth:`StoreFinding.to_json`, :func:`hang_finding`) as the violation verdicts carry."""
-    return Violation(finding["check"], finding["operation"], finding["expected"], finding["observed"], event,
-                     case=case, detail=finding["detail"])
-
-
-def hang_finding(operation: str, timeout: float, stack: str) -> dict:
-    """The ``store_hang`` finding (as :meth:`StoreFinding.to_json` gives the others)."""
-    return {"check": "store_hang", "operation": operation,
-            "expected": f"{operation} returns within {timeout:g} s (--store-timeout)",
-            "observed": f"{operation} had not returned after {timeout:g} s; the store's process was killed",
-            "detail": stack or "(the process wrote no stack before it was killed)"}
 
 
 # -- the wrapped store (in the child) ---------------------------------------------------------------

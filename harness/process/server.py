@@ -38,10 +38,10 @@ from eos_harness.process.guard import (
     STORE_TIMEOUT_S,
     StoreFinding,
     guarded,
-    hang_finding,
     install_stack_dump,
     stack_and_kill,
 )
+from eos_harness.verdict import hang_finding
 
 __all__ = ["ChildCrashed", "StoreCallError", "StoreHang", "StoreProcess", "StoreServer", "children_output",
            "OwnOutput", "forkserver_context", "held_output", "output_offset", "output_since", "output_to",
@@ -67,7 +67,7 @@ def preload_store(spec: str, timeout: float = STORE_TIMEOUT_S) -> str | None:
     """Import the module of a user's store ``module:function`` into the zygote (once per zygote), so
     that its children do not each import it again. Returns why it could not (None when loaded, or
     for a built-in store, which the zygote has already)."""
-    from eos_harness.stores import builtin_spec
+    from eos_harness.stores.registry import builtin_spec
 
     if ":" not in spec or builtin_spec(spec) is not None:
         return None
@@ -269,7 +269,7 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
         install_stack_dump(stacks)
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
     from eos_harness.store import StoreContext
-    from eos_harness.stores import resolve
+    from eos_harness.stores.registry import resolve
 
     points.set_notifier(lambda name: conn.send(("crash", name)))
     if trace:

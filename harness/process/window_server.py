@@ -58,7 +58,7 @@ def _call(store, method: str, args: tuple, iterators: dict, counter: list[int]):
 def _serve_window(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str, int]], conn) -> None:
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
     from eos_harness.store import StoreContext
-    from eos_harness.stores.window_catalogue import resolve_window
+    from eos_harness.stores.registry import resolve_window
 
     points.set_notifier(lambda name: conn.send(("crash", name)))
     try:

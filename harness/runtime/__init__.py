@@ -45,7 +45,7 @@ from eos_harness.store import (
     capabilities_of,
     offers_restore,
 )
-from eos_harness.stores import builtin_spec, resolve
+from eos_harness.stores.registry import builtin_spec, resolve
 
 __all__ = ["Task", "TaskConfig", "encode", "decode"]
 
@@ -183,7 +183,7 @@ class Task:
         self.factory = guarded(resolve(config.store))  # every call checked against the protocol, timed
         spec = builtin_spec(config.store)
         if self.workload.windowed or (spec is not None and spec.window):
-            from eos_harness.stores.window_catalogue import task_store_factory
+            from eos_harness.stores.registry import task_store_factory
 
             self.factory = guarded(task_store_factory(config.store, self.workload))  # a window store, as key-value
         self.broker: Broker | None = None

@@ -166,7 +166,7 @@ class StoreSink:
 
     def __init__(self, directory: str, check_committed: bool = True, consume_skipped: bool = True) -> None:
         from eos_harness.store import StoreContext, TopicPartition
-        from eos_harness.stores import resolve
+        from eos_harness.stores.registry import resolve
 
         self.directory = Path(directory)
         self.tp = TopicPartition(BATCH_TP_TOPIC, 0)

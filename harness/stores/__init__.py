@@ -1,5 +1,7 @@
-"""Built-in stores, mutants and unsafe runtime variants, and resolution of a user's store factory
-(``module:function``).
+"""What a store is to the harness: its spec (name, kind, factory, what a mutant is caught by) and the
+errors of naming one. The built-in stores register here (:mod:`.catalogue`); :mod:`.registry` turns a
+name or a user's ``module:function`` into a factory, and :mod:`.probe` runs a store once to see the crash
+points it reaches. This module imports none of them (no import cycle: they import it).
 
 A store factory is a callable taking no arguments that returns a new, unopened
 :class:`eos_harness.store.StateStore`. The harness calls it once per (re)start. An unsafe runtime
@@ -9,17 +11,12 @@ runtime with a deliberately unsafe setting; ``base_store`` names the store it ru
 
 from __future__ import annotations
 
-import importlib
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from eos_harness.store import StateStore, StoreContext
+from eos_harness.store import StateStore
 
-__all__ = ["BUILTIN", "StoreFactoryError", "StoreSpec", "base_store", "builtin_spec", "builtin_specs", "check_store",
-           "probe_store", "reached_points", "resolve", "StoreProbe", "StoreProbeFailed"]
+__all__ = ["BUILTIN", "KINDS", "WINDOW_KINDS", "StoreFactoryError", "StoreSpec", "check_store", "register"]
 
 KINDS = ("store", "mutant", "unsafe-runtime", "window-store", "window-mutant")  # in the order they are listed
 WINDOW_KINDS = ("window-store", "window-mutant")  # window stores (eos_harness.window_store), not key-value ones
@@ -70,25 +67,6 @@ def register(spec: StoreSpec) -> StoreSpec:
     return spec
 
 
-def builtin_specs() -> list[StoreSpec]:
-    """Every built-in store, mutant and unsafe runtime variant: stores first, then mutants, then
-    unsafe variants, each by name."""
-    _load_builtins()
-    return sorted(BUILTIN.values(), key=lambda s: (KINDS.index(s.kind), s.name))
-
-
-def builtin_spec(name: str) -> StoreSpec | None:
-    """The built-in store, mutant or unsafe variant called ``name``; None for any other name."""
-    _load_builtins()
-    return BUILTIN.get(name)
-
-
-def base_store(name: str) -> str:
-    """The store ``name`` runs on: the base of an unsafe runtime variant, else ``name`` itself."""
-    spec = builtin_spec(name)
-    return spec.base if spec is not None and spec.base is not None else name
-
-
 _REQUIRED = (
     "init", "persistent", "transactional", "manages_offsets", "get", "put", "put_all", "delete",
     "range", "all", "commit", "committed_offset", "recover", "read_committed", "flush", "close",
@@ -105,162 +83,3 @@ def check_store(obj: object, where: str) -> StateStore:
             "return an object implementing eos_harness.store.StateStore"
         )
     return obj  # type: ignore[return-value]
-
-
-def resolve(spec: str) -> Callable[[], StateStore]:
-    """A factory for a built-in store or mutant name, or for ``module:function``."""
-    _load_builtins()
-    builtin = BUILTIN.get(spec)
-    if builtin is not None and builtin.kind == "unsafe-runtime":
-        raise StoreFactoryError(
-            f"{spec!r} is not a store but the task runtime run unsafely over {builtin.base!r}: check the store "
-            f"itself with {builtin.base!r}, or run {spec!r} as a scenario (eos-harness run/chaos --store {spec})"
-        )
-    if builtin is not None:
-        return builtin.factory
-    if ":" not in spec:
-        names = ", ".join(sorted(name for name, s in BUILTIN.items() if s.kind != "unsafe-runtime"))
-        raise StoreFactoryError(
-            f"unknown store {spec!r}: use a built-in name ({names}) or a factory 'module:function'"
-        )
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise StoreFactoryError(
-            f"store factory {spec!r} not found: cannot import module {module_name!r} ({exc}); "
-            "check the module is on PYTHONPATH (or run from its directory)"
-        ) from exc
-    factory = getattr(module, attr, None)
-    if factory is None:
-        raise StoreFactoryError(
-            f"store factory {spec!r} not found: module {module_name!r} has no attribute {attr!r}"
-        )
-    if not callable(factory):
-        raise StoreFactoryError(f"store factory {spec!r} is not callable; point at a function returning a store")
-
-    def checked() -> StateStore:
-        return check_store(factory(), f"store factory {spec!r}")
-
-    return checked
-
-
-@dataclass(frozen=True)
-class StoreProbe:
-    """What running a store once (open, write, commit, close, reopen, recover, close) showed.
-
-    ``points``: the declared crash points it reached, in order; ``undeclared``: points it reached
-    that no module declared (declared for the run by ``verify``, ``run`` and ``chaos``, with
-    :meth:`undeclared_warning`); ``finding``: the store broke the
-    protocol on the way (``check``, ``operation``, ``expected``, ``observed``, ``detail``), or None;
-    ``error``: why the probe could not be run to its end (the harness's own trouble, or the store's
-    process dying outside any crash point), or None.
-    """
-
-    points: list[str]
-    undeclared: list[str] = field(default_factory=list)
-    finding: dict | None = None
-    error: str | None = None
-
-    def undeclared_warning(self, store: str) -> str | None:
-        """The warning when ``undeclared`` points are declared for the run (verify): names them and
-        says how to declare them (None when every point is declared)."""
-        if not self.undeclared:
-            return None
-        many = len(self.undeclared) > 1
-        names = ", ".join(repr(p) for p in self.undeclared)
-        return (f"store {store!r} reaches crash point{'s' if many else ''} {names}, never declared: declared for "
-                f"this run only. Declare {'them' if many else 'it'} in the store's module, at import time: "
-                f"`from eos_harness.faults.points import declare` and "
-                f"`declare({self.undeclared[0]!r}, \"what has happened when the point is reached\")`")
-
-
-class StoreProbeFailed(RuntimeError):
-    """Probing a store found it broke the protocol (``finding``)."""
-
-    def __init__(self, store: str, finding: dict) -> None:
-        super().__init__(f"store {store!r}: {finding['check']}: {finding['observed']}")
-        self.finding = finding
-
-
-def probe_store(store: str, timeout: float | None = None) -> StoreProbe:
-    """Run ``store`` once in a child of the store server, every call bounded by ``timeout`` seconds,
-    tracing the crash points it reaches in put/commit/recover (in a temp dir, removed after)."""
-    from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreServer
-    from eos_harness.process.zygote import ZygoteError
-
-    spec = builtin_spec(store)
-    if spec is not None and spec.window:  # a window store: traced through the window protocol
-        from eos_harness.stores.window_catalogue import reached_window_points
-
-        return StoreProbe(reached_window_points(store))
-    resolve(store)  # a clear usage error for a bad spec before any process starts
-    tmp = Path(tempfile.mkdtemp(prefix="eos-points-"))
-    tp = StoreContext(directory=tmp).changelog
-    trace: list[tuple[str, bool]] = []
-    try:
-        with StoreServer(**({} if timeout is None else {"timeout": timeout})) as server:
-            s = server.start(store, tmp / "store", trace=True)
-            offers = s.call("capabilities")  # what the store declares it lacks is not called
-            s.call("recover", None)
-            for i in range(12):
-                s.call("put", b"k%02d" % i, b"v")
-            for key, value in [(b"a", b"1"), (b"b", None)] if not offers.put_all else []:
-                s.call("put", key, value)
-            if offers.put_all:
-                s.call("put_all", [(b"a", b"1"), (b"b", None)])
-            for method in ("persistent", "transactional", "manages_offsets"):
-                s.call(method)
-            for method, args in (("get", (b"k00",)), ("get", (b"b",)), ("delete", (b"k11",)), ("range", (b"a", b"k05")),
-                                 ("all", ()), ("rc_get", (b"k00",)), ("rc_range", (b"a", b"k05")), ("rc_all", ())):
-                if offers.range_scans or method not in ("range", "all", "rc_range", "rc_all"):
-                    s.call(method, *args)  # every read once: a wrong return type shows here
-            s.call("commit", {tp: 12})
-            s.call("committed_offset", tp)
-            trace += s.call("close")
-            s = server.start(store, tmp / "store", trace=True)
-            s.call("recover", 12)
-            trace += s.call("close")
-    except (StoreHang, StoreCallError) as exc:
-        if isinstance(exc, StoreCallError) and exc.kind == "StoreFactoryError":
-            raise StoreFactoryError(str(exc).partition(": ")[2].partition("\n")[0]) from None
-        finding = exc.finding or {"check": "store_raised", "operation": "probe", "expected": "no exception",
-                                  "observed": str(exc), "detail": None}
-        return StoreProbe([p for p, known in _unique(trace) if known], finding=finding)
-    except (ChildCrashed, ZygoteError, OSError) as exc:
-        return StoreProbe([p for p, known in _unique(trace) if known],
-                          error=f"the probe of store {store!r} could not be run to its end: {exc}")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    reached = _unique(trace)
-    return StoreProbe([p for p, known in reached if known], [p for p, known in reached if not known])
-
-
-def _unique(trace: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
-    seen: dict[str, bool] = {}
-    for name, known in trace:
-        if not name.startswith("task.") and name not in seen:
-            seen[name] = known
-    return list(seen.items())
-
-
-def reached_points(store: str, timeout: float | None = None) -> list[str]:
-    """The declared crash points a store reaches in put/commit/recover (found by running it in a
-    child); raises StoreProbeFailed when the store broke the protocol on the way."""
-    probe = probe_store(store, timeout)
-    if probe.finding is not None:
-        raise StoreProbeFailed(store, probe.finding)
-    if probe.error is not None:
-        raise RuntimeError(probe.error)
-    return probe.points
-
-
-_loaded = False
-
-
-def _load_builtins() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    from eos_harness.stores import catalogue  # noqa: F401  (registers every built-in store, mutant, variant)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
 from eos_harness.process.server import StoreServer
-from eos_harness.stores import StoreProbeFailed, reached_points
+from eos_harness.stores.probe import StoreProbeFailed, reached_points
 from eos_harness.suites.conformance.plan import matrix_cases
 from eos_harness.suites.conformance.runner import PROBE
 

@@ -17,10 +17,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from eos_harness.models.kv import KVModel
-from eos_harness.process.guard import finding_violation
 from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreServer
 from eos_harness.store import Capabilities, ChangelogRecord, StoreContext, TopicPartition
-from eos_harness.verdict import Violation
+from eos_harness.verdict import Violation, finding_violation
 
 from . import checks
 

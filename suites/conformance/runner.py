@@ -40,15 +40,16 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
+from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.process.server import StoreServer, children_output, own_output_to
 from eos_harness.seeding import seed_only
 from eos_harness.store import Capabilities
-from eos_harness.stores import probe_store, resolve
+from eos_harness.stores.probe import probe_store
+from eos_harness.stores.registry import resolve
 from eos_harness.suites.offsets.checks import CAPABILITIES, PROMISES
 from eos_harness.suites.offsets.runner import replay_command, verify_offsets
 from eos_harness.suites.offsets.runner import scenarios as offsets_scenarios_known
-from eos_harness.verdict import Violation, verdict_of
+from eos_harness.verdict import Violation, finding_violation, verdict_of
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.reporting import with_reporter

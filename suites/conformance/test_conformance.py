@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from eos_harness.seeding import seed_only
-from eos_harness.stores import StoreProbeFailed, reached_points
+from eos_harness.stores.probe import StoreProbeFailed, reached_points
 from eos_harness.suites.conformance.driver import features_of
 from eos_harness.suites.conformance.plan import machine_for
 from eos_harness.suites.conformance.runner import PROBE, run_case

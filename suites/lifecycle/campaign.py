@@ -33,10 +33,12 @@ from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, error_line
 from eos_harness.campaign import until_failure_rule as campaign_until_failure
 from eos_harness.faults import points
 from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
-from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
+from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.process.server import children_output
 from eos_harness.runtime.store_duties import store_metrics
-from eos_harness.stores import StoreFactoryError, base_store, probe_store, resolve
+from eos_harness.stores import StoreFactoryError
+from eos_harness.stores.probe import probe_store
+from eos_harness.stores.registry import base_store, resolve
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
     campaign_plan,
@@ -46,7 +48,7 @@ from eos_harness.suites.lifecycle.plan import (
     out_of_reach,
 )
 from eos_harness.suites.lifecycle.runner import Scenario, ScheduleError, error_verdict, run_scenario, verdict
-from eos_harness.verdict import ERROR, FAIL, exit_code
+from eos_harness.verdict import ERROR, FAIL, exit_code, finding_violation
 
 SUITE = "lifecycle"  # how campaign.json names this suite (``--suite lifecycle``)
 CHILDREN_LOG = "children.log"  # in the run directory: every child's stdout and stderr (the JSON's ``log``)

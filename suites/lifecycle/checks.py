@@ -15,8 +15,7 @@ from dataclasses import replace
 
 from eos_harness.models.lifecycle import LifecycleModel
 from eos_harness.models.workloads import changelog_partition
-from eos_harness.process.guard import finding_violation, hang_finding
-from eos_harness.verdict import Violation
+from eos_harness.verdict import Violation, finding_violation, hang_finding
 
 CHECKS = {
     "atomic_commit": "what a transactional store holds right after recover (before any replay) is exactly the "

@@ -13,7 +13,8 @@ from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
 from eos_harness.models.workloads import DEFAULT_WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.runtime.store_duties import store_metrics
-from eos_harness.stores import base_store, reached_points
+from eos_harness.stores.probe import reached_points
+from eos_harness.stores.registry import base_store
 from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, plan
 
 COMMIT_METRICS = "eos_commit_metrics"  # the user property each scenario records its commit metrics under

@@ -26,8 +26,8 @@ from eos_harness.faults.kafka import (
     TXN_TIMEOUT_MS,
     coordinator_of,
     fault_lock,
-    run_broker_fault,
 )
+from eos_harness.faults.kinds import run_broker_fault
 from eos_harness.history import History
 from eos_harness.process.faulted import FaultedChild
 from eos_harness.process.guard import (

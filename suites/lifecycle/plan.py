@@ -26,7 +26,8 @@ from eos_harness.runtime import (
     P_MID_BATCH,
     P_MID_REPLAY,
 )
-from eos_harness.stores import base_store, builtin_spec, builtin_specs, reached_points
+from eos_harness.stores.probe import reached_points
+from eos_harness.stores.registry import base_store, builtin_spec, builtin_specs
 from eos_harness.suites.lifecycle.runner import Scenario
 from eos_harness.suites.lifecycle.schedule import Fault
 

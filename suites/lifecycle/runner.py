@@ -39,7 +39,7 @@ from eos_harness.process.zombies import zombies
 from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
 from eos_harness.runtime.store_duties import metrics_of, warnings_of
-from eos_harness.stores import resolve
+from eos_harness.stores.registry import resolve
 from eos_harness.suites.lifecycle.checks import broker_failure, check_all, recovery_report
 from eos_harness.suites.lifecycle.instance import Instance, _run_instance
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
@@ -172,7 +172,7 @@ def _run_claimed(scenario: Scenario, run_dir: Path, keep: bool, scheduled: list[
         history.close()
     finally:
         broker.close()
-    from eos_harness.stores.window_catalogue import declared_semantics
+    from eos_harness.stores.registry import declared_semantics
 
     model = LifecycleModel(workload(scenario.workload), records, declared_semantics(config.store))
     violations = check_all(history.events, model)

@@ -73,7 +73,8 @@ def parse_store_schedule(store: str, text: str | list[str] | tuple[str, ...],
     try:
         return parse_schedule(text), None
     except ScheduleError:
-        from eos_harness.stores import builtin_spec, probe_store
+        from eos_harness.stores.probe import probe_store
+        from eos_harness.stores.registry import builtin_spec
 
         if ":" not in store or builtin_spec(store) is not None:
             raise

@@ -23,10 +23,18 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from eos_harness.process.guard import STORE_TIMEOUT_S, finding_violation
+from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang
 from eos_harness.process.zygote import ZygoteError
-from eos_harness.verdict import FAIL, NOT_APPLICABLE, PASS, Violation, error_reason, verdict_of
+from eos_harness.verdict import (
+    FAIL,
+    NOT_APPLICABLE,
+    PASS,
+    Violation,
+    error_reason,
+    finding_violation,
+    verdict_of,
+)
 
 from .checks import CAPABILITIES, PROMISES
 from .scenario import Scenario, features_of

@@ -155,7 +155,7 @@ def _check_restart(want: dict[str, str], events: list[dict], offset: int | None,
 def _steps(upgraded: str) -> tuple[tuple[str, ...], tuple[str, ...], frozenset]:
     """The crash points of ``upgraded``'s migration and downgrade, and the downgrade's last points: a
     crash there (or none) leaves a directory the legacy store opens as it is (else it wipes)."""
-    from eos_harness.stores import resolve
+    from eos_harness.stores.registry import resolve
     from eos_harness.stores.secondary import ADOPT_POINTS, HANDBACK_POINTS, SecondaryRocksStore
 
     if isinstance(resolve(upgraded)(), SecondaryRocksStore):  # its main store lives in main/, not db/

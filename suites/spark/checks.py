@@ -11,7 +11,7 @@ from pathlib import Path
 from eos_harness.models.spark import PipelineModel, model_for
 from eos_harness.verdict import Violation
 
-__all__ = ["CHECKS", "check_at_least_once", "check_output", "check_watermarks", "recorded_watermarks", "check_restarts", "check_state", "normalise_state", "read_file_sink", "read_store_sink"]
+__all__ = ["CHECKS", "check_at_least_once", "check_output", "check_watermarks", "recorded_watermarks", "check_restarts", "check_state", "normalise_state", "read_file_sink"]
 
 # The checks (promises) of the suite, by their public names (violations' ``check``; JUnit testcases).
 CHECKS = ("exactly_once_output", "no_loss", "state_matches_model", "restart_liveness", "watermark_not_ahead")
@@ -114,27 +114,6 @@ def read_file_sink(output: Path) -> tuple[list[list], list[str]]:
             continue
         rows += [json.loads(line) for line in part.read_text().splitlines() if line.strip()]
     return rows, orphans
-
-
-def read_store_sink(output: Path) -> tuple[dict[int, list[list]], dict[int, int]]:
-    """Rows per batch and how many times each batch was applied, from the ``rocksdb-indexed`` sink store."""
-    from eos_harness.store import StoreContext
-    from eos_harness.stores import resolve
-
-    store = resolve("rocksdb-indexed")()
-    store.init(StoreContext(directory=output / "store", store_name="spark-sink"))
-    try:
-        rows: dict[int, list[list]] = {}
-        applied: dict[int, int] = {}
-        for key, value in store.read_committed().all():
-            if key.startswith(b"out/"):
-                _, batch, row = key.split(b"/", 2)
-                rows.setdefault(int(batch), []).append(json.loads(row))
-            elif key.startswith(b"applied/"):
-                applied[int(key.split(b"/")[1])] = int(value)
-        return rows, applied
-    finally:
-        store.close()
 
 
 def _as_row(row, columns) -> tuple:

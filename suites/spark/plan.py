@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 from eos_harness.faults import kinds
-from eos_harness.spark.pipelines import PIPELINES, unsupported
+from eos_harness.faults.spark import parse_target
+from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
 
 STATE_CONFIGS = (("hdfs", False), ("rocksdb", False), ("rocksdb", True))  # provider, changelog checkpointing
 
@@ -30,6 +32,68 @@ MATRIX_SINKS = ("file", "foreach", "kafka")
 MIN_BATCHES = 3  # a kill hits a batch in 1 .. batches-2: one batch before it, one after it
 
 
+@dataclass(frozen=True)
+class SparkScenario:
+    pipeline: str
+    sink: str
+    provider: str = "rocksdb"
+    checkpoint_format: int = 1
+    changelog: bool = False
+    source: str = "file"
+    schedule: tuple[str, ...] = ()
+    seed: int = 0
+    batches: int = 5
+    strict: bool = False
+
+    def validate(self) -> None:
+        if self.pipeline not in PIPELINES:
+            raise ValueError(f"unknown pipeline {self.pipeline!r}; known: {', '.join(PIPELINES)}")
+        if self.sink not in SINKS:
+            raise ValueError(f"unknown sink {self.sink!r}; known: {', '.join(SINKS)}")
+        if self.provider not in ("hdfs", "rocksdb"):
+            raise ValueError("--state-provider must be hdfs or rocksdb")
+        if self.checkpoint_format not in (1, 2):
+            raise ValueError("--checkpoint-format must be 1 or 2")
+        if self.changelog and self.provider != "rocksdb":
+            raise ValueError("changelog checkpointing is a RocksDB provider option")
+        if self.source not in ("file", "kafka"):
+            raise ValueError(f"unknown source {self.source!r}: use file or kafka")
+        if self.batches < MIN_BATCHES:
+            raise ValueError(f"--batches must be at least {MIN_BATCHES}, got {self.batches}")
+        for target in self.schedule:
+            parse_target(target)
+
+    @property
+    def uses_kafka(self) -> bool:
+        return self.source == "kafka" or self.sink == "kafka"
+
+    @property
+    def configuration(self) -> dict:
+        return {"state_provider": self.provider, "changelog_checkpointing": self.changelog,
+                "checkpoint_format": self.checkpoint_format, "source": self.source}
+
+    def header(self) -> dict:
+        """The fields every verdict of this scenario starts with."""
+        return {"pipeline": self.pipeline, "sink": self.sink, "configuration": self.configuration,
+                "seed": self.seed, "schedule": list(self.schedule), "strict": self.strict, "repro": self.repro()}
+
+    def repro(self) -> str:
+        parts = ["eos-harness run --suite spark", f"--pipeline {self.pipeline}", f"--sink {self.sink}",
+                 f"--state-provider {self.provider}", f"--checkpoint-format {self.checkpoint_format}"]
+        if self.changelog:
+            parts.append("--changelog")
+        if self.source != "file":
+            parts.append(f"--source {self.source}")
+        if self.schedule:
+            parts.append(f"--crash-at {','.join(self.schedule)}")
+        if self.batches != 5:
+            parts.append(f"--batches {self.batches}")
+        if self.strict:
+            parts.append("--strict")
+        parts.append(f"--seed {self.seed}")
+        return " ".join(parts)
+
+
 def matrix(source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS) -> list[dict]:
     """Every (pipeline, sink, state configuration, checkpoint format, crash window) Spark accepts."""
     cases = []
@@ -52,8 +116,6 @@ def plan(seed: int, count: int | None, source: str = "file", batches: int = 5,
     crash window of its own (rotated, so every window appears in every round and a combination gets a
     new window each round); the kill hits a random batch, and every fifth case gets a second kill at a
     random time. A campaign cut short by ``--minutes`` or ``count`` still covers every combination."""
-    from eos_harness.suites.spark.runner import SparkScenario
-
     rng = random.Random(seed)
     combos = sorted({tuple((k, v) for k, v in case.items() if k != "window") for case in matrix(source, sinks)})
     rng.shuffle(combos)

@@ -21,8 +21,10 @@ from pathlib import Path
 from eos_harness.faults.spark import CrashTarget, FileWatcher, classify, final_files, parse_target, step_of
 from eos_harness.models.spark import generate_batches, model_for
 from eos_harness.rundir import claim
-from eos_harness.spark.pipelines import OUTPUT_COLUMNS, PIPELINES, SINKS, unsupported
+from eos_harness.spark.pipelines import OUTPUT_COLUMNS, unsupported
 from eos_harness.spark.process import PipelineProcess
+from eos_harness.store import StoreContext
+from eos_harness.stores.registry import resolve
 from eos_harness.suites.spark.checks import (
     EXACTLY_ONCE_SINKS,
     check_at_least_once,
@@ -31,10 +33,9 @@ from eos_harness.suites.spark.checks import (
     check_state,
     check_watermarks,
     read_file_sink,
-    read_store_sink,
     recorded_watermarks,
 )
-from eos_harness.suites.spark.plan import MIN_BATCHES
+from eos_harness.suites.spark.plan import SparkScenario
 from eos_harness.verdict import ERROR, NOT_APPLICABLE, PASS, Violation, error_reason, verdict_of
 
 __all__ = ["SparkScenario", "error_result", "run_spark_scenario"]
@@ -42,68 +43,6 @@ __all__ = ["SparkScenario", "error_result", "run_spark_scenario"]
 RUN_TIMEOUT_S = 300.0
 RESTART_BOUND_S = 120.0
 EPOCH = 1_700_000_000  # input files get modification times EPOCH+n: the file source takes them in that order
-
-
-@dataclass(frozen=True)
-class SparkScenario:
-    pipeline: str
-    sink: str
-    provider: str = "rocksdb"
-    checkpoint_format: int = 1
-    changelog: bool = False
-    source: str = "file"
-    schedule: tuple[str, ...] = ()
-    seed: int = 0
-    batches: int = 5
-    strict: bool = False
-
-    def validate(self) -> None:
-        if self.pipeline not in PIPELINES:
-            raise ValueError(f"unknown pipeline {self.pipeline!r}; known: {', '.join(PIPELINES)}")
-        if self.sink not in SINKS:
-            raise ValueError(f"unknown sink {self.sink!r}; known: {', '.join(SINKS)}")
-        if self.provider not in ("hdfs", "rocksdb"):
-            raise ValueError("--state-provider must be hdfs or rocksdb")
-        if self.checkpoint_format not in (1, 2):
-            raise ValueError("--checkpoint-format must be 1 or 2")
-        if self.changelog and self.provider != "rocksdb":
-            raise ValueError("changelog checkpointing is a RocksDB provider option")
-        if self.source not in ("file", "kafka"):
-            raise ValueError(f"unknown source {self.source!r}: use file or kafka")
-        if self.batches < MIN_BATCHES:
-            raise ValueError(f"--batches must be at least {MIN_BATCHES}, got {self.batches}")
-        for target in self.schedule:
-            parse_target(target)
-
-    @property
-    def uses_kafka(self) -> bool:
-        return self.source == "kafka" or self.sink == "kafka"
-
-    @property
-    def configuration(self) -> dict:
-        return {"state_provider": self.provider, "changelog_checkpointing": self.changelog,
-                "checkpoint_format": self.checkpoint_format, "source": self.source}
-
-    def header(self) -> dict:
-        """The fields every verdict of this scenario starts with."""
-        return {"pipeline": self.pipeline, "sink": self.sink, "configuration": self.configuration,
-                "seed": self.seed, "schedule": list(self.schedule), "strict": self.strict, "repro": self.repro()}
-
-    def repro(self) -> str:
-        parts = ["eos-harness run --suite spark", f"--pipeline {self.pipeline}", f"--sink {self.sink}",
-                 f"--state-provider {self.provider}", f"--checkpoint-format {self.checkpoint_format}"]
-        if self.changelog:
-            parts.append("--changelog")
-        if self.source != "file":
-            parts.append(f"--source {self.source}")
-        if self.schedule:
-            parts.append(f"--crash-at {','.join(self.schedule)}")
-        if self.batches != 5:
-            parts.append(f"--batches {self.batches}")
-        if self.strict:
-            parts.append("--strict")
-        parts.append(f"--seed {self.seed}")
-        return " ".join(parts)
 
 
 @dataclass
@@ -114,6 +53,25 @@ class _History:
         seq = len(self.events)
         self.events.append({"seq": seq, **event})
         return seq
+
+
+def read_store_sink(output: Path) -> tuple[dict[int, list[list]], dict[int, int]]:
+    """Rows per batch and how many times each batch was applied, read from the ``rocksdb-indexed`` sink store
+    (its read-committed view) after the last run; the checks judge these rows."""
+    store = resolve("rocksdb-indexed")()
+    store.init(StoreContext(directory=output / "store", store_name="spark-sink"))
+    try:
+        rows: dict[int, list[list]] = {}
+        applied: dict[int, int] = {}
+        for key, value in store.read_committed().all():
+            if key.startswith(b"out/"):
+                _, batch, row = key.split(b"/", 2)
+                rows.setdefault(int(batch), []).append(json.loads(row))
+            elif key.startswith(b"applied/"):
+                applied[int(key.split(b"/")[1])] = int(value)
+        return rows, applied
+    finally:
+        store.close()
 
 
 def write_input(directory: Path, batches: list[list[tuple[str, int]]]) -> None:

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 from eos_harness.faces.pytest_plugin import suite_seed
 from eos_harness.process.window_server import WindowStoreServer
-from eos_harness.stores import builtin_specs
-from eos_harness.stores.window_catalogue import is_window_store
-from eos_harness.stores.window_catalogue import reached_window_points as reached_points
+from eos_harness.stores.probe import reached_window_points as reached_points
+from eos_harness.stores.registry import builtin_specs, is_window_store
 from eos_harness.suites.windows.plan import matrix_cases
 
 

@@ -29,8 +29,8 @@ from eos_harness.process.server import ChildCrashed, StoreCallError
 from eos_harness.process.window_server import WindowStoreServer
 from eos_harness.seeding import seed_only
 from eos_harness.store import StoreContext
-from eos_harness.stores.window_catalogue import reached_window_points as reached_points
-from eos_harness.stores.window_catalogue import resolve_window
+from eos_harness.stores.probe import reached_window_points as reached_points
+from eos_harness.stores.registry import resolve_window
 from eos_harness.suites.windows.checks import check_validation, compare_records, show
 from eos_harness.suites.windows.plan import KEYS, VALUES, edge_deltas, matrix_cases, workload_puts
 from eos_harness.verdict import Violation, verdict_of

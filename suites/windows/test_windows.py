@@ -6,8 +6,8 @@ those of the semantics the store declares (``window_config().semantics``)."""
 from __future__ import annotations
 
 from eos_harness.seeding import seed_only
-from eos_harness.stores.window_catalogue import reached_window_points as reached_points
-from eos_harness.stores.window_catalogue import resolve_window
+from eos_harness.stores.probe import reached_window_points as reached_points
+from eos_harness.stores.registry import resolve_window
 from eos_harness.suites.windows.checks import check_validation
 from eos_harness.suites.windows.runner import machine_for, run_case
 from hypothesis import HealthCheck, Phase, settings

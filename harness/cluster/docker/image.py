@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-from eos_harness.cluster import KAFKA_VERSION
 from eos_harness.cluster.docker.containers import LABEL
 from eos_harness.cluster.docker.engine import CLI, DockerError, docker_cache, docker_client
+from eos_harness.cluster.local import KAFKA_VERSION
 from eos_harness.cluster.local import _tail_text as _tail
 
 __all__ = ["BUILD_COMMAND", "DEFAULT_IMAGE", "LOCAL_IMAGE", "BuildReport", "build_image", "image_present",
