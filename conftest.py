@@ -15,7 +15,7 @@ pytest_plugins = ["pytester"]
 HEAVY = {
     "suites/conformance/", "suites/lifecycle/", "suites/windows/", "suites/offsets/", "suites/metadata/",
     "tests/test_campaign_controls.py", "tests/test_metadata_controls.py", "tests/test_reliability_store.py",
-    "tests/test_store_implementers.py", "tests/test_global_store.py",
+    "tests/test_store_implementers.py", "tests/test_global_store.py", "tests/test_replays.py",
     "tests/test_lifecycle.py::test_the_chaos_campaign_passes_a_real_store_and_catches_every_mutant",
     "tests/test_lifecycle.py::test_no_process_is_left_after_a_chaos_run",
     "tests/test_lifecycle.py::test_a_scenario_that_cannot_run_is_an_error_verdict_and_the_campaign_goes_on",

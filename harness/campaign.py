@@ -389,17 +389,18 @@ def open_for_resume(run_dir: str | Path, suite: str, required: Iterable[str] = (
 
 
 def until_failure_rule(names: Iterable[str], expected_to_fail: Callable[[str], bool],
-                       subject: str = "store") -> Callable[[dict], str | None]:
+                       subject: str = "store", judge: Callable[[dict], str] = lambda result: result["verdict"],
+                       ) -> Callable[[dict], str | None]:
     """What ``--until-failure`` stops at (``run_plan``'s ``stop_after``): the first failure of one of
     ``names`` expected to pass (a bug found; ``subject``: the result's field naming it); a mutant's
     failure is what the campaign expects, so it goes on. Only when every one of ``names`` is expected to
     fail (``--stores mutant-x``) does the first failure of any stop it: the mutant was caught, there is
-    nothing else to find."""
+    nothing else to find. ``judge``: a result's verdict (Spark's judges its at-least-once duplicates)."""
     names = list(names)
     hunted = {n for n in names if not expected_to_fail(n)} or set(names)
 
     def stop(result: dict) -> str | None:
-        if result["verdict"] != FAIL or result[subject] not in hunted:
+        if judge(result) != FAIL or result[subject] not in hunted:
             return None
         checks = ", ".join(sorted({v["check"] for v in result["violations"]}))
         where = "the probe" if result.get("probe") else f"scenario {result['index']}"
@@ -554,7 +555,7 @@ def budget(scenarios: int | None, deadline: float | None) -> Callable[[int], boo
 
 def points_hit(results: Iterable[dict]) -> list[str]:
     """Every crash point (or fault) the results' scenarios hit, sorted: a summary's ``points_hit``."""
-    return sorted({point for result in results for point in result["crash_points"]})
+    return sorted({point for result in results for point in result.get("crash_points", ())})
 
 
 def error_lines(results: Iterable[dict], subject: str) -> list[str]:

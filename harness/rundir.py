@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["LATEST", "LOCK", "MARKER", "RunDirError", "check_output_file", "claim", "hold", "is_marked",
+__all__ = ["LATEST", "LOCK", "MARKER", "RunDirError", "claim", "hold", "is_marked",
            "new_run_dir", "prepare", "release_all", "run_directory"]
 
 MARKER = ".eos-harness-run"
@@ -261,14 +261,6 @@ def claim(path: Path) -> Path:
         path.mkdir(parents=True)
     _mark(path)
     return path
-
-
-def check_output_file(path: str | Path, option: str = "--json") -> Path:
-    """A file the command will write its results to, checked before anything runs
-    (:func:`eos_harness.outputs.check_outputs`); raises :class:`RunDirError`."""
-    from eos_harness.outputs import check_outputs
-
-    return check_outputs({option: path})[option]
 
 
 def write_text(path: Path, text: str) -> None:

@@ -66,7 +66,7 @@ def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_con
     assert took < 10, f"Ctrl-C took {took:.1f} s to stop the campaign"
     assert children, "the campaign had started no process: nothing was tested"
     assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE], "left running"
-    assert f"to resume: eos-harness chaos --resume {out}" in output
+    assert f"to resume: eos-harness chaos --suite lifecycle --resume {out}" in output
     campaign = json.loads((out / "chaos.json").read_text())
     assert campaign["stopped"]["why"] == "SIGINT"
     finished = scenario_keys(campaign)

@@ -5,17 +5,59 @@ from __future__ import annotations
 import json
 
 import click
+from eos_harness.faces.kafka_log import kafka_log_command
 from eos_harness.faces.kafka_metadata import kafka_metadata_command
-from eos_harness.faces.lifecycle import chaos_command, console, demo_command, kafka_log_command, run_command
+from eos_harness.faces.lifecycle import chaos_command, demo_command, run_command
 from eos_harness.faces.params import AT_LEAST_ONE
 from eos_harness.faces.report import report_command
-from eos_harness.faces.spark import SuiteGroup
+from eos_harness.faces.toolkit import console, seed_or_drawn
 from eos_harness.process.guard import STORE_TIMEOUT_S
 
 
-class HarnessGroup(SuiteGroup):
-    """Every command runs in a :func:`eos_harness.session.session` (one temp root, removed at the end;
+def _suite_of(args: list[str]) -> str | None:
+    """The value of ``--suite`` among a command's arguments, if any."""
+    for i, arg in enumerate(args):
+        if arg == "--suite" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--suite="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _without_suite(args: list[str]) -> list[str]:
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--suite":
+            skip = True
+        elif not arg.startswith("--suite="):
+            out.append(arg)
+    return out
+
+
+class HarnessGroup(click.Group):
+    """``run`` and ``chaos`` come from the suite registry (:data:`eos_harness.suite.SUITES`): with
+    ``--suite NAME`` they are that suite's commands (the lifecycle suite's without it; a name no suite
+    has is left to the lifecycle command's ``--suite``, which lists the suites).
+
+    Every command runs in a :func:`eos_harness.session.session` (one temp root, removed at the end;
     SIGTERM unwinds like Ctrl-C); an interrupted command exits 130 (SIGINT) or 143 (SIGTERM)."""
+
+    def resolve_command(self, ctx, args):
+        from eos_harness.suite import SUITES
+
+        name, command, rest = super().resolve_command(ctx, args)
+        entry = SUITES.get(_suite_of(rest)) if name in ("run", "chaos") else None
+        if entry is not None:
+            found = entry.command(name)
+            if found is None:
+                raise click.UsageError(f"the {entry.name} suite has no campaign; run it with: eos-harness run "
+                                       f"--suite {entry.name} (see `eos-harness run --suite {entry.name} --help`)")
+            if not any(p.name == "suite" or "--suite" in getattr(p, "opts", ()) for p in found.params):
+                rest = _without_suite(rest)  # the suite's one command (verify, kafka-log, …) has no --suite
+            command = found
+        return name, command, rest
 
     def invoke(self, ctx: click.Context):
         from eos_harness.session import exit_code_of, session, signal_name
@@ -32,6 +74,24 @@ class HarnessGroup(SuiteGroup):
 @click.group(cls=HarnessGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Fault-injection harness and verifier for exactly-once (EOS) state semantics."""
+
+
+@main.command("suites")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def suites_command(as_json: bool) -> None:
+    """List every suite: what it runs on, its commands and its checks with their meanings."""
+    from eos_harness.suite import SUITES
+
+    rows = [s.to_json() for s in SUITES.values()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        commands = ", ".join(f"{c} --suite {row['name']}" for c, has in row["commands"].items() if has)
+        click.echo(f"{row['name']}: {row['title']}\n  runs on: {row['runs_on']}\n  commands: {commands}"
+                   + ("; pytest --pyargs " + row["package"] if row["pytest_entry"] else ""))
+        for check, meaning in row["checks"].items():
+            click.echo(f"    {check:<34} {meaning}")
 
 
 @main.command("stores")
@@ -132,17 +192,14 @@ def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> Non
     """``verify --list-checks``: every check ``verify`` may report, by suite, with its one-line meaning."""
     if not value or ctx.resilient_parsing:
         return
-    from eos_harness.suites.conformance.checks import CHECKS
-    from eos_harness.suites.offsets.checks import PROMISES
-    from eos_harness.suites.windows.checks import CHECKS as WINDOW_CHECKS
+    from eos_harness.suite import SUITES
 
-    for title, checks in (("conformance suite (every key-value store)", CHECKS),
-                          ("offsets suite (KIP-892/KIP-1035; checks a store does not qualify for are not_applicable, "
-                           "with the reason)", PROMISES),
-                          ("window store suite (window stores)", WINDOW_CHECKS)):
-        click.echo(f"{title}:")
-        for name, meaning in checks.items():
-            click.echo(f"  {name:<34} {meaning}")
+    for name, note in (("conformance", "every key-value store"),
+                       ("offsets", "checks a store does not qualify for are not_applicable, with the reason"),
+                       ("windows", "window stores")):
+        click.echo(f"{name} suite, {SUITES[name].title} ({note}):")
+        for check, meaning in SUITES[name].checks().items():
+            click.echo(f"  {check:<34} {meaning}")
     from eos_harness.suites.offsets.runner import scenarios
 
     click.echo("offsets scenarios (verify STORE --offsets-scenario NAME runs one alone):")
@@ -186,17 +243,16 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     """Run the conformance suite and the offsets suite against STORE (a built-in name or module:function);
     a window store (its kind, or a store with ``window_config``) gets the window store suite."""
     import os
-    import random
     import sys
     import tempfile
     from pathlib import Path
 
-    from eos_harness.faces.lifecycle import console
     from eos_harness.outputs import check_outputs
     from eos_harness.rundir import RunDirError, write_text
     from eos_harness.stores import StoreFactoryError
     from eos_harness.suites.conformance.checks import GUARD_CHECKS
-    from eos_harness.suites.conformance.runner import ALLOWABLE, verify
+    from eos_harness.suites.conformance.runner import ALLOWABLE
+    from eos_harness.suites.verify import verify_store
     from eos_harness.verdict import exit_code
     from rich.table import Table
 
@@ -219,25 +275,15 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
             Path(log_path).write_text("")  # this run's output only
     except (RunDirError, OSError) as exc:
         raise click.UsageError(str(exc)) from None
-    seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    seed = seed_or_drawn(seed)
     console.print(f"seed: {seed}")
     kept_log = log_path is not None
     if log_path is None:  # in the command's temp root, removed at its end
         fd, log_path = tempfile.mkstemp(prefix="eos-verify-", suffix=".log")
         os.close(fd)
     try:
-        from eos_harness.process.server import own_output_to
-        from eos_harness.stores.registry import is_window_store
-
-        with own_output_to(log_path):  # the driver's own import of a user's module may print or warn
-            window = is_window_store(store)
-        if window:
-            from eos_harness.suites.windows.runner import verify as verify_windows
-
-            result = verify_windows(store, seed, examples=examples, steps=steps, shrink=shrink)
-        else:
-            result = verify(store, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
-                            log=log_path, allow=allow, max_findings=max_findings, offsets_scenarios=offsets_scenarios)
+        result = verify_store(store, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
+                              log=log_path, allow=allow, max_findings=max_findings, offsets_scenarios=offsets_scenarios)
     except StoreFactoryError as exc:
         raise click.UsageError(str(exc)) from None
     json_error = None
@@ -250,7 +296,7 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
         from eos_harness.junit import write_junit
         from eos_harness.suites.conformance.junit import verify_suites
 
-        json_error = json_error or write_junit(junit_path, verify_suites(result, window),
+        json_error = json_error or write_junit(junit_path, verify_suites(result, result["suite"] == "windows"),
                                                  f"eos-harness verify {store}")
     table = Table(title=f"conformance of {store}: {len(result['cases'])} cases")
     table.add_column("#", no_wrap=True)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import click
-from eos_harness.faces.lifecycle import _check_json_path, _seed, _write_json, console
 from eos_harness.faces.params import require_extra
+from eos_harness.faces.toolkit import check_output_path, console, seed_or_drawn, write_json
 from eos_harness.verdict import exit_code
 from rich.table import Table
 
@@ -39,10 +39,10 @@ def kafka_metadata_command(seed, topics, partitions, controller_kills, bootstrap
     from eos_harness.suites.kafka_metadata.runner import Plan, run
 
     require_extra("kafka", "kafka-metadata")
-    seed = _seed(seed)
+    seed = seed_or_drawn(seed)
     console.print(f"seed: {seed}")
     try:
-        _check_json_path(json_path)
+        check_output_path(json_path)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if keep_dir and Path(keep_dir).exists() and any(Path(keep_dir).iterdir()):
@@ -50,7 +50,7 @@ def kafka_metadata_command(seed, topics, partitions, controller_kills, bootstrap
     plan = Plan(seed=seed, topics=topics, partitions=partitions, controller_kills=controller_kills,
                 bootstrap_kills=bootstrap_kills, brokers=brokers, heap=heap)
     report = run(plan, Path(keep_dir) if keep_dir else None)
-    json_error = _write_json(json_path, report)
+    json_error = write_json(json_path, report)
     console.print(f"{report['controller_kills']} controller kills, {report['bootstrap_kills']} bootstrap kills, "
                   f"{report['topics_acknowledged']} topics ({report['partitions_acknowledged']} partitions) "
                   f"acknowledged in {report['seconds']} s")
@@ -69,10 +69,7 @@ def kafka_metadata_command(seed, topics, partitions, controller_kills, bootstrap
     colour = "green" if report["verdict"] == "pass" else "red"
     console.print(f"[{colour}]verdict: {report['verdict']}[/]" + (f": {report['error']}" if report["error"] else ""))
     if report["verdict"] != "pass":
-        console.print(f"replay: eos-harness kafka-metadata --seed {seed} --topics {topics} --partitions {partitions} "
-                      f"--controller-kills {controller_kills} --bootstrap-kills {bootstrap_kills} "
-                      f"--brokers {brokers}" + (f" --heap {heap}" if heap != "384m" else ""), soft_wrap=True,
-                      markup=False)
+        console.print(f"replay: {report['repro']}", soft_wrap=True, markup=False)
     if keep_dir:
         console.print(f"kept: {keep_dir} (each node's kafka.log under <phase>/<controller|broker>-<id>/)",
                       markup=False, highlight=False)

@@ -1,76 +1,33 @@
 """CLI of the Spark suite: ``eos-harness run --suite spark …`` (one scenario) and
-``eos-harness chaos --suite spark …`` (a campaign over the matrix). :class:`SuiteGroup` sends
-``run``/``chaos`` with ``--suite spark`` here (``--suite metadata`` to :mod:`eos_harness.faces.metadata`);
-the lifecycle suite's commands keep every other invocation."""
+``eos-harness chaos --suite spark …`` (a campaign over the matrix); the CLI's group sends them here
+from the suite registry (:data:`eos_harness.suite.SUITES`)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import random
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import click
 from eos_harness.broker.opening import open_broker
 from eos_harness.broker.spec import BrokerSpec
-from eos_harness.faces.lifecycle import (
-    JUNIT_HELP,
-    given_or_kept,
-    interrupted_exit_code,
-    print_stopped,
-    resumed_state,
-)
-from eos_harness.faces.params import AT_LEAST_ONE, POSITIVE_MINUTES, BrokerParam, require_extra
-from eos_harness.faces.report import NO_REPORT_HELP, write_run_report
+from eos_harness.faces import toolkit
+from eos_harness.faces.params import BrokerParam, require_extra
+from eos_harness.faces.report import write_run_report
+from eos_harness.faces.toolkit import console
 from eos_harness.junit import write_junit
-from eos_harness.outputs import check_outputs
-from eos_harness.rundir import RunDirError, run_directory, write_text
+from eos_harness.rundir import RunDirError
 from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
-from eos_harness.suites.spark.campaign import SUITE, campaign_exit_code, counted_violations, run_campaign
+from eos_harness.suites.spark.campaign import (
+    SUITE,
+    counted_violations,
+    judge,
+    run_campaign,
+)
 from eos_harness.suites.spark.junit import spark_suites
 from eos_harness.suites.spark.plan import MATRIX_SINKS, MIN_BATCHES
-from eos_harness.verdict import EXIT_INCOMPLETE, exit_code
-from rich.console import Console
+from eos_harness.verdict import exit_code
 from rich.table import Table
-
-console = Console(width=None if sys.stdout.isatty() else 160)  # log files keep whole lines
-
-
-def _suite_of(args: list[str]) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == "--suite" and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--suite="):
-            return arg.split("=", 1)[1]
-    return None
-
-
-# The suites with ``run``/``chaos`` commands of their own: suite -> (module, run command, chaos command).
-SUITE_COMMANDS = {
-    "spark": ("eos_harness.faces.spark", "spark_run_command", "spark_chaos_command"),
-    "metadata": ("eos_harness.faces.metadata", "metadata_run_command", "metadata_chaos_command"),
-}
-
-
-class SuiteGroup(click.Group):
-    """A click group that runs a suite's own ``run``/``chaos`` (:data:`SUITE_COMMANDS`) when
-    ``--suite SUITE`` names one; the lifecycle suite's commands keep every other invocation."""
-
-    def resolve_command(self, ctx, args):
-        import importlib
-
-        name, command, rest = super().resolve_command(ctx, args)
-        suite = SUITE_COMMANDS.get(_suite_of(rest)) if name in ("run", "chaos") else None
-        if suite is not None:
-            module, run, chaos = suite
-            command = getattr(importlib.import_module(module), run if name == "run" else chaos)
-        return name, command, rest
-
-
-def _seed(seed: int | None) -> int:
-    return seed if seed is not None else random.SystemRandom().randrange(2**31)
 
 
 def _table(results: list[dict], title: str) -> Table:
@@ -135,9 +92,7 @@ def _kafka(broker: BrokerSpec, needed: bool) -> Iterator[str | None]:
         try:
             opened = stack.enter_context(open_broker(broker, say=console.print))
         except ClusterError as exc:
-            error = click.ClickException(str(exc))
-            error.exit_code = EXIT_INCOMPLETE
-            raise error from None
+            raise toolkit.incomplete(exc) from None
         yield opened.bootstrap_servers
 
 
@@ -170,7 +125,7 @@ def _print_result(result: dict) -> None:
 
 
 @click.command("run")
-@click.option("--suite", type=click.Choice(["lifecycle", "spark", "metadata"]), default="spark", expose_value=False)
+@toolkit.run_options("spark", "spark-run")
 @click.option("--pipeline", type=click.Choice(PIPELINES), required=True)
 @click.option("--sink", type=click.Choice(SINKS), required=True)
 @click.option("--state-provider", "provider", type=click.Choice(["hdfs", "rocksdb"]), default="rocksdb", show_default=True)
@@ -182,14 +137,7 @@ def _print_result(result: dict) -> None:
 @click.option("--batches", type=click.IntRange(min=MIN_BATCHES), default=5, show_default=True,
               help="Input files (one micro-batch each); at least 3, so a kill has a batch before and after it.")
 @click.option("--strict", is_flag=True, help="At-least-once duplicates (Kafka sink) fail the verdict.")
-@click.option("--seed", type=int, default=None, help="Seed of the input (printed when not given).")
 @click.option("--broker", type=BROKER, default="kafka-local", help=BROKER_HELP)
-@click.option("--json", "json_path", default=None, help="Write the verdict JSON here.")
-@click.option("--junit", "junit_path", default=None, help=JUNIT_HELP)
-@click.option("--out", default=None, help="Run directory (default: a new runs/<UTC time>-spark-run-seed<N>; runs/latest links to it).")
-@click.option("--overwrite", is_flag=True, help="Reuse --out if it holds an earlier run's results (only what the "
-              "harness wrote there is removed; a directory it did not make is never emptied).")
-@click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
 def spark_run_command(pipeline, sink, provider, changelog, checkpoint_format, source, crash_at, batches, strict,
                       seed, broker, json_path, junit_path, out, overwrite, no_report):
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model."""
@@ -198,14 +146,13 @@ def spark_run_command(pipeline, sink, provider, changelog, checkpoint_format, so
     require_extra("spark", "--suite spark")
     if "kafka" in (source, sink):
         require_extra("kafka", f"--{'source' if source == 'kafka' else 'sink'} kafka")
-    seed = _seed(seed)
+    seed = toolkit.seed_or_drawn(seed)
     console.print(f"seed: {seed}")
     scenario = SparkScenario(pipeline, sink, provider, int(checkpoint_format), changelog, source,
                              tuple(t for t in crash_at.split(",") if t.strip()), seed, batches, strict)
     try:
         scenario.validate()
-        check_outputs({"--json": json_path, "--junit": junit_path}, run_dir=out)
-        run_dir = run_directory(out, "spark-run", seed, overwrite=overwrite)
+        run_dir = toolkit.run_outputs(json_path, junit_path, out, "spark-run", seed, overwrite)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     needed = scenario.uses_kafka and not unsupported(pipeline, sink, provider, int(checkpoint_format))
@@ -214,7 +161,7 @@ def spark_run_command(pipeline, sink, provider, changelog, checkpoint_format, so
             result = run_spark_scenario(scenario, run_dir, keep=True, kafka=kafka)
     except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
         result = error_result(scenario, exc)
-    json_error = _write_json(json_path, result)
+    json_error = toolkit.write_json(json_path, result)
     if junit_path:
         json_error = json_error or write_junit(junit_path, spark_suites([result], strict), f"eos-harness run --suite "
                                                f"spark, seed {seed}")
@@ -226,17 +173,8 @@ def spark_run_command(pipeline, sink, provider, changelog, checkpoint_format, so
     sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
 
 
-def _write_json(path: str | Path | None, obj: dict) -> str | None:
-    """Write the results JSON (its directory was checked up front); returns why it could not be written."""
-    if not path:
-        return None
-    try:
-        write_text(Path(path), json.dumps(obj, indent=2))
-    except OSError as exc:
-        return f"could not write {path}: {exc.strerror or exc}"
-    return None
-
-
+UNTIL_FAILURE_HELP = ("Stop at the first unexpected failure (a real sink failing; the mutant sink is expected to "
+                      "fail); write everything.")
 SPARK_RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM, --until-failure) with its seed "
                      "and options, kept there when it started: the same plan, the scenarios that finished are not "
                      "run again, a --minutes campaign gets the time it had left; the JSON holds every scenario. "
@@ -244,33 +182,21 @@ SPARK_RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM,
 
 
 @click.command("chaos")
-@click.option("--suite", type=click.Choice(["lifecycle", "spark", "metadata"]), default="spark", expose_value=False)
+@toolkit.campaign_options("spark", "spark-chaos",
+                          "The mutant sink caught is an expected failure (skipped, with its evidence).",
+                          UNTIL_FAILURE_HELP, SPARK_RESUME_HELP, minutes="Stop starting scenarios after this long.",
+                          scenarios="Run this many scenarios (default: the whole matrix).")
 @click.option("--source", type=click.Choice(["file", "kafka"]), default="file", show_default=True)
-@click.option("--minutes", type=POSITIVE_MINUTES, default=None, help="Stop starting scenarios after this long.")
-@click.option("--scenarios", type=AT_LEAST_ONE, default=None, help="Run this many scenarios (default: the whole matrix).")
 @click.option("--strict", is_flag=True, help="At-least-once duplicates fail the verdict.")
-@click.option("--seed", type=int, default=None, help="Campaign seed (printed when not given).")
-@click.option("--json", "json_path", default=None, help="Write the campaign JSON here (default OUT/chaos.json).")
-@click.option("--out", default=None, help="Results directory (default: a new runs/<UTC time>-spark-chaos-seed<N>; runs/latest links to it).")
-@click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once.")
 @click.option("--sinks", default=",".join(MATRIX_SINKS), show_default=True,
               help="Comma-separated sinks of the matrix (file, foreach, kafka).")
 @click.option("--broker", type=BROKER, default="kafka-local", help=BROKER_HELP)
-@click.option("--overwrite", is_flag=True, help="Reuse --out if it holds an earlier run's results (only what the "
-              "harness wrote there is removed; a directory it did not make is never emptied).")
-@click.option("--junit", "junit_path", default=None, help=JUNIT_HELP + " The mutant sink caught is an expected "
-              "failure (skipped, with its evidence).")
-@click.option("--until-failure", is_flag=True, help="Stop at the first unexpected failure (a real sink failing; "
-              "the mutant sink is expected to fail); write everything.")
-@click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=SPARK_RESUME_HELP)
-@click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP)
-@click.pass_context
 def spark_chaos_command(ctx, source, minutes, scenarios, strict, seed, json_path, out, workers, sinks, broker,
                         overwrite, junit_path, until_failure, resume_dir, no_report):
     """Run a Spark chaos campaign over pipeline × sink × state provider × checkpoint format × crash window."""
     if resume_dir is not None:
-        state = resumed_state(ctx, resume_dir, SUITE, ("source", "minutes", "scenarios", "strict", "seed", "out",
-                                                       "sinks", "broker", "overwrite"))
+        state = toolkit.resumed_state(ctx, resume_dir, SUITE, ("source", "minutes", "scenarios", "strict", "seed",
+                                                               "out", "sinks", "broker", "overwrite"))
         seed, minutes, scenarios, source, strict = (state["seed"], state["minutes"], state["scenarios"],
                                                     state["source"], state["strict"])
         sinks = ",".join(state["sinks"])
@@ -278,7 +204,7 @@ def spark_chaos_command(ctx, source, minutes, scenarios, strict, seed, json_path
             broker = BROKER.convert(state.get("broker") or "kafka-local", None, ctx)
         except click.BadParameter as exc:
             raise click.UsageError(f"--resume {resume_dir}: {exc.format_message()}") from None
-        workers = given_or_kept(ctx, state, "workers", workers)
+        workers = toolkit.given_or_kept(ctx, state, "workers", workers)
         until_failure = until_failure or state.get("until_failure", False)
         json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
     chosen = tuple(s.strip() for s in sinks.split(",") if s.strip())
@@ -289,12 +215,9 @@ def spark_chaos_command(ctx, source, minutes, scenarios, strict, seed, json_path
     require_extra("spark", "--suite spark")
     if source == "kafka" or "kafka" in chosen:
         require_extra("kafka", "--source kafka" if source == "kafka" else "--sinks kafka")
-    seed = _seed(seed)
+    seed = toolkit.seed_or_drawn(seed)
     try:
-        check_outputs({"--json": json_path, "--junit": junit_path}, run_dir=resume_dir or out,
-                      run_dir_writes={"--json": "chaos.json"})
-        out_dir = (Path(resume_dir) if resume_dir is not None
-                   else run_directory(out, "spark-chaos", seed, overwrite=overwrite))
+        out_dir = toolkit.campaign_outputs(json_path, junit_path, out, resume_dir, "spark-chaos", seed, overwrite)
     except RunDirError as exc:
         raise click.UsageError(str(exc)) from None
     console.print(f"seed: {seed}   results: {out_dir}")
@@ -303,41 +226,25 @@ def spark_chaos_command(ctx, source, minutes, scenarios, strict, seed, json_path
         console.print(f"  {result['verdict']:<15} {result['repro']}", markup=False, highlight=False)
 
     with _kafka(broker, source == "kafka" or "kafka" in chosen) as kafka:
-        options = {"broker": broker.cli_text, "json": str(Path(json_path).absolute()) if json_path else None,
-                   "junit": str(Path(junit_path).absolute()) if junit_path else None}
         campaign = run_campaign(seed, out_dir, minutes, scenarios, source, strict, on_result, workers, chosen, kafka,
-                                until_failure=until_failure, resume=resume_dir is not None, options=options)
-    json_file = Path(json_path) if json_path else out_dir / "chaos.json"
-    json_error = _write_json(json_file, campaign)
-    if junit_path:
-        json_error = json_error or write_junit(junit_path, spark_suites(
-            campaign["scenarios"], strict, cut_short=campaign.get("stopped") is not None), f"eos-harness chaos --suite "
-            f"spark, seed {seed}")
-    # REPORT (issue 17 part 1): the HTML report of the run directory is written here, after the JSON and the
-    # JUnit file, whether the campaign ran to its end or was stopped (Ctrl-C, SIGTERM, --until-failure).
-    console.print(_matrix_table(campaign["scenarios"], f"spark chaos, seed {seed}: {campaign['summary']['total']} "
-                                                       "scenarios by configuration"))
-    failing = [r for r in campaign["scenarios"] if r["verdict"] != "pass"]
-    if failing:
-        console.print(_table(failing, f"the {len(failing)} scenarios that did not pass"))
-    for r in campaign["scenarios"]:
-        if r["verdict"] == "fail":
-            for v in counted_violations(r, strict)[:3]:
-                console.print(f"  {r['pipeline']}/{r['sink']}: {v['check']} key={v['key']} "
-                              f"observed={str(v['observed'])[:300]}", markup=False, highlight=False)
-    if campaign["summary"]["unexpected"]:
-        console.print("[red]unexpected results:[/]")
-        for repro in campaign["summary"]["unexpected"]:
-            console.print(f"  replay: {repro}", markup=False, highlight=False)
-    if campaign["summary"]["errors"]:
-        console.print(f"[red]{campaign['summary']['errors']} scenario(s) could not be run to their end[/] "
-                      "(verdict \"error\" in the JSON, with the reason)")
-    if json_error:
-        campaign["json_error"] = json_error
-        console.print(f"[red]{json_error}[/]; the scenarios that finished are in {out_dir / 'results.jsonl'}")
-    else:
-        console.print(f"results: {json_file}")
-    if not no_report:
-        write_run_report(out_dir, None if json_error else json_file)
-    print_stopped(campaign, f"eos-harness chaos --suite spark --resume {out_dir}")
-    sys.exit(interrupted_exit_code(campaign) or campaign_exit_code(campaign, strict))
+                                until_failure=until_failure, resume=resume_dir is not None,
+                                options={"broker": broker.cli_text, **toolkit.kept_outputs(json_path, junit_path)})
+
+    def show(campaign: dict) -> None:
+        console.print(_matrix_table(campaign["scenarios"], f"spark chaos, seed {seed}: "
+                                                           f"{campaign['summary']['total']} scenarios by configuration"))
+        failing = [r for r in campaign["scenarios"] if r["verdict"] != "pass"]
+        if failing:
+            console.print(_table(failing, f"the {len(failing)} scenarios that did not pass"))
+        for r in campaign["scenarios"]:
+            if r["verdict"] == "fail":
+                for v in counted_violations(r, strict)[:3]:
+                    console.print(f"  {r['pipeline']}/{r['sink']}: {v['check']} key={v['key']} "
+                                  f"observed={str(v['observed'])[:300]}", markup=False, highlight=False)
+
+    def junit_suites(campaign: dict) -> list:
+        return spark_suites(campaign["scenarios"], strict, cut_short=campaign.get("stopped") is not None)
+
+    toolkit.finish_campaign(campaign, out_dir, json_path, junit_path, not no_report, junit_suites, show,
+                            lambda result: judge(result, strict))
+    sys.exit(toolkit.campaign_exit(campaign, lambda result: judge(result, strict)))

@@ -429,6 +429,9 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
     rows = [r for r in campaign["scenarios"] if isinstance(r, dict)]
     stores_json = (summary or {}).get("stores") or (summary or {}).get("systems") or {}
     expected = {s: t.get("expected") for s, t in stores_json.items()}
+    for r in rows:  # no summary: each result says what its subject was expected to do
+        if r.get("expected") in ("pass", "fail"):
+            expected.setdefault(r.get("store", r.get("system")), r["expected"])
     suite = str(campaign.get("suite") or (rows[0].get("suite") if rows else None) or "lifecycle")
     if not stores_json:  # no summary: from the suite's registry
         expected_to_fail = _expected_to_fail(suite)
@@ -518,8 +521,10 @@ def _lifecycle_run(verdict: dict, directory: Path, problems: list[Problem]) -> R
     from eos_harness.suites.lifecycle.plan import expected_to_fail
 
     suite = str(verdict.get("suite") or "lifecycle")
-    mutant = suite == "lifecycle" and expected_to_fail(str(verdict.get("store")))
-    scenario = _lifecycle_scenario(verdict, directory, "fail" if mutant else "pass")
+    expected = verdict.get("expected")  # written by the run; recomputed only for a run written before it was
+    if expected is None:
+        expected = "fail" if suite == "lifecycle" and expected_to_fail(str(verdict.get("store"))) else "pass"
+    scenario = _lifecycle_scenario(verdict, directory, expected)
     scenario.name = "the run"
     view = RunView(suite, "run", directory, seed=verdict.get("seed"), seconds=verdict.get("seconds"),
                    broker=verdict.get("broker"), scenarios=[scenario], command=scenario.repro)
@@ -605,7 +610,10 @@ def _spark_campaign(campaign: dict, directory: Path, problems: list[Problem]) ->
 def _spark_run(verdict: dict, directory: Path, problems: list[Problem]) -> RunView:
     from eos_harness.suites.spark.plan import MUTANT_SINK
 
-    scenario = _spark_scenario(verdict, "the run", "fail" if verdict.get("sink") == MUTANT_SINK else "pass")
+    written = verdict.get("expected")  # written by the run ("caught" for the mutant sink); else recomputed
+    expected = ("fail" if written == "caught" else "pass") if written else (
+        "fail" if verdict.get("sink") == MUTANT_SINK else "pass")
+    scenario = _spark_scenario(verdict, "the run", expected)
     view = RunView("spark", "run", directory, seed=verdict.get("seed"), seconds=verdict.get("seconds"),
                    scenarios=[scenario], command=scenario.repro)
     n, failed, errors, na, checks = _tally([scenario], lambda s: s.subject)[scenario.subject]

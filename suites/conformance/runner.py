@@ -121,6 +121,16 @@ def run_case(server: StoreServer, spec: str, workload: str, point: str | None,
 
 # -- verify -------------------------------------------------------------------------------------------
 
+def verify_repro(spec: str, seed: int, examples: int, steps: int, store_timeout: float = STORE_TIMEOUT_S,
+                 allow: Iterable[str] = ()) -> str:
+    """The ``eos-harness verify`` line that runs the same state machine again: every option that decides
+    its cases (the seed, the examples, the steps per example, the store timeout, the waived checks)."""
+    repro = f"eos-harness verify {shlex.quote(spec)} --seed {seed} --examples {examples} --steps {steps}"
+    if store_timeout != STORE_TIMEOUT_S:
+        repro += f" --store-timeout {store_timeout:g}"
+    return repro + "".join(f" --allow {c}" for c in allow)
+
+
 def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True,
            store_timeout: float = STORE_TIMEOUT_S, log: str | Path | None = None, allow: Iterable[str] = (),
            max_findings: int = MAX_FINDINGS, offsets_scenarios: Iterable[str] = ()) -> dict:
@@ -153,10 +163,7 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
     offsets_only = tuple(dict.fromkeys(offsets_scenarios))
     if offsets_only:
         return _offsets_only(spec, seed, store_timeout, log, allowed, offsets_only)
-    repro = f"eos-harness verify {shlex.quote(spec)} --seed {seed} --examples {examples} --steps {steps}"
-    if store_timeout != STORE_TIMEOUT_S:
-        repro += f" --store-timeout {store_timeout:g}"
-    repro += "".join(f" --allow {c}" for c in allowed)
+    repro = verify_repro(spec, seed, examples, steps, store_timeout, allowed)
     violations: list[Violation] = []
     replays: list[str] = []
     waived: Counter = Counter()

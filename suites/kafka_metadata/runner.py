@@ -69,6 +69,12 @@ class Plan:
     creators: int = 2
     bootstrap_topic: bool = True  # after a bootstrap cut, a broker joins and one topic is created
     heap: str = "384m"
+
+    def repro(self) -> str:
+        """The command that runs this plan again (every option that decides the run)."""
+        return (f"eos-harness kafka-metadata --seed {self.seed} --topics {self.topics} --partitions {self.partitions} "
+                f"--controller-kills {self.controller_kills} --bootstrap-kills {self.bootstrap_kills} "
+                f"--brokers {self.brokers}" + (f" --heap {self.heap}" if self.heap != "384m" else ""))
     # Brokers catching up are waited for while they progress, up to settle_seconds (a busy 2-core machine:
     # over 300 s for 30,000 partitions); one that shows no progress for settle_stall_seconds has settled.
     settle_seconds: float = 1800.0
@@ -548,6 +554,7 @@ def run(plan: Plan, directory: Path | None = None) -> dict:
     return {
         "suite": "kafka-metadata",
         "seed": plan.seed,
+        "repro": plan.repro(),
         "plan": asdict(plan),
         "verdict": verdict,
         "error": error,

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
+from eos_harness import campaign_summary
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
-from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, error_lines, points_hit, run_plan
+from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, run_plan
 from eos_harness.campaign import until_failure_rule as campaign_until_failure
 from eos_harness.faults import points
 from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
@@ -48,35 +49,10 @@ from eos_harness.suites.lifecycle.plan import (
     out_of_reach,
 )
 from eos_harness.suites.lifecycle.runner import Scenario, ScheduleError, error_verdict, run_scenario, verdict
-from eos_harness.verdict import ERROR, FAIL, exit_code, finding_violation
+from eos_harness.verdict import finding_violation
 
 SUITE = "lifecycle"  # how campaign.json names this suite (``--suite lifecycle``)
 CHILDREN_LOG = "children.log"  # in the run directory: every child's stdout and stderr (the JSON's ``log``)
-
-
-@dataclass
-class StoreTally:
-    store: str
-    expected_fail: bool
-    total: int = 0
-    failed: int = 0
-    errors: int = 0  # scenarios that could not be run to their end
-    checks: dict[str, int] = field(default_factory=dict)
-    first_catch: int | None = None  # how many of its scenarios ran, in plan order, up to its first failure
-
-    @property
-    def unexpected(self) -> bool:
-        """Judged only over the scenarios that ran to their end: a store whose every scenario ended in
-        ``error`` was not tested (the campaign exits 3, not 1)."""
-        return self.total > self.errors and (self.failed > 0) != self.expected_fail
-
-    @property
-    def status(self) -> str:
-        if not self.total:
-            return "not run"
-        if self.expected_fail:
-            return "caught" if self.failed else "ERROR" if self.errors else "NOT CAUGHT"
-        return "FAILED" if self.failed else "ERROR" if self.errors else "ok"
 
 
 def run_campaign(
@@ -157,7 +133,10 @@ def run_campaign(
         kept.end(stopped=stop_json is not None)
         results = kept.results(run)
         campaign = {
+            "suite": SUITE,
             "seed": seed,
+            "repro": campaign_summary.campaign_repro(kept.state, ("stores", "workloads", "minutes", "scenarios",
+                                                                  "seed", "broker", "store_timeout")),
             "broker": broker.cli_text,
             "kafka_faults": faults,
             "minutes": minutes,
@@ -212,49 +191,10 @@ def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: Bro
 
 
 def summarize(results: list[dict], stores: list[str]) -> dict:
-    tallies = {s: StoreTally(s, expected_to_fail(s)) for s in stores}
-    fault_errors: list[str] = []
-    for r in results:
-        tally = tallies[r["store"]]
-        tally.total += 1
-        if r["verdict"] == ERROR:
-            tally.errors += 1
-        if r["verdict"] == FAIL:
-            tally.failed += 1
-            if tally.first_catch is None:
-                tally.first_catch = tally.total
-            for v in r["violations"]:
-                tally.checks[v["check"]] = tally.checks.get(v["check"], 0) + 1
-        fault_errors.extend(f"scenario {r.get('index', '?')}: {e}" for e in r.get("fault_errors", []))
-    return {
-        "total": len(results),
-        "failed": sum(1 for r in results if r["verdict"] == FAIL),
-        "points_hit": points_hit(results),
-        "fault_errors": fault_errors,
-        # Scenarios that could not be run to their end: the campaign did not test them.
-        "errors": error_lines(results, "store"),
-        "stores": {
-            s: {"expected": "fail" if t.expected_fail else "pass", "scenarios": t.total, "failed": t.failed,
-                "errors": t.errors, "status": t.status, "checks": t.checks,
-                **({"scenarios_to_first_catch": t.first_catch} if t.expected_fail else {})}
-            for s, t in tallies.items()
-        },
-        "unexpected": sorted(s for s, t in tallies.items() if t.unexpected),
-        # Stores the campaign did not reach (--scenarios or --minutes ended first): not judged.
-        "not_run": sorted(s for s, t in tallies.items() if not t.total),
-    }
+    """The campaign's summary (:func:`eos_harness.campaign_summary.summarize`), a tally per store."""
+    return campaign_summary.summarize(results, stores, "store", "stores", expected_to_fail)
 
 
 def campaign_exit_code(campaign: dict) -> int:
-    """The exit code of a campaign (:func:`eos_harness.verdict.exit_code`): 1 for an unexpected result,
-    else 3 if it did not test what it planned (a scenario that could not be run to its end, a scheduled
-    fault that could not be injected, a campaign stopped early or whose JSON could not be written), else 0.
-    A campaign stopped early is judged on its real stores only: a mutant not yet caught says nothing.
-    Stopped by ``--until-failure``, it ran as asked: not incomplete."""
-    summary = campaign["summary"]
-    stopped = campaign.get("stopped")
-    cut_short = stopped is not None or bool(campaign.get("json_error"))
-    unexpected = [s for s in summary["unexpected"] if not cut_short or summary["stores"][s]["expected"] == "pass"]
-    incomplete = (cut_short and (stopped or {}).get("why") != UNTIL_FAILURE) or bool(campaign.get("json_error"))
-    return exit_code([r["verdict"] for r in campaign["scenarios"]], unexpected=bool(unexpected),
-                     incomplete=incomplete or bool(summary.get("fault_errors")))
+    """The campaign's exit code (:func:`eos_harness.campaign_summary.campaign_exit_code`)."""
+    return campaign_summary.campaign_exit_code(campaign, "stores")

@@ -39,7 +39,7 @@ from eos_harness.process.zombies import zombies
 from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
 from eos_harness.runtime.store_duties import metrics_of, warnings_of
-from eos_harness.stores.registry import resolve
+from eos_harness.stores.registry import builtin_spec, resolve
 from eos_harness.suites.lifecycle.checks import broker_failure, check_all, recovery_report
 from eos_harness.suites.lifecycle.instance import Instance, _run_instance
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
@@ -210,8 +210,11 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
            for e in events if e["type"] in ("crash", "frozen")]
     hit += [e["fault"] for e in events if e["type"] == "broker_fault" and "error" not in e]
     hit += [e["fault"] for e in events if e["type"] == "stalled"]
+    spec = builtin_spec(scenario.store)
     result = {
+        "suite": "lifecycle",
         "store": scenario.store,
+        "expected": "fail" if spec is not None and spec.expected_to_fail else "pass",  # a mutant must be caught
         "workload": scenario.workload,
         "broker": scenario.broker.text,
         "seed": scenario.seed,

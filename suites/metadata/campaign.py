@@ -10,59 +10,19 @@ scenario that could not be run to its end means the campaign did not test what i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from eos_harness import campaign_summary
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
-from eos_harness.campaign import (
-    UNTIL_FAILURE,
-    KeptCampaign,
-    budget,
-    error_lines,
-    points_hit,
-    run_plan,
-    until_failure_rule,
-)
+from eos_harness.campaign import KeptCampaign, budget, run_plan, until_failure_rule
 from eos_harness.process.server import children_output
 from eos_harness.suites.metadata.plan import MUTANTS, expected_to_fail, plan
-from eos_harness.suites.metadata.runner import REAL, SYSTEMS, ScheduleError, error_verdict, run_scenario
-from eos_harness.verdict import ERROR, FAIL, exit_code
+from eos_harness.suites.metadata.runner import SYSTEMS, ScheduleError, error_verdict, run_scenario
 
 __all__ = ["SUITE", "campaign_exit_code", "run_campaign", "summarize"]
 
 SUITE = "metadata"  # how campaign.json names this suite (``--suite metadata``)
 CHILDREN_LOG = "children.log"  # in the run directory: the controllers' and readers' stdout and stderr
-
-
-@dataclass
-class SystemTally:
-    system: str
-    caught_by: str | None  # the check that must catch a mutant; None for the real controller
-    total: int = 0
-    failed: int = 0
-    errors: int = 0
-    checks: dict[str, int] = field(default_factory=dict)
-    caught_by_its_check: int = 0
-
-    @property
-    def expected_fail(self) -> bool:
-        return self.caught_by is not None
-
-    @property
-    def unexpected(self) -> bool:
-        if self.total <= self.errors:
-            return False
-        return not self.caught_by_its_check if self.expected_fail else self.failed > 0
-
-    @property
-    def status(self) -> str:
-        if not self.total:
-            return "not run"
-        if self.expected_fail:
-            if self.caught_by_its_check:
-                return "caught"
-            return "CAUGHT BY OTHER CHECKS" if self.failed else "ERROR" if self.errors else "NOT CAUGHT"
-        return "FAILED" if self.failed else "ERROR" if self.errors else "ok"
 
 
 def run_campaign(seed: int, out_dir: Path, minutes: float | None = None, scenarios: int | None = None,
@@ -97,6 +57,7 @@ def run_campaign(seed: int, out_dir: Path, minutes: float | None = None, scenari
     kept.end(stopped=run.stopped is not None)
     results = kept.results(run)
     campaign = {"suite": SUITE, "seed": seed, "broker": broker.cli_text, "minutes": minutes,
+                "repro": campaign_summary.campaign_repro(kept.state, ("systems", "minutes", "scenarios", "seed", "broker")),
                 "scenarios": results, "summary": summarize(results, systems), "seconds": round(kept.seconds, 1),
                 "log": str(log)}
     if until_failure:
@@ -107,44 +68,12 @@ def run_campaign(seed: int, out_dir: Path, minutes: float | None = None, scenari
 
 
 def summarize(results: list[dict], systems: tuple[str, ...] = SYSTEMS) -> dict:
-    tallies = {s: SystemTally(s, MUTANTS[s][1] if expected_to_fail(s) else None) for s in systems}
-    for r in results:
-        tally = tallies[r["system"]]
-        tally.total += 1
-        if r["verdict"] == ERROR:
-            tally.errors += 1
-        if r["verdict"] == FAIL:
-            tally.failed += 1
-            fired = {v["check"] for v in r["violations"]}
-            for check in fired:
-                tally.checks[check] = tally.checks.get(check, 0) + 1
-            tally.caught_by_its_check += tally.caught_by in fired
-    return {
-        "total": len(results),
-        "failed": sum(1 for r in results if r["verdict"] == FAIL),
-        "points_hit": points_hit(results),
-        "fault_errors": [],
-        "errors": error_lines(results, "system"),
-        "systems": {
-            s: {"expected": "fail" if t.expected_fail else "pass", "caught_by": t.caught_by, "scenarios": t.total,
-                "failed": t.failed, "caught_by_its_check": t.caught_by_its_check, "errors": t.errors,
-                "status": t.status, "checks": t.checks}
-            for s, t in tallies.items()
-        },
-        "unexpected": sorted(s for s, t in tallies.items() if t.unexpected),
-        "not_run": sorted(s for s, t in tallies.items() if not t.total),
-    }
+    """The campaign's summary (:func:`eos_harness.campaign_summary.summarize`), a tally per system; a
+    mutant is caught only by the check that names its mistake (:data:`MUTANTS`)."""
+    return campaign_summary.summarize(results, systems, "system", "systems", expected_to_fail,
+                                      caught_by=lambda system: MUTANTS[system][1])
 
 
 def campaign_exit_code(campaign: dict) -> int:
-    """1 for an unexpected result, else 3 if the campaign did not test what it planned (a scenario
-    that could not be run to its end, a campaign stopped early, its JSON not written), else 0. A
-    campaign stopped early is judged on the real controller only: a mutant not yet caught says nothing.
-    Stopped by ``--until-failure``, it ran as asked: not incomplete."""
-    summary = campaign["summary"]
-    stopped = campaign.get("stopped")
-    cut_short = stopped is not None or bool(campaign.get("json_error"))
-    unexpected = [s for s in summary["unexpected"] if not cut_short or s == REAL]
-    incomplete = (cut_short and (stopped or {}).get("why") != UNTIL_FAILURE) or bool(campaign.get("json_error"))
-    return exit_code([r["verdict"] for r in campaign["scenarios"]], unexpected=bool(unexpected),
-                     incomplete=incomplete)
+    """The campaign's exit code (:func:`eos_harness.campaign_summary.campaign_exit_code`)."""
+    return campaign_summary.campaign_exit_code(campaign, "systems")

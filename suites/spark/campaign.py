@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, run_plan
+from eos_harness import campaign_summary
+from eos_harness.campaign import KeptCampaign, run_plan, until_failure_rule
 from eos_harness.suites.spark.plan import MATRIX_SINKS, MUTANT_SINK, matrix, plan
-from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, exit_code, verdict_of
+from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, verdict_of
 
 SUITE = "spark"  # how campaign.json names this suite (``--suite spark``)
 
@@ -30,6 +31,11 @@ def judge(result: dict, strict: bool) -> str:
     if result["verdict"] in (NOT_APPLICABLE, ERROR):
         return result["verdict"]
     return verdict_of([Violation.from_json(v) for v in result["violations"]], strict)
+
+
+def expected_to_fail(sink: str) -> bool:
+    """The mutant sink must be caught; every real sink must pass."""
+    return sink == MUTANT_SINK
 
 
 def unexpected(result: dict, strict: bool) -> bool:
@@ -58,12 +64,6 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
                                     "until_failure": until_failure, **(options or {})}, resume)
     recorded = kept.recorded(on_result or (lambda result: None))
 
-    def stop_after(result: dict) -> str | None:
-        if not until_failure or result["expected"] == "caught" or judge(result, strict) != FAIL:
-            return None
-        return (f"stopped at the first unexpected failure (--until-failure): scenario {result['index']} "
-                f"({result['pipeline']}/{result['sink']}); replay: {result['repro']}")
-
     def expected(scenario) -> str:
         return "caught" if scenario.sink == MUTANT_SINK else "pass"
 
@@ -80,10 +80,14 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
 
     run = run_plan(plan(seed, count, source, sinks=sinks, strict=strict), one, workers=workers, more=more,
                    error_result=error, on_result=recorded, results_file=out / "results.jsonl",
-                   skip=kept.skip, stop_after=stop_after)
+                   skip=kept.skip, stop_after=until_failure_rule(_sinks(sinks), expected_to_fail, "sink",
+                                                                 lambda result: judge(result, strict))
+                   if until_failure else lambda result: None)
     kept.end(stopped=run.stopped is not None)
     results = kept.results(run)
-    campaign = {"suite": "spark", "seed": seed, "source": source, "sinks": list(sinks), "scenarios": results,
+    campaign = {"suite": SUITE, "seed": seed, "source": source, "sinks": list(sinks), "scenarios": results,
+                "repro": campaign_summary.campaign_repro(kept.state, ("source", "minutes", "scenarios", "strict", "seed",
+                                                                      "sinks", "broker")),
                 "summary": summarize(results, strict, source, sinks),
                 "seconds": round(kept.seconds, 1)}
     if until_failure:
@@ -93,22 +97,22 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
     return campaign
 
 
+def _sinks(sinks: tuple[str, ...]) -> list[str]:
+    return [MUTANT_SINK, *(s for s in sinks if s != MUTANT_SINK)]
+
+
 def summarize(results: list[dict], strict: bool, source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS) -> dict:
-    """The campaign's summary, from the results' fields."""
-    verdicts = [judge(r, strict) for r in results]
-    return {"total": len(results), "failed": verdicts.count(FAIL), "not_applicable": verdicts.count(NOT_APPLICABLE),
-            "errors": verdicts.count(ERROR), "unexpected": [r["repro"] for r in results if unexpected(r, strict)],
+    """The campaign's summary (:func:`eos_harness.campaign_summary.summarize`), a tally per sink, each
+    scenario judged from its fields (:func:`judge`); with the scenarios Spark refused, the size of the
+    matrix and the duplicates of the at-least-once Kafka sink."""
+    summary = campaign_summary.summarize(results, _sinks(sinks), "sink", "sinks", expected_to_fail,
+                                         judge=lambda result: judge(result, strict))
+    return {**summary, "not_applicable": [judge(r, strict) for r in results].count(NOT_APPLICABLE),
             "matrix_size": len(matrix(source, sinks)) + 1,
             "duplicates": sum(r.get("duplicates", {}).get("count", 0) for r in results if r["sink"] == "kafka")}
 
 
 def campaign_exit_code(campaign: dict, strict: bool) -> int:
-    """The exit code of a campaign (:func:`eos_harness.verdict.exit_code`): 1 for an unexpected result,
-    else 3 if it did not test what it planned (a scenario that could not be run to its end, a campaign
-    stopped early or whose JSON could not be written), else 0. A campaign stopped early is judged on
-    its real sinks only: a mutant not yet caught says nothing."""
-    cut_short = campaign.get("stopped") is not None or bool(campaign.get("json_error"))
-    broken = [r for r in campaign["scenarios"] if unexpected(r, strict) and not (cut_short and r["expected"] == "caught")]
-    incomplete = (cut_short and (campaign.get("stopped") or {}).get("why") != UNTIL_FAILURE) or bool(
-        campaign.get("json_error"))
-    return exit_code([judge(r, strict) for r in campaign["scenarios"]], unexpected=bool(broken), incomplete=incomplete)
+    """The campaign's exit code (:func:`eos_harness.campaign_summary.campaign_exit_code`), each scenario
+    judged from its fields (:func:`judge`)."""
+    return campaign_summary.campaign_exit_code(campaign, "sinks", lambda result: judge(result, strict))

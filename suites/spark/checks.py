@@ -14,7 +14,14 @@ from eos_harness.verdict import Violation
 __all__ = ["CHECKS", "check_at_least_once", "check_output", "check_watermarks", "recorded_watermarks", "check_restarts", "check_state", "normalise_state", "read_file_sink"]
 
 # The checks (promises) of the suite, by their public names (violations' ``check``; JUnit testcases).
-CHECKS = ("exactly_once_output", "no_loss", "state_matches_model", "restart_liveness", "watermark_not_ahead")
+CHECKS = {
+    "exactly_once_output": "the sink holds each row of every committed batch exactly once (the at-least-once Kafka "
+                           "sink's duplicates a crash explains fail only under --strict)",
+    "no_loss": "every row the model outputs for the committed batches is in the sink",
+    "state_matches_model": "the state each run reads back is the model's state after the last committed batch",
+    "restart_liveness": "every run after a kill starts and commits a new batch within the restart bound",
+    "watermark_not_ahead": "after a restart, the watermark is never ahead of an uninterrupted run's",
+}
 EXACTLY_ONCE_SINKS = ("file", "foreach", "foreach-nocheck", "foreach-return-early")
 
 

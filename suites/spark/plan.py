@@ -74,7 +74,8 @@ class SparkScenario:
 
     def header(self) -> dict:
         """The fields every verdict of this scenario starts with."""
-        return {"pipeline": self.pipeline, "sink": self.sink, "configuration": self.configuration,
+        return {"suite": "spark", "pipeline": self.pipeline, "sink": self.sink,
+                "expected": "caught" if self.sink == MUTANT_SINK else "pass", "configuration": self.configuration,
                 "seed": self.seed, "schedule": list(self.schedule), "strict": self.strict, "repro": self.repro()}
 
     def repro(self) -> str:

@@ -31,6 +31,7 @@ from eos_harness.seeding import seed_only
 from eos_harness.store import StoreContext
 from eos_harness.stores.probe import reached_window_points as reached_points
 from eos_harness.stores.registry import resolve_window
+from eos_harness.suites.conformance.runner import verify_repro
 from eos_harness.suites.windows.checks import check_validation, compare_records, show
 from eos_harness.suites.windows.plan import KEYS, VALUES, edge_deltas, matrix_cases, workload_puts
 from eos_harness.verdict import Violation, verdict_of
@@ -450,7 +451,7 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
             label = "hypothesis (shrunk)" if shrink else "hypothesis (not shrunk)"
             violations.append(replace(exc.violation, case=f"{label}:\n{steps_text}"))
     lacking = capabilities.lacking()
-    repro = f"eos-harness verify {spec} --seed {seed} --examples {examples} --steps {steps}"
+    repro = verify_repro(spec, seed, examples, steps)
     return {
         "store": spec,
         "suite": "windows",

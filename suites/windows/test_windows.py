@@ -8,6 +8,7 @@ from __future__ import annotations
 from eos_harness.seeding import seed_only
 from eos_harness.stores.probe import reached_window_points as reached_points
 from eos_harness.stores.registry import resolve_window
+from eos_harness.suites.conformance.runner import verify_repro
 from eos_harness.suites.windows.checks import check_validation
 from eos_harness.suites.windows.runner import machine_for, run_case
 from hypothesis import HealthCheck, Phase, settings
@@ -24,13 +25,16 @@ def test_crash_matrix(window_matrix_case, window_store_server):
     run_case(window_store_server, spec, workload, point)
 
 
+STEPS = 15  # per example (verify's --steps)
+
+
 def test_state_machine(eos_window_store, window_store_server, eos_seed, pytestconfig):
     examples = pytestconfig.getoption("eos_examples") or 5
     config = resolve_window(eos_window_store)().window_config()
     machine = machine_for(eos_window_store, window_store_server, reached_points(eos_window_store), config)
     hypothesis_seed(eos_seed)(machine)
-    print(f"seed: {eos_seed}  replay: eos-harness verify {eos_window_store} --seed {eos_seed} --examples {examples}")
+    print(f"seed: {eos_seed}  replay: {verify_repro(eos_window_store, eos_seed, examples, STEPS)}")
     with seed_only():  # the steps of verify --seed: no constants drawn from the loaded modules (nor cached in cwd)
         run_state_machine_as_test(machine, settings=settings(
-            max_examples=examples, stateful_step_count=15, deadline=None, database=None,
+            max_examples=examples, stateful_step_count=STEPS, deadline=None, database=None,
             suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink]))

@@ -1,0 +1,136 @@
+"""How a campaign is judged, the same for every suite: a tally per subject (a store, a metadata
+system, a Spark sink), the ``summary`` of the campaign JSON, and the campaign's exit code.
+
+A subject expected to pass (a real store) must pass every scenario. One expected to fail (a mutant,
+an unsafe variant) must be caught: fail at least one scenario and, when it names the check that
+must catch it, fail by that check (caught only by other checks is a hole in the harness, as is
+never caught). Either is an unexpected result (exit 1). Only a subject that ran is judged: one the
+campaign's budget did not reach is "not run", never unexpected; one whose every scenario ended in
+``error`` was not tested. A scenario that could not be run to its end, a scheduled fault that could
+not be injected, or a campaign stopped early means the campaign did not test what it planned (exit 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from eos_harness.campaign import UNTIL_FAILURE, error_lines, points_hit
+from eos_harness.verdict import ERROR, FAIL, exit_code
+
+__all__ = ["Tally", "campaign_exit_code", "campaign_repro", "summarize"]
+
+Judge = Callable[[dict], str]  # a result -> its verdict (Spark's judges at-least-once duplicates under --strict)
+
+
+def _recorded(result: dict) -> str:
+    return result["verdict"]
+
+
+@dataclass
+class Tally:
+    """What a campaign's scenarios of one subject showed."""
+
+    subject: str
+    expected_fail: bool
+    caught_by: str | None = None  # the check that must catch a mutant; None: any check
+    total: int = 0
+    failed: int = 0
+    errors: int = 0  # scenarios that could not be run to their end
+    checks: dict[str, int] = field(default_factory=dict)  # check -> scenarios it fired in
+    caught_by_its_check: int = 0
+    first_catch: int | None = None  # how many of its scenarios ran, in plan order, up to its first failure
+
+    def add(self, result: dict, verdict: str) -> None:
+        self.total += 1
+        if verdict == ERROR:
+            self.errors += 1
+        if verdict == FAIL:
+            self.failed += 1
+            if self.first_catch is None:
+                self.first_catch = self.total
+            fired = {v["check"] for v in result["violations"]}
+            for check in fired:
+                self.checks[check] = self.checks.get(check, 0) + 1
+            self.caught_by_its_check += self.caught_by in fired
+
+    @property
+    def caught(self) -> bool:
+        return bool(self.caught_by_its_check if self.caught_by else self.failed)
+
+    @property
+    def unexpected(self) -> bool:
+        """Judged only over the scenarios that ran to their end: a subject whose every scenario ended in
+        ``error`` was not tested (the campaign exits 3, not 1)."""
+        return self.total > self.errors and (not self.caught if self.expected_fail else self.failed > 0)
+
+    @property
+    def status(self) -> str:
+        if not self.total:
+            return "not run"
+        if self.expected_fail:
+            if self.caught:
+                return "caught"
+            return "CAUGHT BY OTHER CHECKS" if self.failed else "ERROR" if self.errors else "NOT CAUGHT"
+        return "FAILED" if self.failed else "ERROR" if self.errors else "ok"
+
+    def to_json(self) -> dict:
+        return {"expected": "fail" if self.expected_fail else "pass", "caught_by": self.caught_by,
+                "scenarios": self.total, "failed": self.failed, "caught_by_its_check": self.caught_by_its_check,
+                "errors": self.errors, "status": self.status, "checks": self.checks,
+                **({"scenarios_to_first_catch": self.first_catch} if self.expected_fail else {})}
+
+
+def summarize(results: list[dict], subjects: Iterable[str], subject: str, tallies_key: str,
+              expected_to_fail: Callable[[str], bool], caught_by: Callable[[str], str | None] = lambda s: None,
+              judge: Judge = _recorded) -> dict:
+    """A campaign's ``summary``: counts, the crash points hit, the faults that could not be injected,
+    the scenarios that could not be run to their end (``errors``: a line each, with its replay), the
+    tally of each of ``subjects`` (under ``tallies_key``; ``subject``: the results' field naming it),
+    the ``unexpected`` subjects and those ``not_run``."""
+    tallies = {s: Tally(s, expected_to_fail(s), caught_by(s) if expected_to_fail(s) else None) for s in subjects}
+    fault_errors: list[str] = []
+    verdicts = [judge(r) for r in results]
+    for r, verdict in zip(results, verdicts, strict=True):
+        tallies[r[subject]].add(r, verdict)
+        fault_errors.extend(f"scenario {r.get('index', '?')}: {e}" for e in r.get("fault_errors", []))
+    return {
+        "total": len(results),
+        "failed": verdicts.count(FAIL),
+        "points_hit": points_hit(results),
+        "fault_errors": fault_errors,
+        "errors": error_lines([r for r, v in zip(results, verdicts, strict=True) if v == ERROR], subject),
+        tallies_key: {s: t.to_json() for s, t in tallies.items()},
+        "unexpected": sorted(s for s, t in tallies.items() if t.unexpected),
+        "not_run": sorted(s for s, t in tallies.items() if not t.total),  # not reached: not judged
+    }
+
+
+def campaign_exit_code(campaign: dict, tallies_key: str, judge: Judge = _recorded) -> int:
+    """The exit code of a campaign (:func:`eos_harness.verdict.exit_code`): 1 for an unexpected result,
+    else 3 if it did not test what it planned (a scenario that could not be run to its end, a scheduled
+    fault that could not be injected, a campaign stopped early or whose JSON could not be written), else 0.
+    A campaign stopped early is judged on the subjects expected to pass only: a mutant not yet caught
+    says nothing. Stopped by ``--until-failure``, it ran as asked: not incomplete."""
+    summary = campaign["summary"]
+    stopped = campaign.get("stopped")
+    cut_short = stopped is not None or bool(campaign.get("json_error"))
+    unexpected = [s for s in summary["unexpected"]
+                  if not cut_short or summary[tallies_key][s]["expected"] == "pass"]
+    incomplete = (cut_short and (stopped or {}).get("why") != UNTIL_FAILURE) or bool(campaign.get("json_error"))
+    return exit_code([judge(r) for r in campaign["scenarios"]], unexpected=bool(unexpected),
+                     incomplete=incomplete or bool(summary.get("fault_errors")))
+
+
+def campaign_repro(state: dict, options: tuple[str, ...]) -> str:
+    """The command that runs a campaign's plan again: ``eos-harness chaos --suite SUITE`` with the
+    ``options`` of its kept ``state`` that decide the plan (a list comma-joined, a flag when true)."""
+    parts = [f"eos-harness chaos --suite {state['suite']}"]
+    for name in options:
+        value = state.get(name)
+        if value is None or value is False or value == []:
+            continue
+        flag = "--" + name.replace("_", "-")
+        shown = ",".join(map(str, value)) if isinstance(value, list) else value
+        parts.append(flag if value is True else f"{flag} {shown}")
+    return " ".join(parts)

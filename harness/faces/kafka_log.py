@@ -1,0 +1,77 @@
+"""CLI of the Kafka log suite: ``eos-harness kafka-log`` (Kafka's own transactional log, after Jepsen's
+Kafka workload)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+from eos_harness.broker.opening import open_broker
+from eos_harness.faces.params import BrokerParam, require_extra
+from eos_harness.faces.toolkit import check_output_path, console, incomplete, seed_or_drawn, write_json
+from eos_harness.verdict import ERROR, error_reason, exit_code
+from rich.table import Table
+
+
+@click.command("kafka-log")
+@click.option("--broker", type=BrokerParam(needs_kafka="the log checker"), default="kafka-local", show_default=True,
+              help="kafka-local | kafka-local:3 | kafka-quorum[:N] | kafka://HOST:PORT (the embedded broker is not Kafka)")
+@click.option("--seed", type=int, default=None, help="Seed of the workload (printed when not given).")
+@click.option("--transactions", type=click.IntRange(1, 100_000), default=60, show_default=True)
+@click.option("--partitions", type=click.IntRange(1, 64), default=2, show_default=True)
+@click.option("--abort-ratio", type=click.FloatRange(0, 1), default=0.3, show_default=True)
+@click.option("--isolation", type=click.Choice(["read_committed", "read_uncommitted"]), default="read_committed",
+              show_default=True, help="The consumer's isolation level (read_uncommitted: a deliberately broken reader).")
+@click.option("--json", "json_path", default=None, help="Write the result JSON here.")
+def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isolation, json_path):
+    """Check Kafka's own log promises (after Jepsen's Kafka workload): committed records read exactly
+    once, no aborted read, one value per offset, no lost write, no hanging transaction."""
+    from eos_harness.cluster import ClusterError
+    from eos_harness.suites.kafka_log.runner import run_workload
+
+    require_extra("kafka", "kafka-log")
+    seed = seed_or_drawn(seed)
+    started = time.monotonic()
+    console.print(f"seed: {seed}")
+    try:
+        check_output_path(json_path)
+        with open_broker(broker, say=console.print) as opened:
+            try:
+                result = run_workload(opened.spec, seed,
+                                      transactions=transactions, partitions=partitions, abort_ratio=abort_ratio,
+                                      isolation=isolation)
+            except ValueError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the workload could not be run to its end: exit 3
+                result, reason = None, error_reason(exc)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    except ClusterError as exc:
+        raise incomplete(exc) from None
+    head = {"suite": "kafka-log", "seed": seed, "broker": broker.cli_text,
+            "repro": f"eos-harness kafka-log --broker {broker.cli_text} --seed {seed} --transactions {transactions} "
+                     f"--partitions {partitions} --abort-ratio {abort_ratio} --isolation {isolation}"}
+    if result is None:
+        write_json(json_path, {**head, "verdict": ERROR, "error": reason, "violations": [],
+                               "seconds": round(time.monotonic() - started, 3)})
+        console.print("[red]verdict: error[/]: the workload could not be run to its end:")
+        console.print(reason, markup=False, highlight=False)
+        sys.exit(exit_code([ERROR]))
+    report = {**head, **result.to_json()}
+    json_error = write_json(json_path, report)
+    colour = "green" if report["verdict"] == "pass" else "red"
+    console.print(f"{report['transactions']} transactions, {report['records_sent']} records sent, "
+                  f"{report['records_read']} read ({isolation}) in {report['seconds']} s")
+    console.print(f"[{colour}]verdict: {report['verdict']}[/] {report['summary'] or ''}")
+    if report["anomalies"]:
+        table = Table(title="anomalies (first 20)")
+        for col in ("kind", "partition", "offset", "value", "transaction", "detail"):
+            table.add_column(col, overflow="fold")
+        for a in report["anomalies"][:20]:
+            table.add_row(a["kind"], str(a["partition"]), str(a["offset"]), str(a["value"]), str(a["transaction"]), a["detail"])
+        console.print(table)
+        console.print(f"replay: {report['repro']}", soft_wrap=True, markup=False, highlight=False)
+    if json_error:
+        console.print(f"[red]{json_error}[/]")
+    sys.exit(exit_code([report["verdict"]], incomplete=bool(json_error)))
