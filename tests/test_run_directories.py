@@ -81,9 +81,9 @@ def test_a_second_command_on_a_running_campaigns_directory_is_refused_naming_the
 
 
 @pytest.fixture(scope="module")
-def stopped_template(tmp_path_factory) -> Path:
+def stopped_template(cli, tmp_path_factory) -> Path:
     """A campaign stopped at its first failure (``--until-failure``): resumable, its plan not finished."""
-    cmd = Command(tmp_path_factory.mktemp("stopped"))
+    cmd = Command(cli, tmp_path_factory.mktemp("stopped"))
     try:
         done = cmd.run("chaos", "--stores", MUTANT, "--scenarios", "4", "--seed", "3", "--until-failure",
                        "--out", "stopped", "--no-report")

@@ -37,7 +37,8 @@ CONFORMANCE_MUTANTS = [s for s in MUTANTS if s.suite != "offsets"]
 
 @pytest.mark.parametrize("mutant", CONFORMANCE_MUTANTS, ids=lambda s: s.name)
 def test_every_mutant_is_caught_by_the_check_naming_its_mistake(mutant):
-    result = verify(mutant.name, seed=1, examples=30, steps=20, shrink=False)
+    # Up to the first finding: the assertion is about which check catches it (not every check that could).
+    result = verify(mutant.name, seed=1, examples=30, steps=20, shrink=False, max_findings=1)
     assert result["verdict"] == "fail", f"{mutant.name} survived: a hole in the harness"
     fired = {v["check"] for v in result["violations"]}
     assert fired & set(mutant.caught_by), f"{mutant.name}: expected one of {mutant.caught_by}, got {fired}"
