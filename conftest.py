@@ -55,6 +55,18 @@ HEAVY = {
     "tests/test_window_stores.py::test_chaos_runs_windowed_workloads_on_window_stores_through_every_lifecycle_crash_point",
     "tests/test_new_store.py::test_new_store_filled_around_a_dict_passes_verify_and_its_pytest_file_runs_it",
     "tests/test_packaging.py::test_a_regular_install_beside_a_users_own_models_package",
+    "tests/test_verify.py::test_verify_cli_writes_json_and_leaves_no_process",
+    "tests/test_run_directories.py::test_runs_without_out_get_a_new_directory_each_and_latest_points_to_the_newest",
+    "tests/test_run_directories.py::test_a_second_command_on_a_running_campaigns_directory_is_refused_naming_the_holder",
+    "tests/test_reliability_validate.py::test_a_truncated_jar_is_found_and_fetched_again_or_named_with_the_command_that_clears_it",
+    "tests/test_reliability_io.py::test_overwrite_replaces_only_the_harness_results",
+    "tests/test_report.py::test_a_run_without_failures_says_so_at_the_top",
+    "tests/test_implementers.py::test_a_store_without_put_all_passes_verify_and_the_lifecycle_writes_through_put",
+    "tests/test_implementers.py::test_a_stores_exception_reads_as_a_finding_about_that_store_in_verify_and_run",
+    "tests/test_offsets_migration.py::test_the_real_path_catches_a_migration_that_deletes_the_checkpoint_first",
+    "tests/test_metadata.py::test_run_exit_codes",
+    "tests/test_packaging.py::test_the_pytest_plugin_adds_only_namespaced_options_and_fixtures",
+    "tests/test_reliability_io.py::test_verify_writes_nothing_into_the_working_directory",
 }
 
 
