@@ -288,21 +288,7 @@ def test_a_spark_campaign_recorded_before_started_at_says_why_it_has_no_rate_plo
     assert "not drawn: fewer than two scenarios record when they started (started_at" in " ".join(html.split())
 
 
-@pytest.mark.spark
-def test_a_real_spark_campaigns_report_draws_scenarios_per_second(cli, tmp_path):
-    """A live two-scenario Spark campaign: every result records started_at, as the lifecycle's do, and
-    the report draws scenarios per second from them (the numbers of its JSON)."""
-    out = tmp_path / "spark-campaign"
-    done = cli("chaos", "--suite", "spark", "--scenarios", "2", "--workers", "2", "--sinks", "file,foreach",
-               "--seed", "3", "--out", str(out), timeout=1500)
-    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # the mutant sink is expected
-    campaign = json.loads((out / "chaos.json").read_text())
-    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert len(campaign["scenarios"]) == len(results) == 2
-    assert all(isinstance(r["started_at"], float) for r in campaign["scenarios"] + results)
-    html, page = _page(out / "report.html")
-    assert 'id="plot-rate"' in html and "Scenarios per second over the campaign (2 scenarios" in html
-    assert int(page.fields["total"]) == 2
+# A live Spark campaign's report drawing scenarios per second: suites/spark (its CLI campaign's test).
 
 
 def test_the_reproduce_command_makes_seed_and_count_explicit():

@@ -136,6 +136,12 @@ def test_a_spark_chaos_campaign_through_the_cli_catches_the_mutant_and_tabulates
     assert case["sink"] == "foreach" and case["verdict"] == "pass", case["violations"]
     assert "foreach-nocheck" in proc.stdout  # the failing scenario's own table
     assert processes_of(tmp_path) == []
+    # Every result records when it started, as the lifecycle's do, and the campaign's HTML report draws
+    # scenarios per second from them.
+    results = [json.loads(line) for line in (tmp_path / "runs" / "results.jsonl").read_text().splitlines()]
+    assert len(results) == 2 and all(isinstance(r["started_at"], float) for r in campaign["scenarios"] + results)
+    html = (tmp_path / "runs" / "report.html").read_text()
+    assert 'id="plot-rate"' in html and "Scenarios per second over the campaign (2 scenarios" in html
 
 
 def test_a_watermark_that_lags_after_a_restart_is_reported_and_the_output_judged_with_it(results):
