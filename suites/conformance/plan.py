@@ -16,6 +16,7 @@ from eos_harness.store import Capabilities
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
+from ..store_faults import store_fault_rules
 from .driver import KEYS, VALUES, StoreUnderTest
 
 __all__ = ["WORKLOADS", "machine_for", "matrix_cases"]
@@ -61,27 +62,8 @@ def machine_for(spec: str, server: StoreServer, crash_points: list[str], allowed
     def read_committed(self):
         self.sut.check_read_committed()
 
-    @rule()
-    def commit(self):
-        self.sut.commit()
-        self.sut.check_read_committed()
-
-    @precondition(lambda self: bool(crash_points))
-    @rule(point=st.sampled_from(crash_points or ["none"]), hit=st.integers(1, 2))
-    def crash_in_commit(self, point, hit):
-        self.sut.crash_in_commit(point, hit)
+    def check_contents(self) -> None:  # what the fault rules (suites/store_faults.py) check after a fault
         self.sut.check_reads()
-        self.sut.check_read_committed()
-
-    @rule()
-    def kill(self):
-        self.sut.kill()
-        self.sut.check_reads()
-        self.sut.check_read_committed()
-
-    @rule()
-    def close_and_reopen(self):
-        self.sut.close_and_reopen()
 
     # The runtime restores only a store without uncommitted writes (right after recover).
     @precondition(lambda self: self.sut.writes == 0)
@@ -91,14 +73,13 @@ def machine_for(spec: str, server: StoreServer, crash_points: list[str], allowed
         self.sut.check_reads()
         self.sut.check_read_committed()
 
-    namespace = {"__init__": __init__, "teardown": teardown, "put": put, "delete": delete, "put_all": put_all,
-                 "read_committed": read_committed, "commit": commit, "crash_in_commit": crash_in_commit,
-                 "kill": kill, "close_and_reopen": close_and_reopen}
+    namespace = {"__init__": __init__, "teardown": teardown, "check_contents": check_contents, "put": put,
+                 "delete": delete, "put_all": put_all, "read_committed": read_committed}
     if offers.range_scans:
         namespace["range_scan"] = range_scan
     if has_restore:
         namespace["restore"] = restore
-    return type(f"Conformance[{spec}]", (RuleBasedStateMachine,), namespace)
+    return type(f"Conformance[{spec}]", (store_fault_rules(crash_points),), namespace)
 
 
 WORKLOADS = {

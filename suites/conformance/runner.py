@@ -55,6 +55,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
+from ..store_faults import crash_then_check
 from . import checks
 from .checks import GUARD_CHECKS, WAIVABLE
 from .driver import ConformanceViolation, StoreAbandoned, StoreUnderTest, features_of
@@ -102,12 +103,7 @@ def run_case(server: StoreServer, spec: str, workload: str, point: str | None,
         sut.check_reads()
         sut.check_range(b"a", b"e")
         sut.check_read_committed()
-        if point is None:
-            sut.kill()
-        else:
-            sut.crash_in_commit(point, 1)
-        sut.check_reads()
-        sut.check_read_committed()
+        crash_then_check(sut, point, sut.check_reads)
         if sut.has_restore:
             sut.restore([(b"d", b"v3"), (b"a", None)])
             sut.check_reads()

@@ -32,6 +32,7 @@ from eos_harness.store import StoreContext
 from eos_harness.stores.probe import reached_window_points as reached_points
 from eos_harness.stores.registry import resolve_window
 from eos_harness.suites.conformance.runner import verify_repro
+from eos_harness.suites.store_faults import crash_then_check, store_fault_rules
 from eos_harness.suites.windows.checks import check_validation, compare_records, show
 from eos_harness.suites.windows.plan import KEYS, VALUES, edge_deltas, matrix_cases, workload_puts
 from eos_harness.verdict import Violation, verdict_of
@@ -308,13 +309,16 @@ def machine_for(spec: str, server: WindowStoreServer, crash_points: list[str],
     keys, values = st.sampled_from(KEYS), st.one_of(st.none(), st.sampled_from(VALUES))
     spans = st.sampled_from(sorted({0, 1, config.window_size, config.retention_period}))
 
-    class WindowConformance(RuleBasedStateMachine):
+    class WindowConformance(store_fault_rules(crash_points)):  # commit and the faults: suites/store_faults.py
         def __init__(self) -> None:
             super().__init__()
             self.sut = WindowStoreUnderTest(server, spec, "hypothesis")
 
         def teardown(self) -> None:
             self.sut.dispose()
+
+        def check_contents(self) -> None:
+            self.sut.check_all()
 
         def now(self) -> int:
             return max(self.sut.model.stream_time, 0)
@@ -353,28 +357,6 @@ def machine_for(spec: str, server: WindowStoreServer, crash_points: list[str],
         def drain_iterator(self):
             self.sut.drain_iterator()
 
-        @rule()
-        def commit(self):
-            self.sut.commit()
-            self.sut.check_read_committed()
-
-        @precondition(lambda self: bool(crash_points))
-        @rule(point=st.sampled_from(crash_points or ["none"]), hit=st.integers(1, 2))
-        def crash_in_commit(self, point, hit):
-            self.sut.crash_in_commit(point, hit)
-            self.sut.check_all()
-            self.sut.check_read_committed()
-
-        @rule()
-        def kill(self):
-            self.sut.kill()
-            self.sut.check_all()
-            self.sut.check_read_committed()
-
-        @rule()
-        def close_and_reopen(self):
-            self.sut.close_and_reopen()
-
     WindowConformance.__name__ = f"WindowConformance[{spec}]"
     return WindowConformance
 
@@ -397,12 +379,7 @@ def run_case(server: WindowStoreServer, spec: str, workload: str, point: str | N
         for key in KEYS:
             sut.check_fetches(key, 0, TOP)
         sut.check_read_committed()
-        if point is None:
-            sut.kill()
-        else:
-            sut.crash_in_commit(point, 1)
-        sut.check_all()
-        sut.check_read_committed()
+        crash_then_check(sut, point, sut.check_all)
         # Then the workload committed (its edges now in the changelog), a restart, and one more put.
         for key, start, value in workload_puts(workload, sut.model.config):
             sut.put(key, value, start)
