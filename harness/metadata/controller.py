@@ -14,10 +14,7 @@ of :data:`MISTAKES` make this a mutant that some check must catch.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
-import traceback
 from dataclasses import replace
 
 from eos_harness.broker import ProducerFenced
@@ -25,6 +22,7 @@ from eos_harness.faults import points
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.metadata import LogSpec, MetadataLog, pack
 from eos_harness.models.metadata import ABORT, BEGIN, END, RECORD, Command, Entry, Image, records_of
+from eos_harness.process.child_events import report_fault_firings, run_reporting_child
 
 __all__ = ["MISTAKES", "P_ABORT_AFTER", "P_ABORT_BEFORE", "P_AFTER_BEGIN", "P_AFTER_END", "P_BEFORE_END",
            "P_BETWEEN_BATCHES", "POINTS", "Controller", "controller_main"]
@@ -189,8 +187,8 @@ class Controller:
 def controller_main(spec: LogSpec, epoch: int, commands: list[dict], max_batch_bytes: int, mistake: str | None,
                     armed: tuple[str, int, str] | None, report_state: bool, conn) -> None:
     """Entry point of a controller process (forked by the zygote); ``armed``: (point, hit, action)."""
-    try:
-        points.set_notifier(lambda name: conn.send({"type": "fault_fired", "point": name}))
+    def run_controller() -> None:
+        report_fault_firings(conn)
         if armed is not None:
             points.load_declarations()
             points.arm(*armed)
@@ -203,9 +201,5 @@ def controller_main(spec: LogSpec, epoch: int, commands: list[dict], max_batch_b
                 conn.send({"type": "fenced", "epoch": epoch, "error": str(exc)})
             else:
                 conn.send({"type": "done", "epoch": epoch, "state": controller._state_json()})
-    except BaseException:  # noqa: BLE001 - everything the child hits is reported as an event
-        with contextlib.suppress(Exception):
-            conn.send({"type": "error", "error": traceback.format_exc()})
-        os._exit(1)
-    conn.close()
-    os._exit(0)
+
+    run_reporting_child(conn, run_controller)

@@ -9,16 +9,14 @@ arbitrary size, and can start from one instead of the beginning of the log. The 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import random
 import time
-import traceback
 from pathlib import Path
 
 from eos_harness.metadata import LogSpec, MetadataLog
 from eos_harness.models.metadata import ABORT, BEGIN, END, Entry, Image, image_from_snapshot, snapshot_batches
+from eos_harness.process.child_events import run_reporting_child
 
 __all__ = ["MISTAKES", "Reader", "load_snapshot", "reader_main"]
 
@@ -131,7 +129,7 @@ class Reader:
 def reader_main(spec: LogSpec, name: str, mistake: str | None, snapshot_dir: str | None, snapshot_every: int,
                 seed: int, report_images: bool, poll_interval: float, conn) -> None:
     """Entry point of a live reader process: poll the log until told ``stop``, then read to the end."""
-    try:
+    def read_until_stopped() -> None:
         with MetadataLog(spec) as log:
             reader = Reader(log, name, conn.send, mistake, snapshot_dir, snapshot_every, seed, report_images)
             conn.send({"type": "reading", "reader": name})
@@ -140,9 +138,5 @@ def reader_main(spec: LogSpec, name: str, mistake: str | None, snapshot_dir: str
                     reader.poll()
                     conn.send(reader.final())
                     break
-    except BaseException:  # noqa: BLE001 - everything the child hits is reported as an event
-        with contextlib.suppress(Exception):
-            conn.send({"type": "error", "error": traceback.format_exc()})
-        os._exit(1)
-    conn.close()
-    os._exit(0)
+
+    run_reporting_child(conn, read_until_stopped)

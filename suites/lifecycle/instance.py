@@ -11,12 +11,10 @@ raises or returns the wrong type ends the instance with an ``error`` event carry
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import threading
 import time
-import traceback
 
 import psutil
 from eos_harness.broker import BrokerError
@@ -29,6 +27,7 @@ from eos_harness.faults.kafka import (
 )
 from eos_harness.faults.kinds import run_broker_fault
 from eos_harness.history import History
+from eos_harness.process.child_events import report_fault_firings, run_reporting_child
 from eos_harness.process.faulted import FaultedChild
 from eos_harness.process.guard import (
     STORE_TIMEOUT_S,
@@ -57,8 +56,9 @@ def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: st
         install_stack_dump(stacks)
     if clock is not None:
         attach_clock(clock)
-    try:
-        points.set_notifier(lambda name: conn.send({"type": "fault_fired", "point": name}))
+
+    def run_task() -> None:
+        report_fault_firings(conn)
         task = Task(config, emit=conn.send)
         if armed is not None:
             points.load_declarations()
@@ -71,17 +71,15 @@ def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: st
             conn.send({"type": "verified"})
         else:
             task.run()
-    except BaseException as exc:  # noqa: BLE001 - everything the child hits is reported as an event
-        event = {"type": "error", "error": traceback.format_exc()}
+
+    def what_failed(exc: BaseException) -> dict:
         if isinstance(exc, StoreFinding):
-            event["store"] = exc.to_json()
-        elif isinstance(exc, BrokerError):  # the broker failed the task: the environment, not the store
-            event["broker"] = f"{type(exc).__name__}: {exc}"
-        with contextlib.suppress(Exception):
-            conn.send(event)
-        os._exit(1)
-    conn.close()
-    os._exit(0)
+            return {"store": exc.to_json()}
+        if isinstance(exc, BrokerError):  # the broker failed the task: the environment, not the store
+            return {"broker": f"{type(exc).__name__}: {exc}"}
+        return {}
+
+    run_reporting_child(conn, run_task, what_failed)
 
 
 class Instance(FaultedChild):

@@ -15,15 +15,13 @@ process forked from the zygote; a crash is an armed crash point SIGKILLing it.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import traceback
 from dataclasses import replace
 from pathlib import Path
 
 from eos_harness.faults import points
 from eos_harness.models.lifecycle import LifecycleModel
 from eos_harness.models.workloads import workload
+from eos_harness.process.child_events import report_fault_firings, run_reporting_child
 from eos_harness.process.server import forkserver_context
 from eos_harness.runtime import P_MID_BATCH, Task, TaskConfig, create_topics, decode
 from eos_harness.runtime.checkpoint import read_checkpoint
@@ -37,19 +35,15 @@ LEGACY, UPGRADED, DOWNGRADE_TO = "rocksdb-legacy", "rocksdb-indexed", "3.9"
 
 
 def _task_main(config: TaskConfig, arm: str | tuple[str, int] | None, conn) -> None:
-    try:
-        points.set_notifier(lambda name: conn.send({"type": "fault_fired", "point": name}))
+    def run_task() -> None:
+        report_fault_firings(conn)
         task = Task(config, emit=conn.send)
         if arm is not None:
             points.load_declarations()
             points.arm(*((arm, 1) if isinstance(arm, str) else arm))
         task.run()
-    except BaseException:  # noqa: BLE001 - reported to the driver as an event
-        with contextlib.suppress(Exception):
-            conn.send({"type": "error", "error": traceback.format_exc()})
-        os._exit(1)
-    conn.close()
-    os._exit(0)
+
+    run_reporting_child(conn, run_task)
 
 
 def run_task(config: TaskConfig, arm: str | tuple[str, int] | None = None) -> tuple[list[dict], str | None]:
