@@ -29,8 +29,9 @@ import sys
 import tempfile
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from eos_harness.faults import points
 from eos_harness.process import zygote
@@ -45,7 +46,7 @@ from eos_harness.verdict import hang_finding
 
 __all__ = ["ChildCrashed", "StoreCallError", "StoreHang", "StoreProcess", "StoreServer", "children_output",
            "OwnOutput", "forkserver_context", "held_output", "output_offset", "output_since", "output_to",
-           "own_output_to", "preload_store"]
+           "own_output_to", "preload_store", "answer_calls"]
 
 PRELOAD = ["eos_harness.stores.catalogue", "eos_harness.runtime", "eos_harness.broker.embedded", "eos_harness.suites.lifecycle.runner",
            "eos_harness.broker.kafka", "eos_harness.metadata.controller", "eos_harness.metadata.reader",
@@ -287,29 +288,40 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
     except BaseException as exc:  # noqa: BLE001 - report, then die
         conn.send(("raise", _raised(exc, with_traceback=True)))
         os._exit(1)
+
+    def answer(method: str, args: tuple):
+        if method == "arm":
+            points.declare_for_run(args[0])  # a point of the store's own the probe found undeclared
+            points.arm(*args)
+            result = None
+        elif method == "disarm":
+            points.disarm_all()
+            result = None
+        elif method.startswith("rc_"):
+            result = getattr(store.read_committed(), method[3:])(*args)
+        else:
+            result = getattr(store, method)(*args)
+        if method in _LISTING:
+            result = list(result)
+        if method == "close" and trace:  # each point reached, and whether a module declared it
+            known = {p.name for p in points.load_declarations()}
+            result = [(name, name in known) for name in points.reached()]
+        return result
+
+    answer_calls(conn, answer)
+
+
+def answer_calls(conn, answer: Callable[[str, tuple], object]) -> NoReturn:
+    """A store child's call loop, once its store is open: each ``(method, args)`` the driver sends is
+    answered ``("ok", answer(method, args))``, or ``("raise", …)`` with what it raised; the child
+    exits after ``close`` or when the driver's end of the pipe is gone."""
     while True:
         try:
             method, args = conn.recv()
         except EOFError:
             os._exit(0)
         try:
-            if method == "arm":
-                points.declare_for_run(args[0])  # a point of the store's own the probe found undeclared
-                points.arm(*args)
-                result = None
-            elif method == "disarm":
-                points.disarm_all()
-                result = None
-            elif method.startswith("rc_"):
-                result = getattr(store.read_committed(), method[3:])(*args)
-            else:
-                result = getattr(store, method)(*args)
-            if method in _LISTING:
-                result = list(result)
-            if method == "close" and trace:  # each point reached, and whether a module declared it
-                known = {p.name for p in points.load_declarations()}
-                result = [(name, name in known) for name in points.reached()]
-            conn.send(("ok", result))
+            conn.send(("ok", answer(method, args)))
         except BaseException as exc:  # noqa: BLE001 - the driver decides what an exception means
             conn.send(("raise", _raised(exc)))
         if method == "close":

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from eos_harness.faults import points
-from eos_harness.process.server import StoreProcess, StoreServer, _raised, forkserver_context
+from eos_harness.process.server import StoreProcess, StoreServer, _raised, answer_calls, forkserver_context
 
 __all__ = ["WindowStoreServer"]
 
@@ -72,18 +72,7 @@ def _serve_window(spec: str, directory: str, sys_path: list[str], arms: list[tup
         os._exit(1)
     iterators: dict[int, object] = {}
     counter = [0]
-    while True:
-        try:
-            method, args = conn.recv()
-        except EOFError:
-            os._exit(0)
-        try:
-            conn.send(("ok", _call(store, method, args, iterators, counter)))
-        except BaseException as exc:  # noqa: BLE001 - the driver decides what an exception means
-            conn.send(("raise", _raised(exc)))
-        if method == "close":
-            conn.close()
-            os._exit(0)
+    answer_calls(conn, lambda method, args: _call(store, method, args, iterators, counter))
 
 
 class WindowStoreServer(StoreServer):
