@@ -2,6 +2,8 @@
 
 - :func:`merged_range`: the entries of a range scan with an open transaction's writes merged over
   the committed data (tombstones hide keys), sorted: what ``range`` and ``all`` return;
+- :class:`LatestView`: the read-only view of a store's latest writes (its own ``get``, ``range``,
+  ``all``), the ``read_committed()`` of a store that is not transactional;
 - :func:`with_crash_points`: put crash points before and after an existing method of a wrapped
   object (the library's own ``commit``, ``write_batch``…), so that the harness can crash the store
   at those steps without changing the library.
@@ -14,7 +16,26 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from eos_harness.faults.points import crash_point
 
-__all__ = ["merged_range", "with_crash_points"]
+__all__ = ["LatestView", "merged_range", "with_crash_points"]
+
+
+class LatestView:
+    """A read-only view (``get``, ``range``, ``all``) of a store's own reads: its latest writes,
+    committed or not. The ``read_committed()`` of a store that is not transactional (what it holds
+    is all there is, as KIP-844 says for interactive queries); a base for a wrapper that reads
+    through to the store it wraps."""
+
+    def __init__(self, store) -> None:
+        self._store = store
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._store.get(key)
+
+    def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self._store.range(lo, hi)
+
+    def all(self) -> Iterator[tuple[bytes, bytes]]:
+        return self._store.all()
 
 
 def merged_range(committed: Iterable[tuple[bytes, bytes]] | Mapping[bytes, bytes],

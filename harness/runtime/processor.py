@@ -13,9 +13,10 @@ KIP makes it, and is neither forwarded to the store nor counted by the commit me
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
 from eos_harness.store import CommitFromProcessorError, KeyValueView, StateStore, TopicPartition
+from eos_harness.store_kit import LatestView
 
 __all__ = ["ProcessorContext", "ProcessorStore", "request_commit"]
 
@@ -38,24 +39,15 @@ class ProcessorContext:
         return asked
 
 
-class ProcessorStore:
-    """A store as a processor reaches it: reads and writes go to the store, ``commit`` raises
-    :class:`CommitFromProcessorError`, ``flush`` does nothing. ``context`` is the processor's
-    :class:`ProcessorContext`."""
+class ProcessorStore(LatestView):
+    """A store as a processor reaches it: reads (:class:`LatestView`) and writes go to the store,
+    ``commit`` raises :class:`CommitFromProcessorError`, ``flush`` does nothing. ``context`` is the
+    processor's :class:`ProcessorContext`."""
 
     def __init__(self, store: StateStore, context: ProcessorContext) -> None:
-        self._store = store
+        super().__init__(store)
         self.context = context
         self.name = getattr(store, "name", "store")
-
-    def get(self, key: bytes) -> bytes | None:
-        return self._store.get(key)
-
-    def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return self._store.range(lo, hi)
-
-    def all(self) -> Iterator[tuple[bytes, bytes]]:
-        return self._store.all()
 
     def put(self, key: bytes, value: bytes | None) -> None:
         self._store.put(key, value)

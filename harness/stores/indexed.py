@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import struct
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
@@ -80,27 +80,75 @@ def merge(base: Iterable[tuple[bytes, bytes]], overlay: list[tuple[bytes, bytes 
     return ((key, value) for key, value in merged if value is not None)
 
 
-class _CommittedView:
-    def __init__(self, store: IndexedRocksStore) -> None:
-        self._store = store
+class DatabaseView:
+    """The read-only view of what a RocksDB database holds: a transactional store's committed data
+    (its ``read_committed()``), uncommitted writes being kept elsewhere. ``database()`` gives the
+    database each time, so a view follows the store when it reopens."""
+
+    def __init__(self, database: Callable[[], Rdict]) -> None:
+        self._database = database
 
     def get(self, key: bytes) -> bytes | None:
-        return self._store._db.get(key)
+        return self._database().get(key)
 
     def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return iter(list(scan(self._store._db, lo, hi)))
+        return iter(list(scan(self._database(), lo, hi)))
 
     def all(self) -> Iterator[tuple[bytes, bytes]]:
-        return iter(list(scan(self._store._db)))
+        return iter(list(scan(self._database())))
 
 
-class IndexedRocksStore:
+class OffsetsColumnFamily:
+    """The changelog offsets (and KIP-796 positions) a RocksDB store keeps in the ``offsets`` column
+    family of its database (KIP-1035), for ``rocksdb-indexed`` and ``rocksdb-secondary`` alike. The
+    store opens the database with :data:`OFFSETS_CF` and hands it over (:meth:`_open_offsets`); its
+    ``_write_options`` are synced."""
+
+    _write_options: WriteOptions
+    _offsets_db: Rdict | None = None
+    _offsets_cf = None
+    _offsets_handle = None
+
+    def _open_offsets(self, db: Rdict, column_families: dict) -> None:
+        self._offsets_db = db
+        self._offsets_cf, self._offsets_handle = column_families[OFFSETS_CF]
+
+    def _add_offsets(self, batch: WriteBatch, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        for tp, offset in changelog_offsets.items():
+            batch.put(offset_key(tp), encode_offset(offset), self._offsets_handle)
+
+    def _write_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Write ``offsets`` into the offsets column family, synced (the upgrade's import)."""
+        batch = WriteBatch(raw_mode=True)
+        self._add_offsets(batch, offsets)
+        self._offsets_db.write(batch, self._write_options)
+
+    def committed_offset(self, tp: TopicPartition) -> int | None:
+        raw = self._offsets_cf.get(offset_key(tp))
+        return None if raw is None else decode_offset(raw)
+
+    def stored_offsets(self) -> dict[TopicPartition, int]:
+        """Every offset the store holds (changelog offsets and positions)."""
+        return {decode_offset_key(k): decode_offset(v) for k, v in scan(self._offsets_cf)}
+
+    def _drop_offsets(self) -> None:
+        """Drop the offsets column family (the downgrade's last step): an older store opens the database."""
+        self._offsets_cf.close()
+        self._offsets_cf = self._offsets_handle = None
+        self._offsets_db.drop_column_family(OFFSETS_CF)
+
+    def _close_offsets(self) -> None:
+        if self._offsets_cf is not None:
+            self._offsets_cf.close()
+        self._offsets_cf = self._offsets_handle = None
+
+
+class IndexedRocksStore(OffsetsColumnFamily):
     """Transactional, persistent, manages its offsets (KIP-892)."""
 
     def __init__(self, name: str = "store") -> None:
         self.name = name
         self._db: Rdict | None = None
-        self._offsets_cf = None
         self._overlay: dict[bytes, bytes | None] = {}
         self._sorted: list[bytes] | None = None
         self._via_processor = False
@@ -114,7 +162,7 @@ class IndexedRocksStore:
         context.directory.mkdir(parents=True, exist_ok=True)
         self._refuse_untrusted(legacy, context.directory / "db")
         self._db, cfs = open_rocksdb(str(context.directory / "db"), (OFFSETS_CF,))
-        self._offsets_cf, self._offsets_handle = cfs[OFFSETS_CF]
+        self._open_offsets(self._db, cfs)
         self._context = context
         self._via_processor = context.via_processor
         self._overlay = {}
@@ -132,23 +180,6 @@ class IndexedRocksStore:
     def _downgrade(self) -> None:
         """``close()`` with ``upgrade_from`` before 4.3: hand the offsets back to the legacy files."""
         migration.export_offsets(self._context, self.stored_offsets(), self._drop_offsets)
-
-    # -- offsets in their column family (KIP-1035 upgrade and downgrade) ---------------------------
-    def _write_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Write ``offsets`` into the offsets column family, synced (the upgrade's import)."""
-        batch = WriteBatch(raw_mode=True)
-        self._add_offsets(batch, offsets)
-        self._db.write(batch, self._write_options)
-
-    def stored_offsets(self) -> dict[TopicPartition, int]:
-        """Every offset the store holds (changelog offsets and positions)."""
-        return {decode_offset_key(k): decode_offset(v) for k, v in scan(self._offsets_cf)}
-
-    def _drop_offsets(self) -> None:
-        """Drop the offsets column family (the downgrade's last step): an older store opens the database."""
-        self._offsets_cf.close()
-        self._offsets_cf = self._offsets_handle = None
-        self._db.drop_column_family(OFFSETS_CF)
 
     def persistent(self) -> bool:
         return True
@@ -195,8 +226,8 @@ class IndexedRocksStore:
     def all(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(list(merge(scan(self._db), self._overlay_range(None, None))))
 
-    def read_committed(self) -> _CommittedView:
-        return _CommittedView(self)
+    def read_committed(self) -> DatabaseView:
+        return DatabaseView(lambda: self._db)
 
     # -- commit -----------------------------------------------------------------------------------
     def _check_commit_allowed(self) -> None:
@@ -215,10 +246,6 @@ class IndexedRocksStore:
                 batch.put(key, value)
         return batch
 
-    def _add_offsets(self, batch: WriteBatch, changelog_offsets: Mapping[TopicPartition, int]) -> None:
-        for tp, offset in changelog_offsets.items():
-            batch.put(offset_key(tp), encode_offset(offset), self._offsets_handle)
-
     def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
         self._check_commit_allowed()
         batch = self._data_batch()
@@ -228,10 +255,6 @@ class IndexedRocksStore:
         crash_point(P_AFTER_WRITE)
         self._overlay = {}
         self._sorted = None
-
-    def committed_offset(self, tp: TopicPartition) -> int | None:
-        raw = self._offsets_cf.get(offset_key(tp))
-        return None if raw is None else decode_offset(raw)
 
     def recover(self, changelog_offset: int | None) -> bool:
         self._overlay = {}
@@ -246,8 +269,6 @@ class IndexedRocksStore:
         if self._db is not None:
             if migration.downgrading(self._context.upgrade_from):
                 self._downgrade()
-            if self._offsets_cf is not None:
-                self._offsets_cf.close()
-            self._offsets_cf = self._offsets_handle = None
+            self._close_offsets()
             self._db.close()
             self._db = None

@@ -10,20 +10,7 @@ import bisect
 from collections.abc import Iterable, Iterator, Mapping
 
 from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
-
-
-class _LatestView:
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-
-    def get(self, key: bytes) -> bytes | None:
-        return self._store.get(key)
-
-    def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return self._store.range(lo, hi)
-
-    def all(self) -> Iterator[tuple[bytes, bytes]]:
-        return self._store.all()
+from eos_harness.store_kit import LatestView
 
 
 class MemoryStore:
@@ -88,8 +75,8 @@ class MemoryStore:
     def recover(self, changelog_offset: int | None) -> bool:
         return False
 
-    def read_committed(self) -> _LatestView:
-        return _LatestView(self)
+    def read_committed(self) -> LatestView:
+        return LatestView(self)
 
     def flush(self) -> None:
         """Deprecated (KIP-892): a no-op."""

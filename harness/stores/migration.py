@@ -47,6 +47,7 @@ __all__ = [
     "OffsetsFileError",
     "downgrading",
     "export_offsets",
+    "fsync_dir",
     "import_legacy",
     "is_changelog",
     "read_legacy",
@@ -149,7 +150,8 @@ def text_line(exc: UnicodeDecodeError) -> int:
     return exc.object[: exc.start].count(b"\n") + 1
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a removal in directory ``path`` durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -177,7 +179,7 @@ def write_offsets(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def remove_file(path: Path) -> None:
@@ -186,7 +188,7 @@ def remove_file(path: Path) -> None:
         path.unlink()
     except FileNotFoundError:
         return
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 # -- upgrade --------------------------------------------------------------------------------------

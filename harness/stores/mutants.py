@@ -7,12 +7,12 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.store import TopicPartition
+from eos_harness.store_kit import LatestView
 from eos_harness.stores import StoreSpec, register
 from eos_harness.stores.indexed import (
     P_AFTER_WRITE,
     P_BEFORE_WRITE,
     IndexedRocksStore,
-    _CommittedView,
     encode_offset,
     offset_key,
     scan,
@@ -56,7 +56,7 @@ class RecoverKeepsUncommitted(SecondaryRocksStore):
     def close(self) -> None:
         if self._main is None:
             return
-        self._offsets.close()
+        self._close_offsets()
         self._main.close()
         self._tmp.close()
         self._main = self._tmp = None
@@ -75,22 +75,11 @@ class PutAllBypassesTransaction(IndexedRocksStore):
                 self._db.put(key, value)
 
 
-class _DirtyView(_CommittedView):
-    def get(self, key: bytes) -> bytes | None:
-        return self._store.get(key)
-
-    def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return self._store.range(lo, hi)
-
-    def all(self) -> Iterator[tuple[bytes, bytes]]:
-        return self._store.all()
-
-
 class ReadCommittedSeesOverlay(IndexedRocksStore):
     """The read-committed view reads through the uncommitted overlay."""
 
-    def read_committed(self) -> _DirtyView:
-        return _DirtyView(self)
+    def read_committed(self) -> LatestView:
+        return LatestView(self)  # the overlay's uncommitted writes too
 
 
 class MarkerDeletedEarly(SecondaryRocksStore):

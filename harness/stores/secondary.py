@@ -24,18 +24,15 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
 
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
 from eos_harness.stores import migration
 from eos_harness.stores.indexed import (
     OFFSETS_CF,
-    decode_offset,
-    decode_offset_key,
-    encode_offset,
+    DatabaseView,
+    OffsetsColumnFamily,
     merge,
-    offset_key,
     open_rocksdb,
     scan,
 )
@@ -62,30 +59,9 @@ HANDBACK_POINTS = (P_DOWNGRADE_BEFORE_HANDBACK, P_DOWNGRADE_AFTER_HANDBACK)
 PUT, TOMBSTONE = b"P", b"D"
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class _MainView:
-    def __init__(self, store: SecondaryRocksStore) -> None:
-        self._store = store
-
-    def get(self, key: bytes) -> bytes | None:
-        return self._store._main.get(key)
-
-    def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return iter(list(scan(self._store._main, lo, hi)))
-
-    def all(self) -> Iterator[tuple[bytes, bytes]]:
-        return iter(list(scan(self._store._main)))
-
-
-class SecondaryRocksStore:
-    """Transactional, persistent, manages its offsets; uncommitted writes in a temporary RocksDB."""
+class SecondaryRocksStore(OffsetsColumnFamily):
+    """Transactional, persistent, manages its offsets (in the main store's offsets column family);
+    uncommitted writes in a temporary RocksDB."""
 
     def __init__(self, name: str = "store", copy_chunk: int = 1000) -> None:
         if copy_chunk < 1:
@@ -94,8 +70,8 @@ class SecondaryRocksStore:
         self.copy_chunk = copy_chunk
         self._main = self._tmp = None
         self._via_processor = False
-        self._sync = WriteOptions()
-        self._sync.sync = True
+        self._write_options = WriteOptions()
+        self._write_options.sync = True
 
     def init(self, context: StoreContext) -> None:
         legacy = migration.read_legacy(context)  # a malformed legacy file stops us before we touch anything
@@ -106,7 +82,7 @@ class SecondaryRocksStore:
         self.marker = self.directory / "COMMIT"
         self._adopt_legacy(legacy)
         self._main, cfs = open_rocksdb(str(self.directory / "main"), (OFFSETS_CF,))
-        self._offsets, self._offsets_handle = cfs[OFFSETS_CF]
+        self._open_offsets(self._main, cfs)
         self._tmp, _ = open_rocksdb(str(self.directory / "tmp"))
         self._via_processor = context.via_processor
         migration.import_legacy(legacy, self.committed_offset, self._write_offsets)
@@ -123,24 +99,8 @@ class SecondaryRocksStore:
         if main.exists():
             shutil.rmtree(main)  # an empty main/ a store opened and left without a database
         os.replace(old, main)
-        fsync_dir(self.directory)
+        migration.fsync_dir(self.directory)
         crash_point(P_MIGRATE_AFTER_ADOPT)
-
-    # -- offsets in the main store's column family (KIP-1035 upgrade and downgrade) ------------------
-    def _write_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
-        batch = WriteBatch(raw_mode=True)
-        for tp, offset in offsets.items():
-            batch.put(offset_key(tp), encode_offset(offset), self._offsets_handle)
-        self._main.write(batch, self._sync)
-
-    def stored_offsets(self) -> dict[TopicPartition, int]:
-        """Every offset the store holds (changelog offsets and positions)."""
-        return {decode_offset_key(k): decode_offset(v) for k, v in scan(self._offsets)}
-
-    def _drop_offsets(self) -> None:
-        self._offsets.close()
-        self._offsets = self._offsets_handle = None
-        self._main.drop_column_family(OFFSETS_CF)
 
     def persistent(self) -> bool:
         return True
@@ -181,8 +141,8 @@ class SecondaryRocksStore:
     def all(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(list(merge(scan(self._main), self._pending())))
 
-    def read_committed(self) -> _MainView:
-        return _MainView(self)
+    def read_committed(self) -> DatabaseView:
+        return DatabaseView(lambda: self._main)
 
     # -- commit -----------------------------------------------------------------------------------
     def _write_marker(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
@@ -194,14 +154,14 @@ class SecondaryRocksStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.marker)
-        fsync_dir(self.directory)
+        migration.fsync_dir(self.directory)
 
     def _read_marker(self) -> dict[TopicPartition, int]:
         return {TopicPartition(t, p): o for t, p, o in json.loads(self.marker.read_text())}
 
     def _delete_marker(self) -> None:
         self.marker.unlink(missing_ok=True)
-        fsync_dir(self.directory)
+        migration.fsync_dir(self.directory)
 
     def _copy(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
         pending = self._pending()
@@ -214,9 +174,8 @@ class SecondaryRocksStore:
                 else:
                     batch.put(key, value)
             if number == len(chunks) - 1:
-                for tp, offset in changelog_offsets.items():
-                    batch.put(offset_key(tp), encode_offset(offset), self._offsets_handle)
-            self._main.write(batch, self._sync)
+                self._add_offsets(batch, changelog_offsets)
+            self._main.write(batch, self._write_options)
             if number < len(chunks) - 1:
                 crash_point(P_MID_COPY)
 
@@ -224,7 +183,7 @@ class SecondaryRocksStore:
         batch = WriteBatch(raw_mode=True)
         for key, _ in scan(self._tmp):
             batch.delete(key)
-        self._tmp.write(batch, self._sync)
+        self._tmp.write(batch, self._write_options)
 
     def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
         if self._via_processor:
@@ -239,10 +198,6 @@ class SecondaryRocksStore:
         crash_point(P_AFTER_TRUNCATE)
         self._delete_marker()
         crash_point(P_AFTER_MARKER_DELETE)
-
-    def committed_offset(self, tp: TopicPartition) -> int | None:
-        raw = self._offsets.get(offset_key(tp))
-        return None if raw is None else decode_offset(raw)
 
     def recover(self, changelog_offset: int | None) -> bool:
         if self.marker.exists():
@@ -264,9 +219,7 @@ class SecondaryRocksStore:
         downgrade = migration.downgrading(self._context.upgrade_from)
         if downgrade:
             migration.export_offsets(self._context, self.stored_offsets(), self._drop_offsets)
-        if self._offsets is not None:
-            self._offsets.close()
-        self._offsets = self._offsets_handle = None
+        self._close_offsets()
         self._main.close()
         self._tmp.close()
         self._main = self._tmp = None
@@ -280,5 +233,5 @@ class SecondaryRocksStore:
         if old.exists():
             shutil.rmtree(old)  # an empty db/ left by a legacy store that refused main/
         os.replace(self.directory / "main", old)
-        fsync_dir(self.directory)
+        migration.fsync_dir(self.directory)
         crash_point(P_DOWNGRADE_AFTER_HANDBACK)
