@@ -4,6 +4,7 @@
   the committed data (tombstones hide keys), sorted: what ``range`` and ``all`` return;
 - :class:`LatestView`: the read-only view of a store's latest writes (its own ``get``, ``range``,
   ``all``), the ``read_committed()`` of a store that is not transactional;
+- :class:`PutAllAndDeleteByPut`: ``put_all`` and ``delete`` from the store's own ``put`` and ``get``;
 - :func:`with_crash_points`: put crash points before and after an existing method of a wrapped
   object (the library's own ``commit``, ``write_batch``…), so that the harness can crash the store
   at those steps without changing the library.
@@ -16,7 +17,21 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from eos_harness.faults.points import crash_point
 
-__all__ = ["LatestView", "merged_range", "with_crash_points"]
+__all__ = ["LatestView", "PutAllAndDeleteByPut", "merged_range", "with_crash_points"]
+
+
+class PutAllAndDeleteByPut:
+    """A store's ``put_all`` and ``delete`` written with its own ``put`` and ``get``: ``put_all`` puts
+    each entry in turn, ``delete`` puts a tombstone (None) and returns the value it replaced."""
+
+    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        for key, value in entries:
+            self.put(key, value)
+
+    def delete(self, key: bytes) -> bytes | None:
+        old = self.get(key)
+        self.put(key, None)
+        return old
 
 
 class LatestView:

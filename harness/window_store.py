@@ -40,6 +40,7 @@ from eos_harness.models.windows import (
     validate_window_store,
 )
 from eos_harness.store import StoreContext, TopicPartition
+from eos_harness.store_kit import PutAllAndDeleteByPut
 
 __all__ = [
     "KIP428_PROPOSAL",
@@ -221,7 +222,7 @@ class _WindowedView:
         return self._view.fetch_window(key, window_start)
 
 
-class WindowedKeyValueStore:
+class WindowedKeyValueStore(PutAllAndDeleteByPut):
     """A window store seen as a key-value store over windowed keys (:func:`windowed_key`), so that
     the EOS task runtime (which logs ``(key, value)`` changelog records and replays them with
     ``put``) runs it unchanged. Puts between ``recover`` and the next ``commit`` are the runtime's
@@ -261,15 +262,6 @@ class WindowedKeyValueStore:
             self.window_store.restore([(plain, start, value)])
         else:
             self.window_store.put(plain, value, start)
-
-    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
-        for key, value in entries:
-            self.put(key, value)
-
-    def delete(self, key: bytes) -> bytes | None:
-        old = self.get(key)
-        self.put(key, None)
-        return old
 
     def range(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
         return _WindowedView(self.window_store).range(lo, hi)

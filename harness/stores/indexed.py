@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
+from eos_harness.store_kit import PutAllAndDeleteByPut
 from eos_harness.stores import migration
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
@@ -100,14 +101,17 @@ class DatabaseView:
 
 class OffsetsColumnFamily:
     """The changelog offsets (and KIP-796 positions) a RocksDB store keeps in the ``offsets`` column
-    family of its database (KIP-1035), for ``rocksdb-indexed`` and ``rocksdb-secondary`` alike. The
-    store opens the database with :data:`OFFSETS_CF` and hands it over (:meth:`_open_offsets`); its
-    ``_write_options`` are synced."""
+    family of its database (KIP-1035), for ``rocksdb-indexed`` and ``rocksdb-secondary`` alike: such
+    a store manages its offsets. The store opens the database with :data:`OFFSETS_CF` and hands it
+    over (:meth:`_open_offsets`); its ``_write_options`` are synced."""
 
     _write_options: WriteOptions
     _offsets_db: Rdict | None = None
     _offsets_cf = None
     _offsets_handle = None
+
+    def manages_offsets(self) -> bool:
+        return True
 
     def _open_offsets(self, db: Rdict, column_families: dict) -> None:
         self._offsets_db = db
@@ -143,7 +147,7 @@ class OffsetsColumnFamily:
         self._offsets_cf = self._offsets_handle = None
 
 
-class IndexedRocksStore(OffsetsColumnFamily):
+class IndexedRocksStore(OffsetsColumnFamily, PutAllAndDeleteByPut):
     """Transactional, persistent, manages its offsets (KIP-892)."""
 
     def __init__(self, name: str = "store") -> None:
@@ -187,23 +191,11 @@ class IndexedRocksStore(OffsetsColumnFamily):
     def transactional(self) -> bool:
         return True
 
-    def manages_offsets(self) -> bool:
-        return True
-
     # -- writes -----------------------------------------------------------------------------------
     def put(self, key: bytes, value: bytes | None) -> None:
         if key not in self._overlay:
             self._sorted = None
         self._overlay[key] = value
-
-    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
-        for key, value in entries:
-            self.put(key, value)
-
-    def delete(self, key: bytes) -> bytes | None:
-        old = self.get(key)
-        self.put(key, None)
-        return old
 
     # -- reads ------------------------------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:

@@ -13,7 +13,7 @@ runtime wipes the directory and restores the store from the changelog. An upgrad
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.store import (
@@ -22,6 +22,7 @@ from eos_harness.store import (
     StoreContext,
     TopicPartition,
 )
+from eos_harness.store_kit import PutAllAndDeleteByPut
 from eos_harness.stores.indexed import open_rocksdb, scan
 from rocksdict import Rdict
 
@@ -29,7 +30,7 @@ P_BEFORE_FLUSH = declare("store.legacy.commit.before_flush", "legacy store: comm
 P_AFTER_FLUSH = declare("store.legacy.commit.after_flush", "legacy store: WAL synced")
 
 
-class LegacyRocksStore:
+class LegacyRocksStore(PutAllAndDeleteByPut):
     """Persistent, not transactional, does not manage offsets."""
 
     def __init__(self, name: str = "store") -> None:
@@ -72,10 +73,6 @@ class LegacyRocksStore:
             self._db.delete(key)
         else:
             self._db.put(key, value)
-
-    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
-        for key, value in entries:
-            self.put(key, value)
 
     def delete(self, key: bytes) -> bytes | None:
         old = self._db.get(key)

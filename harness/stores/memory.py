@@ -7,13 +7,13 @@ from the changelog.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from eos_harness.store import CommitFromProcessorError, StoreContext, TopicPartition
-from eos_harness.store_kit import LatestView
+from eos_harness.store_kit import LatestView, PutAllAndDeleteByPut
 
 
-class MemoryStore:
+class MemoryStore(PutAllAndDeleteByPut):
     """A sorted dict in memory. ``recover`` returns False: there is nothing to trust."""
 
     def __init__(self, name: str = "store") -> None:
@@ -45,10 +45,6 @@ class MemoryStore:
         if key not in self._data:
             bisect.insort(self._keys, key)
         self._data[key] = value
-
-    def put_all(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
-        for key, value in entries:
-            self.put(key, value)
 
     def delete(self, key: bytes) -> bytes | None:
         old = self._data.get(key)

@@ -108,9 +108,6 @@ class SecondaryRocksStore(OffsetsColumnFamily):
     def transactional(self) -> bool:
         return True
 
-    def manages_offsets(self) -> bool:
-        return True
-
     # -- writes and reads -----------------------------------------------------------------------
     def put(self, key: bytes, value: bytes | None) -> None:
         self._tmp.put(key, TOMBSTONE if value is None else PUT + value)
