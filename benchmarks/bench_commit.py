@@ -12,17 +12,15 @@ milliseconds, and the ratio baseline / store (1.0: the store adds nothing; targe
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 from eos_harness.store import StoreContext, TopicPartition
 from eos_harness.stores.indexed import OFFSETS_CF, encode_offset, offset_key, open_rocksdb
 from eos_harness.stores.registry import resolve
-from rocksdict import WriteBatch, WriteOptions
+
+from benchmarks.common import parse_options, raw_batch, scratch_directory, synced
 
 PARTITIONS = (1, 10, 100)
 
@@ -39,17 +37,14 @@ def raw_batches(directory: Path, partitions: int, commits: int, writes: int) -> 
     """Seconds of each synced WriteBatch holding ``writes`` puts and one offset per partition."""
     db, cfs = open_rocksdb(str(directory), (OFFSETS_CF,))
     offsets_handle = cfs[OFFSETS_CF][1]
-    sync = WriteOptions()
-    sync.sync = True
+    sync = synced()
     tps = _partitions(partitions)
     took = []
     try:
         for c in range(commits):
             entries = _writes(c, writes)
             started = time.perf_counter()
-            batch = WriteBatch(raw_mode=True)
-            for key, value in entries:
-                batch.put(key, value)
+            batch = raw_batch(entries)
             for tp in tps:
                 batch.put(offset_key(tp), encode_offset(c + 1), offsets_handle)
             db.write(batch, sync)
@@ -87,13 +82,11 @@ def _p99(values: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--commits", type=int, default=200, help="commits per measurement")
-    parser.add_argument("--writes", type=int, default=10, help="uncommitted writes per commit")
-    parser.add_argument("--repeats", type=int, default=3, help="measurements per size; all commits pooled")
-    args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="eos-bench-commit-"))
-    try:
+    args = parse_options(__doc__,
+                         ("--commits", 200, "commits per measurement"),
+                         ("--writes", 10, "uncommitted writes per commit"),
+                         ("--repeats", 3, "measurements per size; all commits pooled"))
+    with scratch_directory("commit") as root:
         print(f"commit latency, {args.writes} writes + N partition offsets per commit, synced, "
               f"{args.commits} commits x {args.repeats}:")
         print(f"{'partitions':>10} {'raw median ms':>14} {'raw p99 ms':>11} {'indexed median ms':>18} "
@@ -107,8 +100,6 @@ def main() -> None:
             raw_med, idx_med = statistics.median(raw), statistics.median(idx)
             print(f"{partitions:>10} {raw_med * 1000:>14.3f} {_p99(raw) * 1000:>11.3f} {idx_med * 1000:>18.3f} "
                   f"{_p99(idx) * 1000:>15.3f} {raw_med / idx_med:>22.2f}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -12,15 +12,14 @@
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 from eos_harness.broker import connect
 from eos_harness.runtime import Task, TaskConfig, create_topics
+
+from benchmarks.common import parse_options, scratch_directory
 
 
 class _TimedProducer:
@@ -78,15 +77,13 @@ def scenarios_per_second(broker: str, seconds: float, out: Path) -> tuple[int, f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1000, help="input records of the latency runs")
-    parser.add_argument("--interval", type=int, default=10, help="commit interval (records)")
-    parser.add_argument("--seconds", type=float, default=30.0, help="how long each chaos run lasts")
-    args = parser.parse_args()
+    args = parse_options(__doc__,
+                         ("--records", 1000, "input records of the latency runs"),
+                         ("--interval", 10, "commit interval (records)"),
+                         ("--seconds", 30.0, "how long each chaos run lasts"))
     from eos_harness.cluster import LocalKafka
 
-    root = Path(tempfile.mkdtemp(prefix="eos-bench-kafka-"))
-    try:
+    with scratch_directory("kafka") as root:
         with LocalKafka(brokers=1, directory=root / "kafka") as kafka:
             # A first short run warms the broker (topic creation, coordinator loading, JIT).
             commit_latencies(kafka.spec, root / "warm", 50, args.interval, "bench-warm")
@@ -108,8 +105,6 @@ def main() -> None:
         total_e, elapsed_e, bad_e = scenarios_per_second("embedded", args.seconds, root / "chaos-embedded")
         print(f"chaos on embedded: {total_e} scenarios in {elapsed_e:.1f} s = {total_e / elapsed_e:.2f} scenarios/s "
               f"(stores expected to pass that failed: {bad_e}); embedded/kafka = {(total_e / elapsed_e) / (total / elapsed):.1f}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,7 @@
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +19,8 @@ from eos_harness.broker import connect
 from eos_harness.faults import points
 from eos_harness.process.server import forkserver_context
 from eos_harness.runtime import P_AFTER_EOS, Task, TaskConfig, create_topics
+
+from benchmarks.common import parse_options, scratch_directory
 
 
 def scenarios_per_second(seconds: float, out: Path) -> tuple[int, float]:
@@ -71,13 +70,11 @@ def recovery_seconds(store: str, keys: int, interval: int, root: Path) -> tuple[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="10000,100000,1000000")
-    parser.add_argument("--seconds", type=float, default=20.0, help="how long to run the chaos driver")
-    parser.add_argument("--interval", type=int, default=1000, help="commit interval (records) when building state")
-    args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="eos-bench-lifecycle-"))
-    try:
+    args = parse_options(__doc__,
+                         ("--sizes", "10000,100000,1000000", "keys of each recovery measurement, comma-separated"),
+                         ("--seconds", 20.0, "how long to run the chaos driver"),
+                         ("--interval", 1000, "commit interval (records) when building state"))
+    with scratch_directory("lifecycle") as root:
         total, elapsed = scenarios_per_second(args.seconds, root / "chaos")
         print(f"chaos driver: {total} scenarios in {elapsed:.1f} s = {total / elapsed:.1f} scenarios/s (target >= 10)")
         print()
@@ -86,8 +83,6 @@ def main() -> None:
             t_idx, n_idx = recovery_seconds("rocksdb-indexed", keys, args.interval, root)
             t_leg, n_leg = recovery_seconds("rocksdb-legacy", keys, args.interval, root)
             print(f"{keys:>9} {t_idx:>10.4f} {n_idx:>9} {t_leg:>10.4f} {n_leg:>9} {t_leg / t_idx:>15.1f}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,7 @@ For transactions of 1, 100 and 10,000 records (a config change wrapped in Begin 
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +23,8 @@ from eos_harness.metadata import DEFAULT_MAX_BATCH_BYTES, LogSpec, MetadataLog, 
 from eos_harness.metadata.controller import Controller
 from eos_harness.models.metadata import RECORD, Command, Entry, Image, records_of
 from eos_harness.suites.metadata.instance import LiveReader
+
+from benchmarks.common import parse_options, scratch_directory
 
 SIZES = (1, 100, 10_000)
 
@@ -81,11 +80,9 @@ def baseline_run(root: Path, size: int, seconds: float) -> tuple[int, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=5.0, help="how long to run each size")
-    args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="eos-bench-metadata-"))
-    try:
+    args = parse_options(__doc__,
+                         ("--seconds", 5.0, "how long to run each size"))
+    with scratch_directory("metadata") as root:
         print(f"{'records/txn':>11} {'txn/s':>9} {'baseline appends/s':>19} {'txn/baseline':>13} "
               f"{'visibility p50 ms':>18} {'max ms':>8}")
         for size in SIZES:
@@ -96,8 +93,6 @@ def main() -> None:
             worst = max(delays) * 1000 if delays else float("nan")
             print(f"{size:>11} {rate:>9.1f} {base_rate:>19.1f} {rate / base_rate:>13.2f} {p50:>18.2f} {worst:>8.2f}",
                   flush=True)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -11,17 +11,16 @@
 
 from __future__ import annotations
 
-import argparse
-import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 from eos_harness.process.server import StoreServer
 from eos_harness.store import StoreContext, TopicPartition
 from eos_harness.stores.registry import resolve
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import Options, Rdict
+
+from benchmarks.common import parse_options, raw_batch, scratch_directory, synced
 
 TP = TopicPartition("bench-store-changelog", 0)
 
@@ -36,16 +35,13 @@ def raw_rocksdict(directory: Path, keys: int, rounds: int) -> tuple[float, float
     options = Options(raw_mode=True)
     options.create_if_missing(True)
     db = Rdict(str(directory), options=options)
-    sync = WriteOptions()
-    sync.sync = True
+    sync = synced()
     put_s = commit_s = 0.0
     try:
         for r in range(rounds):
             entries = _entries(keys, r)
             started = time.perf_counter()
-            batch = WriteBatch(raw_mode=True)
-            for key, value in entries:
-                batch.put(key, value)
+            batch = raw_batch(entries)
             batch.put(b"offset", b"%d" % r)
             put_s += time.perf_counter() - started
             started = time.perf_counter()
@@ -100,14 +96,12 @@ def crash_restart_cycles(directory: Path, cycles: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keys", type=int, default=20_000, help="writes per commit")
-    parser.add_argument("--rounds", type=int, default=5, help="commits per measurement")
-    parser.add_argument("--repeats", type=int, default=3, help="measurements; the median is reported")
-    parser.add_argument("--cycles", type=int, default=200, help="crash-restart-check cycles")
-    args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="eos-bench-stores-"))
-    try:
+    args = parse_options(__doc__,
+                         ("--keys", 20_000, "writes per commit"),
+                         ("--rounds", 5, "commits per measurement"),
+                         ("--repeats", 3, "measurements; the median is reported"),
+                         ("--cycles", 200, "crash-restart-check cycles"))
+    with scratch_directory("stores") as root:
         raw, idx = [], []
         for repeat in range(args.repeats):  # interleaved, so both see the same machine load
             raw.append(raw_rocksdict(root / f"raw-{repeat}", args.keys, args.rounds))
@@ -122,8 +116,6 @@ def main() -> None:
             print(f"{label:18} {writes / base:>16,.0f} {writes / ours:>16,.0f} {base / ours:>22.2f}")
         rate = crash_restart_cycles(root / "server", args.cycles)
         print(f"store server: {rate:.1f} crash-restart-check cycles/s (target >= 50)")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

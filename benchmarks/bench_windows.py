@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import gc
 import random
-import shutil
 import tempfile
 import time
 import tracemalloc
@@ -26,6 +25,8 @@ from pathlib import Path
 from eos_harness.store import StoreContext, TopicPartition
 from eos_harness.stores.registry import resolve, resolve_window
 from eos_harness.window_store import windowed_key
+
+from benchmarks.common import scratch_directory
 
 TP = StoreContext(directory=Path()).changelog
 WINDOW = {"retention_period": 10**9, "window_size": 10, "grace_period": 10**6}
@@ -117,15 +118,12 @@ def main() -> None:
     parser.add_argument("--memory-records", type=int, default=200_000)
     args = parser.parse_args()
     records = _records(args.records, args.keys)
-    root = Path(tempfile.mkdtemp(prefix="eos-bench-windows-"))
     rows = []
-    try:
+    with scratch_directory("windows") as root:
         for name in ("memory-window", "rocksdb-window-txn", "rocksdb-window"):
             rows.append(bench_window(name, records, args.commit_every, args.fetches, root / name))
         for name in ("memory", "rocksdb-indexed"):
             rows.append(bench_key_value(name, records, args.commit_every, args.fetches, root / name))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     print(f"{args.records} puts over {args.keys} keys (commit every {args.commit_every}), {args.fetches} fetches each")
     print(f"{'store':22} {'puts/s':>10} {'fetch(range)/s':>15} {'fetch_window/s':>15}")
     for row in rows:
