@@ -30,6 +30,7 @@ The real path under the task runtime (``rocksdb-legacy`` → ``rocksdb-indexed``
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 from eos_harness.process.server import ChildCrashed, StoreCallError, StoreProcess, StoreServer
@@ -97,7 +98,22 @@ def _close_tracing(proc: StoreProcess, steps: tuple[str, ...], reached: list[str
         reached.extend(p for p in steps if p in traced)
 
 
-def _left_out(findings: Findings, steps: tuple[str, ...], reached: list[str], what: str) -> None:
+def _crash_cases(server: StoreServer, spec: str, workdir: Path, rng: random.Random, findings: Findings,
+                 what: str, steps: tuple[str, ...],
+                 label: str) -> Iterator[tuple[str | None, str, _Dir, dict[bytes, bytes], list[str] | None]]:
+    """The cases of ``what`` (the migration, the downgrade): first without a crash, which notes the
+    points of ``steps`` the store reached, then a crash at each step it reached; each counted in
+    ``findings``, in a new store directory, with keys of its own. Yields (the crash point or None,
+    the case's name, its directory, its keys, the list the case without a crash notes the steps it
+    reached in: None for the others). The steps never reached are noted at the end."""
+    reached: list[str] = []
+    for point in (None, *steps):
+        if point is not None and point not in reached:
+            continue
+        findings.cases += 1
+        case = f"{label}, {'no crash' if point is None else f'crash at {point}'}"
+        d = _Dir(server, spec, workdir / f"{label.split()[0]}-{point or 'none'}")
+        yield point, case, d, _keys(rng), reached if point is None else None
     missed = [p for p in steps if p not in reached]
     if missed:
         findings.notes.append(f"crash points of the {what} the store never reached (its {what} has steps of its "
@@ -110,15 +126,9 @@ def _left_out(findings: Findings, steps: tuple[str, ...], reached: list[str], wh
 def _upgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[Violation]:
     rng = random.Random(seed)
     violations = Findings(cases=0)
-    reached: list[str] = []  # the migration steps the store reached in the case without a crash
     with StoreServer(timeout=store_timeout) as server:
-        for point in (None, *MIGRATION_POINTS):
-            if point is not None and point not in reached:
-                continue
-            violations.cases += 1
-            case = f"upgrade from legacy files, {'no crash' if point is None else f'crash at {point}'}"
-            d = _Dir(server, spec, workdir / f"upgrade-{point or 'none'}")
-            keys = _keys(rng)
+        for point, case, d, keys, reached in _crash_cases(server, spec, workdir, rng, violations, "migration",
+                                                          MIGRATION_POINTS, "upgrade from legacy files"):
             proc = d.open()
             _put(proc, keys)
             proc.call("commit", {})  # data written before offset management: no offsets in the store
@@ -151,14 +161,13 @@ def _upgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[
             if contents != keys:
                 violations.append(Violation("migration_keeps_keys", None, repr(sorted(keys.items())),
                                             repr(sorted(contents.items())), case=case, detail=story))
-            _close_tracing(proc, MIGRATION_POINTS, reached if point is None else None)
+            _close_tracing(proc, MIGRATION_POINTS, reached)
             left_checkpoint, left_position = read_offsets_file(d.checkpoint), d.position.exists()
             if left_checkpoint != {OTHER_STORE: other} or left_position:
                 violations.append(Violation(
                     "migration_cleans_files", None, f".checkpoint {show_offsets({OTHER_STORE: other})}, no .position",
                     f".checkpoint {show_offsets(left_checkpoint) if left_checkpoint is not None else 'absent'}, "
                     f".position {'still there' if left_position else 'absent'}", case=case, detail=story))
-    _left_out(violations, MIGRATION_POINTS, reached, "migration")
     return violations
 
 
@@ -263,15 +272,9 @@ def _malformed(spec: str, workdir: Path, seed: int, store_timeout: float) -> lis
 def _downgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[Violation]:
     rng = random.Random(seed)
     violations = Findings(cases=0)
-    reached: list[str] = []  # the downgrade steps the store reached in the case without a crash
     with StoreServer(timeout=store_timeout) as server:
-        for point in (None, *DOWNGRADE_POINTS):
-            if point is not None and point not in reached:
-                continue
-            violations.cases += 1
-            case = f"downgrade with upgrade_from={DOWNGRADE_TO}, {'no crash' if point is None else f'crash at {point}'}"
-            d = _Dir(server, spec, workdir / f"downgrade-{point or 'none'}")
-            keys = _keys(rng)
+        for point, case, d, keys, reached in _crash_cases(server, spec, workdir, rng, violations, "downgrade",
+                                                          DOWNGRADE_POINTS, f"downgrade with upgrade_from={DOWNGRADE_TO}"):
             changelog = {tp: rng.randrange(10, 10_000) for tp in CHANGELOGS}
             positions = {SOURCE: rng.randrange(10, 10_000)}
             proc = d.open()
@@ -282,7 +285,7 @@ def _downgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> lis
             story = f"{case}: committed {show_offsets({**changelog, **positions})}, reopened with upgrade_from, closed"
             crashed = False
             try:
-                _close_tracing(proc, DOWNGRADE_POINTS, reached if point is None else None)
+                _close_tracing(proc, DOWNGRADE_POINTS, reached)
             except ChildCrashed:
                 crashed = True
                 story += f"; the process died at {point}"
@@ -324,7 +327,6 @@ def _downgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> lis
                     "downgrade_keeps_offsets", None, f"offsets {show_offsets(want)}, keys {sorted(keys.items())!r}",
                     f"offsets {show_offsets(got)}, keys {sorted(contents.items())!r}", case=case,
                     detail=story + "; restarted without upgrade_from"))
-    _left_out(violations, DOWNGRADE_POINTS, reached, "downgrade")
     return violations
 
 

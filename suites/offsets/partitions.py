@@ -51,6 +51,17 @@ def _check_offsets(live: LiveStore, expected: dict[TopicPartition, int | None], 
     return []
 
 
+def _put_commit_check(live: LiveStore, key: bytes, offsets: dict[TopicPartition, int],
+                      expected: dict[TopicPartition, int | None], every_partition: bool) -> list[Violation]:
+    """Put ``key``=v1 and commit ``offsets`` (naming every partition, or only some); then each
+    partition's committed offset must be ``expected``'s."""
+    live.call("put", key, b"v1")
+    live.call("commit", offsets)
+    live.told(f"put {key.decode()}=v1, commit {show_offsets(offsets)}" + ("" if every_partition else " (only some partitions)"))
+    naming = "every partition" if every_partition else "only some partitions (the others keep theirs)"
+    return _check_offsets(live, expected, "partition_offset_exact", f"right after a commit naming {naming}")
+
+
 def run_reopen(spec: str, workdir: Path, seed: int, store_timeout: float) -> list[Violation]:
     first = {CHANGELOGS[0]: 5 + seed % 7, CHANGELOGS[1]: 40, CHANGELOGS[2]: 3, SOURCE: 17}
     second = {CHANGELOGS[1]: 44, SOURCE: 21}  # only some partitions: the others keep the first commit's
@@ -62,18 +73,8 @@ def run_reopen(spec: str, workdir: Path, seed: int, store_timeout: float) -> lis
                                "a new store, before any commit")
         if fresh:
             return fresh
-        live.call("put", b"a", b"v1")
-        live.call("commit", first)
-        live.told(f"put a=v1, commit {show_offsets(first)}")
-        found = _check_offsets(live, {**first, NEVER_COMMITTED: None}, "partition_offset_exact",
-                               "right after a commit naming every partition")
-        if found:
-            return found
-        live.call("put", b"b", b"v1")
-        live.call("commit", second)
-        live.told(f"put b=v1, commit {show_offsets(second)} (only some partitions)")
-        found = _check_offsets(live, expected, "partition_offset_exact",
-                               "right after a commit naming only some partitions (the others keep theirs)")
+        found = (_put_commit_check(live, b"a", first, {**first, NEVER_COMMITTED: None}, every_partition=True)
+                 or _put_commit_check(live, b"b", second, expected, every_partition=False))
         if found:
             return found
         live.close()
