@@ -59,6 +59,13 @@ def open_rocksdb(path: str, column_families: tuple[str, ...] = ()) -> tuple[Rdic
     return db, {name: (db.get_column_family(name), db.get_column_family_handle(name)) for name in column_families}
 
 
+def synced_writes() -> WriteOptions:
+    """Write options that sync the write-ahead log before the write returns (a commit's)."""
+    options = WriteOptions()
+    options.sync = True
+    return options
+
+
 def scan(db: Rdict, lo: bytes | None = None, hi: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
     """Sorted (key, value) of ``db`` with lo <= key <= hi (bounds optional)."""
     it = db.iter()
@@ -156,13 +163,11 @@ class IndexedRocksStore(OffsetsColumnFamily, PutAllAndDeleteByPut):
         self._overlay: dict[bytes, bytes | None] = {}
         self._sorted: list[bytes] | None = None
         self._via_processor = False
-        self._write_options = WriteOptions()
-        self._write_options.sync = True
+        self._write_options = synced_writes()
 
     # -- lifecycle --------------------------------------------------------------------------------
     def init(self, context: StoreContext) -> None:
-        legacy = migration.read_legacy(context)  # a malformed legacy file stops us before we touch anything
-        migration.downgrading(context.upgrade_from)  # an upgrade_from that is not a version, too
+        legacy = migration.read_legacy(context)  # a malformed file or upgrade_from stops us before we touch anything
         context.directory.mkdir(parents=True, exist_ok=True)
         self._refuse_untrusted(legacy, context.directory / "db")
         self._db, cfs = open_rocksdb(str(context.directory / "db"), (OFFSETS_CF,))

@@ -215,13 +215,17 @@ class LegacyOffsets:
 
 
 def read_legacy(context: StoreContext) -> LegacyOffsets:
-    """Read (and validate) the legacy files of the store in ``context``; raises :class:`OffsetsFileError`
-    before anything changed. Call it in ``init`` BEFORE the store opens its own files."""
+    """Read (and validate) the legacy files of the store in ``context``, then its ``upgrade_from``; a
+    malformed file raises :class:`OffsetsFileError`, an ``upgrade_from`` that is not a Kafka version
+    ``ValueError``, both before anything changed. Call it in ``init`` BEFORE the store opens its own
+    files."""
     own = frozenset(getattr(context, "changelogs", None) or (context.changelog,))
     checkpoint_path = context.directory.parent.parent / ".checkpoint"
     position_path = context.directory / ".position"
-    return LegacyOffsets(checkpoint_path, position_path, read_offsets_file(checkpoint_path),
-                         read_offsets_file(position_path), own)
+    legacy = LegacyOffsets(checkpoint_path, position_path, read_offsets_file(checkpoint_path),
+                           read_offsets_file(position_path), own)
+    downgrading(context.upgrade_from)
+    return legacy
 
 
 def _holds_data(database: Path) -> bool:

@@ -35,8 +35,9 @@ from eos_harness.stores.indexed import (
     merge,
     open_rocksdb,
     scan,
+    synced_writes,
 )
-from rocksdict import WriteBatch, WriteOptions
+from rocksdict import WriteBatch
 
 P_AFTER_MARKER = declare("store.commit.after_marker", "secondary store: commit marker written, copy not started")
 P_MID_COPY = declare("store.commit.mid_copy", "secondary store: a chunk copied into the main store, more to go")
@@ -70,12 +71,10 @@ class SecondaryRocksStore(OffsetsColumnFamily):
         self.copy_chunk = copy_chunk
         self._main = self._tmp = None
         self._via_processor = False
-        self._write_options = WriteOptions()
-        self._write_options.sync = True
+        self._write_options = synced_writes()
 
     def init(self, context: StoreContext) -> None:
-        legacy = migration.read_legacy(context)  # a malformed legacy file stops us before we touch anything
-        migration.downgrading(context.upgrade_from)  # an upgrade_from that is not a version, too
+        legacy = migration.read_legacy(context)  # a malformed file or upgrade_from stops us before we touch anything
         self._context = context
         self.directory = context.directory
         self.directory.mkdir(parents=True, exist_ok=True)
