@@ -19,16 +19,28 @@ def fresh_topic(broker, partitions: int = 1) -> str:
     return name
 
 
+def fresh_partition(broker) -> tuple[str, TopicPartition]:
+    """A new topic of one partition: its name and its partition."""
+    topic = fresh_topic(broker)
+    return topic, TopicPartition(topic, 0)
+
+
+def transaction_begun(broker, topic: str):
+    """The transactional producer ``tx-TOPIC`` of ``broker``, its transactions initialised (fencing
+    any older instance) and one begun."""
+    producer = broker.producer(f"tx-{topic}")
+    producer.init_transactions()
+    producer.begin_transaction()
+    return producer
+
+
 def values(records) -> list[bytes | None]:
     return [r.value for r in records]
 
 
 def test_read_committed_sees_a_transaction_only_after_commit(broker):
-    topic = fresh_topic(broker)
-    tp = TopicPartition(topic, 0)
-    producer = broker.producer(f"tx-{topic}")
-    producer.init_transactions()
-    producer.begin_transaction()
+    topic, tp = fresh_partition(broker)
+    producer = transaction_begun(broker, topic)
     producer.send(topic, 0, b"k", b"v1")
     producer.send(topic, 0, b"k", b"v2")
     assert broker.read_committed(tp) == []
@@ -40,11 +52,8 @@ def test_read_committed_sees_a_transaction_only_after_commit(broker):
 
 
 def test_an_aborted_transaction_is_never_read_committed_but_takes_offsets(broker):
-    topic = fresh_topic(broker)
-    tp = TopicPartition(topic, 0)
-    producer = broker.producer(f"tx-{topic}")
-    producer.init_transactions()
-    producer.begin_transaction()
+    topic, tp = fresh_partition(broker)
+    producer = transaction_begun(broker, topic)
     producer.send(topic, 0, None, b"aborted")
     producer.abort_transaction()
     producer.begin_transaction()
@@ -63,9 +72,7 @@ def test_input_offsets_commit_atomically_with_the_records(broker):
     tp, input_tp = TopicPartition(topic, 0), TopicPartition(topic + "-in", 0)
     broker.create_topic(input_tp.topic)  # Kafka refuses offsets of a topic that does not exist
     group = f"group-{topic}"
-    producer = broker.producer(f"tx-{topic}")
-    producer.init_transactions()
-    producer.begin_transaction()
+    producer = transaction_begun(broker, topic)
     producer.send(topic, 0, b"k", b"v")
     producer.send_offsets_to_transaction({input_tp: 7}, group)
     assert broker.committed_offsets(group, [input_tp]) == {input_tp: None}
@@ -81,15 +88,10 @@ def test_input_offsets_commit_atomically_with_the_records(broker):
 
 
 def test_a_newer_instance_fences_the_zombie(broker):
-    topic = fresh_topic(broker)
-    tp = TopicPartition(topic, 0)
-    zombie = broker.producer(f"tx-{topic}")
-    zombie.init_transactions()
-    zombie.begin_transaction()
+    topic, tp = fresh_partition(broker)
+    zombie = transaction_begun(broker, topic)
     zombie.send(topic, 0, None, b"zombie")
-    successor = broker.producer(f"tx-{topic}")
-    successor.init_transactions()
-    successor.begin_transaction()
+    successor = transaction_begun(broker, topic)
     successor.send(topic, 0, None, b"successor")
     successor.commit_transaction()
     with pytest.raises(ProducerFenced):
@@ -103,25 +105,20 @@ def test_a_newer_instance_fences_the_zombie(broker):
 def _open_a_transaction_and_die(spec: str, topic: str) -> None:  # in the child
     from eos_harness.broker import connect
 
-    producer = connect(spec).producer(f"tx-{topic}")
-    producer.init_transactions()
-    producer.begin_transaction()
+    producer = transaction_begun(connect(spec), topic)
     producer.send(topic, 0, None, b"dead")
     os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_a_dead_process_open_transaction_stays_invisible(broker):
-    topic = fresh_topic(broker)
-    tp = TopicPartition(topic, 0)
+    topic, tp = fresh_partition(broker)
     # The child comes from the preloaded zygote, not os.fork() of this process, whose client
     # threads (librdkafka's) may hold a lock at the moment of the fork.
     child = forkserver_context().Process(target=_open_a_transaction_and_die, args=(broker.spec, topic), daemon=True)
     child.start()
     child.join()
     assert child.exitcode == -signal.SIGKILL
-    successor = broker.producer(f"tx-{topic}")
-    successor.init_transactions()
-    successor.begin_transaction()
+    successor = transaction_begun(broker, topic)
     successor.send(topic, 0, None, b"alive")
     successor.commit_transaction()
     assert values(broker.read_committed(tp)) == [b"alive"]
