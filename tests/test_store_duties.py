@@ -32,6 +32,13 @@ def _events(result: dict) -> list[dict]:
     return [json.loads(line) for line in Path(result["history"]).read_text().splitlines()]
 
 
+def _passed(store: str, workload: str, records: int, fault: Fault, tmp_path: Path) -> tuple[dict, list[dict]]:
+    """Run ``store`` under ``workload`` with ``fault``; the run must pass: its result and its history's events."""
+    result = run_scenario(Scenario(store, workload, records, (fault,)), tmp_path)
+    assert result["verdict"] == "pass", result["violations"]
+    return result, _events(result)
+
+
 def _open(spec: str, directory: Path, task_id: str = "0_0", store_name: str = "store", **kw):
     directory.mkdir(parents=True, exist_ok=True)
     store = resolve(spec)()
@@ -53,9 +60,7 @@ def _committed(spec: str, app_dir: Path, task_id: str, store_name: str, offsets:
 # -- closed stores --------------------------------------------------------------------------
 @pytest.mark.parametrize("store", ["rocksdb-indexed", "rocksdb-secondary"])
 def test_closing_a_task_writes_its_checkpoint_from_the_stores_committed_offset(store, tmp_path):
-    result = run_scenario(Scenario(store, "counter", 5, (Fault("task.commit.after_store", 3),)), tmp_path)
-    assert result["verdict"] == "pass", result["violations"]
-    events = _events(result)
+    _, events = _passed(store, "counter", 5, Fault("task.commit.after_store", 3), tmp_path)
     tp = f"{events[0]['application_id']}-store-changelog-0"
     # The instance after the clean close reads the .checkpoint (before its store opens and, upgraded, imports
     # and removes it): it holds the store's committed offset, the changelog end...
@@ -111,9 +116,8 @@ def test_the_offsets_cache_opens_each_store_without_a_checkpoint_once_and_gives_
 
 
 def test_the_runtime_builds_the_cache_on_start_from_the_checkpoint_without_opening_its_own_store(tmp_path):
-    result = run_scenario(Scenario("rocksdb-indexed", "counter", 2, (Fault("task.commit.after_store", 2),)), tmp_path)
-    assert result["verdict"] == "pass", result["violations"]
-    caches = [e for e in _events(result) if e["type"] == "offsets_cache"]
+    _, events = _passed("rocksdb-indexed", "counter", 2, Fault("task.commit.after_store", 2), tmp_path)
+    caches = [e for e in events if e["type"] == "offsets_cache"]
     assert len(caches) == 3 and all(c["opened"] == [] for c in caches)
     assert caches[0]["tasks"] == {} and caches[1]["tasks"] == {}  # nothing on disk; then a crash: no .checkpoint
     last = caches[2]["tasks"]["0_0"]  # after a clean close: the closing .checkpoint, caught up
@@ -198,9 +202,7 @@ def test_a_store_reached_through_a_processor_refuses_commit(spec, tmp_path):
 
 @pytest.mark.parametrize("store", ["rocksdb-indexed", "rocksdb-legacy"])
 def test_a_commit_requested_by_the_processor_is_honoured_after_its_record(store, tmp_path):
-    result = run_scenario(Scenario(store, "commit-request", 6, (Fault("task.commit.after_eos", 4),)), tmp_path)
-    assert result["verdict"] == "pass", result["violations"]
-    events = _events(result)
+    _, events = _passed(store, "commit-request", 6, Fault("task.commit.after_eos", 4), tmp_path)
     requested = [e for e in events if e["type"] == "commit_requested"]
     assert len(requested) >= 5
     for request in requested:  # the next event of that instance that commits is at the same position
@@ -217,9 +219,7 @@ def test_a_commit_requested_by_the_processor_is_honoured_after_its_record(store,
 
 # -- metrics ---------------------------------------------------------------------------------
 def test_the_commit_metrics_count_every_store_commit_and_no_flush(tmp_path):
-    result = run_scenario(Scenario("rocksdb-indexed", "counter", 8, (Fault("task.commit.after_eos", 3),)), tmp_path)
-    assert result["verdict"] == "pass", result["violations"]
-    events = _events(result)
+    result, events = _passed("rocksdb-indexed", "counter", 8, Fault("task.commit.after_eos", 3), tmp_path)
     for instance in {e["instance"] for e in events if e["type"] == "metrics"}:
         commits = sum(e["type"] == "store_commit" and e["instance"] == instance for e in events)
         metrics = {m["name"]: m for m in result["metrics"] if m["instance"] == instance}

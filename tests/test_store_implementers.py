@@ -12,14 +12,19 @@ DIES_AT_OPEN = "dies_at_open_store: cannot lock the state directory"  # the fixt
 NOISE = "slow_noisy_store: heavy dependency loaded"  # what the fixture's module warns and prints on import
 
 
+def _verify(cli, tmp_path: Path, store: str, seed: int, examples: int, exit_code: int) -> tuple:
+    """``eos-harness verify STORE`` (not shrunk) through the CLI, which must exit ``exit_code``: the
+    finished process and the JSON verdict (``verdict.json``, its log beside it)."""
+    out = tmp_path / "verdict.json"
+    proc = cli("verify", store, "--seed", seed, "--examples", examples, "--no-shrink", "--json", str(out))
+    assert proc.returncode == exit_code, proc.stdout + proc.stderr
+    return proc, json.loads(out.read_text())
+
+
 def test_verify_imports_a_user_store_module_once_and_keeps_its_output_off_the_terminal(cli, tmp_path, monkeypatch):
     imports = tmp_path / "imports.txt"
     monkeypatch.setenv("EOS_TEST_IMPORT_LOG", str(imports))
-    out = tmp_path / "verdict.json"
-    proc = cli("verify", "slow_noisy_store:make_store", "--seed", "3", "--examples", "4", "--no-shrink",
-                  "--json", str(out))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads(out.read_text())
+    proc, result = _verify(cli, tmp_path, "slow_noisy_store:make_store", seed=3, examples=4, exit_code=0)
     assert result["verdict"] == "pass"
     # Every case restarted the store in a new child, many times over; the module was imported by the
     # command itself (to check the factory) and once more, by the zygote all children are forked from.
@@ -37,11 +42,7 @@ def test_verify_imports_a_user_store_module_once_and_keeps_its_output_off_the_te
 
 
 def test_an_undeclared_crash_point_where_offsets_are_written_before_data_is_caught_by_atomic_commit(cli, tmp_path):
-    out = tmp_path / "verdict.json"
-    proc = cli("verify", "offsets_first_store:make_store", "--seed", "1", "--examples", "3", "--no-shrink",
-                  "--json", str(out))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    result = json.loads(out.read_text())
+    proc, result = _verify(cli, tmp_path, "offsets_first_store:make_store", seed=1, examples=3, exit_code=1)
     assert result["verdict"] == "fail"
     # The conformance suite's atomic_commit, and the offsets suite's name for the same mistake (a crash at
     # the undeclared point inside a commit of three partitions), each once.
