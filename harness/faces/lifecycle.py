@@ -18,10 +18,9 @@ from eos_harness.faces.params import (
     WORKLOAD_LIST,
     BrokerParam,
 )
-from eos_harness.faces.report import write_run_report
 from eos_harness.faces.toolkit import console
 from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
-from eos_harness.verdict import ERROR, exit_code
+from eos_harness.verdict import ERROR
 from rich.table import Table
 
 BROKER_HELP = ("embedded (SQLite log) | kafka-local (start a local Kafka on 127.0.0.1) | kafka-local:3 "
@@ -120,17 +119,7 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
             if v["check"] == "task_finishes" and v.get("detail"):
                 console.print(f"task_finishes: {v['observed']}\n{v['detail']}", markup=False, highlight=False)
                 break
-    if result["verdict"] != "pass" or result["fault_errors"]:
-        console.print(f"replay: {result['repro']}", soft_wrap=True)
-    if "history" in result:
-        console.print(f"history: {result['history']}")
-    if "log" in result:
-        console.print(f"the store's output: {result['log']}", soft_wrap=True)
-    if json_error:
-        console.print(f"[red]{json_error}[/] (the verdict is above and in {out_dir / 'verdict.json'})")
-    if not no_report:
-        write_run_report(out_dir)
-    sys.exit(exit_code([result["verdict"]], incomplete=bool(result["fault_errors"] or json_error)))
+    toolkit.finish_run(result, out_dir, json_error, not no_report, ("log", "the store's output"))
 
 
 def chaos_table(campaign: dict) -> Table:

@@ -12,9 +12,8 @@ from eos_harness.broker.opening import open_broker
 from eos_harness.broker.spec import BrokerSpec, parse
 from eos_harness.faces import toolkit
 from eos_harness.faces.params import AT_LEAST_ONE, BrokerParam, NameList
-from eos_harness.faces.report import write_run_report
 from eos_harness.faces.toolkit import console
-from eos_harness.verdict import ERROR, exit_code
+from eos_harness.verdict import ERROR
 from rich.table import Table
 
 UNTIL_FAILURE_HELP = ("Stop at the first failure of the real controller (a bug found; a mutant caught is expected "
@@ -112,17 +111,8 @@ def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, se
         console.print(f"the scenario could not be run to its end: {result['error']}", markup=False, highlight=False)
     if result["violations"]:
         toolkit.print_violations(result, f"violations of {result['system']}", "where")
-    if result["verdict"] != "pass":
-        console.print(f"replay: {result['repro']}", soft_wrap=True)
-    if "history" in result:
-        console.print(f"history: {result['history']}")
-    if "children_log" in result:
-        console.print(f"the controllers' and readers' output: {result['children_log']}", soft_wrap=True)
-    if json_error:
-        console.print(f"[red]{json_error}[/]")
-    if not no_report:
-        write_run_report(out_dir)
-    sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
+    toolkit.finish_run(result, out_dir, json_error, not no_report,
+                       ("children_log", "the controllers' and readers' output"))
 
 
 def chaos_table(campaign: dict) -> Table:

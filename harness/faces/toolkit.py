@@ -265,6 +265,27 @@ def print_violations(result: dict, title: str, last_column: str = "event") -> No
         console.print(f"  {check}: {meanings.get(check, '')}", markup=False, highlight=False)
 
 
+def finish_run(result: dict, out_dir: Path, json_error: str | None, report: bool,
+               outputs: tuple[str, str] | None = None) -> None:
+    """The end of every ``run``: its replay (when it did not pass, or a scheduled fault could not be
+    injected), its history and its processes' output (``outputs``: the result's field and what it
+    holds), a JSON that could not be written, its report; then exit with the run's code."""
+    from eos_harness.faces.report import write_run_report
+    from eos_harness.verdict import exit_code
+
+    if result["verdict"] != "pass" or result.get("fault_errors"):
+        console.print(f"replay: {result['repro']}", soft_wrap=True)
+    if "history" in result:
+        console.print(f"history: {result['history']}")
+    if outputs is not None and outputs[0] in result:
+        console.print(f"{outputs[1]}: {result[outputs[0]]}", soft_wrap=True)
+    if json_error:
+        console.print(f"[red]{json_error}[/] (the verdict is above and in {out_dir / 'verdict.json'})")
+    if report:
+        write_run_report(out_dir)
+    sys.exit(exit_code([result["verdict"]], incomplete=bool(result.get("fault_errors") or json_error)))
+
+
 def kept_outputs(json_path: str | None, junit_path: str | None) -> dict:
     """The output files a campaign keeps in its run directory's state (a resume writes them again)."""
     return {"json": str(Path(json_path).absolute()) if json_path else None,
