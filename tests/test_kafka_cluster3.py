@@ -22,7 +22,11 @@ def kafka3(tmp_path_factory):
         yield cluster
 
 
-def history(result: dict) -> list[dict]:
+def passing_history(kafka3: LocalKafka, store: str, records: int, schedule: str, tmp_path: Path) -> list[dict]:
+    """Run ``store`` (workload ``counter``) on the three brokers under ``schedule``; the run must pass:
+    its history's events."""
+    result = run_scenario(Scenario(store, "counter", records, parse_schedule(schedule), broker=kafka3.spec), tmp_path)
+    assert result["verdict"] == "pass", result["violations"]
     return [json.loads(line) for line in Path(result["history"]).read_text().splitlines()]
 
 
@@ -36,10 +40,7 @@ def test_three_brokers_replicate_the_transaction_log_with_min_isr_two(kafka3):
 
 
 def test_the_coordinator_killed_mid_commit_hands_the_transaction_to_a_new_coordinator(kafka3, tmp_path):
-    result = run_scenario(Scenario("rocksdb-indexed", "counter", 4, parse_schedule("coordinator-kill@2"),
-                                   broker=kafka3.spec), tmp_path)
-    assert result["verdict"] == "pass", result["violations"]
-    events = history(result)
+    events = passing_history(kafka3, "rocksdb-indexed", 4, "coordinator-kill@2", tmp_path)
     fault = next(e for e in events if e["type"] == "broker_fault")
     assert fault["fault"] == "coordinator-kill" and fault["in_flight"] and fault["brokers"] == 3, fault
     # The killed broker is back, and the transactional id is now coordinated by another broker.
@@ -50,10 +51,7 @@ def test_the_coordinator_killed_mid_commit_hands_the_transaction_to_a_new_coordi
 
 
 def test_a_task_frozen_past_its_transaction_timeout_is_fenced_on_three_brokers(kafka3, tmp_path):
-    result = run_scenario(Scenario("rocksdb-secondary", "counter", 5, parse_schedule("txn-timeout@3"),
-                                   broker=kafka3.spec), tmp_path)
-    assert result["verdict"] == "pass", result["violations"]
-    events = history(result)
+    events = passing_history(kafka3, "rocksdb-secondary", 5, "txn-timeout@3", tmp_path)
     stalled = next(e for e in events if e["type"] == "stalled")
     after = [e["type"] for e in events if e["instance"] == stalled["instance"] and e["seq"] > stalled["seq"]
              and e["type"] in ("fenced", "aborted", "commit")]
