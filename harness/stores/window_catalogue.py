@@ -9,21 +9,19 @@ from eos_harness.stores.window_rocksdb import rocksdb_window, rocksdb_window_txn
 
 __all__ = ["SUITE_ONLY"]
 
-register(StoreSpec("memory-window", "window-store",
-                   "KIP-428 in-memory window store as Kafka shipped it: a segment per ms, retention only, "
-                   "stream time rebuilt on restore", memory_window))
-register(StoreSpec("memory-window-kip428", "window-store",
-                   "KIP-428 in-memory window store as first proposed: the store drops late writes (grace)",
-                   memory_window_kip428))
-register(StoreSpec("memory-window-txn", "window-store",
-                   "transactional in-memory window store (kip428-proposal semantics): staged writes, read-committed view",
-                   memory_window_txn))
-register(StoreSpec("rocksdb-window", "window-store",
-                   "persistent RocksDB window store, segments of half the retention dropped whole, not transactional",
-                   rocksdb_window))
-register(StoreSpec("rocksdb-window-txn", "window-store",
-                   "transactional RocksDB window store: data, stream time and offsets in one batch (KIP-892)",
-                   rocksdb_window_txn))
+for name, description, factory in (
+    ("memory-window", "KIP-428 in-memory window store as Kafka shipped it: a segment per ms, retention only, "
+                      "stream time rebuilt on restore", memory_window),
+    ("memory-window-kip428", "KIP-428 in-memory window store as first proposed: the store drops late writes (grace)",
+     memory_window_kip428),
+    ("memory-window-txn", "transactional in-memory window store (kip428-proposal semantics): staged writes, "
+                          "read-committed view", memory_window_txn),
+    ("rocksdb-window", "persistent RocksDB window store, segments of half the retention dropped whole, not "
+                       "transactional", rocksdb_window),
+    ("rocksdb-window-txn", "transactional RocksDB window store: data, stream time and offsets in one batch (KIP-892)",
+     rocksdb_window_txn),
+):
+    register(StoreSpec(name, "window-store", description, factory))
 
 # -- window stores under the EOS task runtime ---------------------------------------------------------
 
