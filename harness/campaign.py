@@ -384,7 +384,7 @@ def open_for_resume(run_dir: str | Path, suite: str, required: Iterable[str] = (
                           f"{exc.strerror or exc}; the campaign cannot be resumed") from None
     if cut:
         notes.append(cut)
-    _, problems = read_results(results)
+    _, problems = read_results(results, state)
     return Resumed(state, notes + problems)
 
 
@@ -433,7 +433,7 @@ class KeptCampaign:
         if resume:
             spent = load_state(out_dir, state["suite"]).get("spent_seconds", 0.0)
             cut_torn_tail(out_dir / RESULTS_FILE)
-            earlier = finished_results(out_dir / RESULTS_FILE)
+            earlier = finished_results(out_dir / RESULTS_FILE, state)
         else:
             claim(out_dir)
         kept = cls(out_dir, {**state, "spent_seconds": spent, "finished": False}, earlier, spent, time.monotonic())
@@ -474,16 +474,17 @@ class KeptCampaign:
         return sorted(self.earlier + run.results, key=lambda r: r["index"])
 
 
-def finished_results(results_file: Path) -> list[dict]:
+def finished_results(results_file: Path, state: dict | None = None) -> list[dict]:
     """The results a campaign's ``results.jsonl`` holds (:func:`read_results`)."""
-    return read_results(results_file)[0]
+    return read_results(results_file, state)[0]
 
 
-def read_results(results_file: Path) -> tuple[list[dict], list[str]]:
+def read_results(results_file: Path, state: dict | None = None) -> tuple[list[dict], list[str]]:
     """The results a campaign's ``results.jsonl`` holds, one per plan index (the last line of an index
     wins), in plan order, and a note for each line left out because it cannot be read (cut, not text,
-    not JSON, a field of the wrong type). A scenario whose error was environmental (no space left, …: it
-    could not run) is left out too, silently. What is left out runs again on a resume."""
+    not JSON, a field of the wrong type, a store or system that is not one of the campaign's ``state``).
+    A scenario whose error was environmental (no space left, …: it could not run) is left out too,
+    silently. What is left out runs again on a resume."""
     from eos_harness.records import json_lines, result_problems
 
     by_index: dict[int, dict] = {}
@@ -501,7 +502,7 @@ def read_results(results_file: Path) -> tuple[list[dict], list[str]]:
                 if result.get("index") == "probe":
                     continue  # a store's probe: run again at every start, never a scenario of the plan
                 problems.insert(0, "'index' is missing or not an integer")
-            problem = "; ".join(problems) or None
+            problem = "; ".join(problems) or _not_of(result, state)
         if problem is not None:
             notes.append(f"{results_file}: line {number} {problem}: left out (its scenario runs again)")
             continue
@@ -512,11 +513,20 @@ def read_results(results_file: Path) -> tuple[list[dict], list[str]]:
     return [by_index[i] for i in sorted(by_index)], notes
 
 
+def _not_of(result: dict, state: dict | None) -> str | None:
+    """Why ``result`` is not one of the campaign of ``state`` (its store or system is not the campaign's)."""
+    for field_name, kept in (("store", "stores"), ("system", "systems")):
+        names = (state or {}).get(kept)
+        if isinstance(names, list) and field_name in result and result[field_name] not in names:
+            return f"names the {field_name} {result[field_name]!r}, not one of this campaign's"
+    return None
+
+
 def cut_torn_tail(results_file: Path) -> str | None:
     """Cut away the last line of ``results_file`` when it was cut short (the campaign was killed while
     writing it: no newline at its end, and not JSON), so that what is appended next starts on a line of
     its own. Returns what was done (None: nothing to do). A whole last line that only lacks its newline
-    gets it."""
+    gets it (and that is said too: what followed it may be lost)."""
     path = Path(results_file)
     try:
         data = path.read_bytes()
@@ -534,7 +544,8 @@ def cut_torn_tail(results_file: Path) -> str | None:
                 "it); cut away before anything is appended (that scenario runs again)")
     with open(path, "ab") as out:
         out.write(b"\n")
-    return None
+    return (f"{path}: its last line ended without a newline (the file was cut short after it?); the newline "
+            "was added before anything is appended")
 
 
 def budget(scenarios: int | None, deadline: float | None) -> Callable[[int], bool]:

@@ -219,6 +219,9 @@ def _read_jsonl(path: Path, problems: list[Problem], what: str,
             continue
         cut = number == total and not data.endswith(b"\n")
         bad.append(f"line {number} of {total} {problem}{' (truncated last line)' if cut else ''}")
+    if not data.endswith(b"\n") and not (bad and bad[-1].endswith("(truncated last line)")):
+        bad.append(f"line {total} of {total} ends without a newline: the file was cut short after it "
+                   "(truncated last line; what followed is lost)")
     if bad:
         named = "; ".join(bad[:MAX_LINES_NAMED]) + (f"; and {len(bad) - MAX_LINES_NAMED} more bad line(s)"
                                                     if len(bad) > MAX_LINES_NAMED else "")
@@ -310,6 +313,7 @@ def load_run(directory: str | Path, campaign_json: str | Path | None = None) -> 
                 problems.append(Problem(str(chaos_path), "is missing (the campaign was cut short before its "
                                                          "end?); the report is built from results.jsonl"))
             campaign = _campaign_from_results(directory, results_path, problems)
+            campaign["read"] = [os.path.realpath(results_path)]
         view = _spark_campaign(campaign, directory, problems) if campaign.get("suite") == "spark" \
             else _lifecycle_campaign(campaign, directory, problems)
     elif _exists(verdict_path):
@@ -335,6 +339,10 @@ def load_run(directory: str | Path, campaign_json: str | Path | None = None) -> 
                     "that `eos-harness run` or `chaos` wrote (its --out)")
     view.problems = problems
     read = _load_histories(view, directory)
+    if view.kind == "campaign" and _exists(results_path) and not any(p.file == str(results_path) for p in problems):
+        read.update(campaign.get("read", []))
+        if os.path.realpath(results_path) not in read:  # the scenarios came from chaos.json: what a resume reads
+            _read_jsonl(results_path, problems, "scenarios", check=result_problems)
     _check_run_files(view, directory, read)
     return view
 
@@ -648,13 +656,13 @@ def _load_histories(view: RunView, directory: Path) -> set[str]:
     read: set[str] = set()
     for scenario in drawn:
         path = _history_path(scenario, directory)
-        if path is None or not os.path.isfile(path):
-            folder = path.parent if path is not None else None
+        if path is None:  # it records no history (a store's probe): listed with its replay, not drawn
+            continue
+        if not os.path.isfile(path):
+            folder = path.parent
             why = (f"cannot be read: its folder {folder} cannot be read (permission denied)"
-                   if folder is not None and os.path.isdir(folder) and not os.access(folder, os.R_OK | os.X_OK)
-                   else "is missing")
-            view.problems.append(Problem(str(path or f"the history of {scenario.name}"),
-                                         f"{why}: the timeline of {scenario.name} cannot be drawn"))
+                   if os.path.isdir(folder) and not os.access(folder, os.R_OK | os.X_OK) else "is missing")
+            view.problems.append(Problem(str(path), f"{why}: the timeline of {scenario.name} cannot be drawn"))
             scenario.events = []
             continue
         read.add(os.path.realpath(path))
