@@ -22,34 +22,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import EOS_BIN
 from tests.test_report import Page
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-EOS = str(Path(sys.executable).with_name("eos-harness"))
 MUTANT = "mutant-recover-keeps-uncommitted"
 PROBE_FAILS = "bad_stores:put_raises"  # a user's store that raises in its probe: a result of its own
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def short_tmp():
     """The commands' temp directory: short, for multiprocessing's forkserver binds a Unix socket in it."""
-    global SHORT_TMP
-    SHORT_TMP = tempfile.mkdtemp(prefix="eos-dmg-", dir="/tmp")
-    yield
-    shutil.rmtree(SHORT_TMP, ignore_errors=True)
-
-
-SHORT_TMP = tempfile.gettempdir()
-
-
-def _env(cwd: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]),
-            "TMPDIR": SHORT_TMP, "COLUMNS": "300"}
-
-
-def eos(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([EOS, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=_env(cwd))
+    path = tempfile.mkdtemp(prefix="eos-dmg-", dir="/tmp")
+    yield {"TMPDIR": path, "COLUMNS": "300"}
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _without_dac_override() -> list[str]:
@@ -63,30 +50,29 @@ def _without_dac_override() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Path]:
+def runs(cli, short_tmp, tmp_path_factory) -> dict[str, Path]:
     """Real run directories, made once: name -> directory (never changed by a test: copy it first)."""
     base = tmp_path_factory.mktemp("runs")
     made = {}
-    done = eos("chaos", "--stores", f"{MUTANT},memory,{PROBE_FAILS}", "--workloads", "counter,tombstones",
-               "--scenarios", "6", "--seed", "1", "--out", "campaign", "--no-report", cwd=base)
+    # Seed 1: the mutant passes its first five scenarios (its store's own crash points come first), then is caught.
+    done = cli("chaos", "--stores", f"{MUTANT},{PROBE_FAILS}", "--workloads", "counter,tombstones",
+               "--scenarios", "7", "--seed", "1", "--out", "campaign", "--no-report", cwd=base, env=short_tmp)
     assert done.returncode == 1, done.stdout + done.stderr  # the user's store failed its probe: unexpected
     made["campaign"] = base / "campaign"
 
-    proc = subprocess.Popen([EOS, "chaos", "--stores", f"{MUTANT},memory", "--workloads", "counter",
-                             "--scenarios", "12", "--seed", "1", "--workers", "1", "--out", "killed", "--no-report"],
-                            cwd=base, env=_env(base), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = cli.start("chaos", "--stores", MUTANT, "--workloads", "counter,tombstones", "--scenarios", "12",
+                     "--seed", "1", "--workers", "1", "--out", "killed", "--no-report", cwd=base, env=short_tmp)
     results = base / "killed" / "results.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 5):
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not (results.exists() and results.read_text().count("\n") >= 7):
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)  # the campaign and everything it started, mid-scenario
-    proc.wait(timeout=30)
-    assert not (base / "killed" / "chaos.json").exists() and results.read_text().count("\n") >= 5
+    proc.communicate(timeout=30)
+    assert not (base / "killed" / "chaos.json").exists() and results.read_text().count("\n") >= 7
     made["killed"] = base / "killed"
 
-    done = eos("run", "--store", MUTANT, "--crash-at", "task.process.mid_batch@8", "--seed", "1", "--out", "run",
-               "--no-report", cwd=base)
+    done = cli("run", "--store", MUTANT, "--crash-at", "task.process.mid_batch@8", "--seed", "1", "--out", "run",
+               "--no-report", cwd=base, env=short_tmp)
     assert done.returncode == 1, done.stdout + done.stderr
     made["run"] = base / "run"
     for name in ("spark-run", "spark-campaign"):
@@ -99,12 +85,22 @@ def _copy(runs: dict[str, Path], name: str, tmp_path: Path) -> Path:
     return Path(shutil.copytree(runs[name], tmp_path / name, symlinks=True))
 
 
-def report(run_dir: Path, *args: str, unprivileged: bool = False) -> subprocess.CompletedProcess:
-    prefix = _without_dac_override() if unprivileged else []
-    done = subprocess.run([*prefix, EOS, "report", str(run_dir), *args], capture_output=True, text=True, timeout=300,
-                          cwd=run_dir.parent, env=_env(run_dir.parent))
-    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
-    return done
+@pytest.fixture
+def report(cli, short_tmp):
+    """``eos-harness report RUN_DIR …``; ``unprivileged``: without the capabilities that let root read
+    what its mode forbids."""
+
+    def run(run_dir: Path, *args: str, unprivileged: bool = False) -> subprocess.CompletedProcess:
+        if unprivileged and _without_dac_override():
+            done = subprocess.run([*_without_dac_override(), EOS_BIN, "report", str(run_dir), *args],
+                                  capture_output=True, text=True, timeout=300, cwd=run_dir.parent,
+                                  env={**os.environ, **short_tmp})
+        else:
+            done = cli("report", run_dir, *args, cwd=run_dir.parent, env=short_tmp)
+        assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+        return done
+
+    return run
 
 
 def _failing_history(run_dir: Path) -> Path:
@@ -116,7 +112,7 @@ def _failing_history(run_dir: Path) -> Path:
 # -- the report's probes of issue 22 ----------------------------------------------------------------
 
 
-def test_binary_bytes_in_a_history_are_named_and_the_rest_is_reported(runs, tmp_path):
+def test_binary_bytes_in_a_history_are_named_and_the_rest_is_reported(report, runs, tmp_path):
     run_dir = _copy(runs, "campaign", tmp_path)
     history = _failing_history(run_dir)
     data = bytearray(history.read_bytes())
@@ -129,7 +125,7 @@ def test_binary_bytes_in_a_history_are_named_and_the_rest_is_reported(runs, tmp_
     assert (run_dir / "report.html").is_file()
 
 
-def test_an_unreadable_scenario_folder_is_named(runs, tmp_path):
+def test_an_unreadable_scenario_folder_is_named(report, runs, tmp_path):
     run_dir = _copy(runs, "campaign", tmp_path)
     folder = _failing_history(run_dir).parent
     folder.chmod(0)
@@ -141,7 +137,7 @@ def test_an_unreadable_scenario_folder_is_named(runs, tmp_path):
     assert f"{folder}" in done.stdout and "cannot be read (permission denied)" in done.stdout
 
 
-def test_a_campaign_whose_store_failed_its_probe_is_reported_with_the_probe(runs, tmp_path):
+def test_a_campaign_whose_store_failed_its_probe_is_reported_with_the_probe(report, runs, tmp_path):
     run_dir = _copy(runs, "campaign", tmp_path)
     done = report(run_dir)
     assert done.returncode == 0, done.stdout  # nothing is damaged: a probe has no history to draw
@@ -150,7 +146,7 @@ def test_a_campaign_whose_store_failed_its_probe_is_reported_with_the_probe(runs
     assert f"the probe of {PROBE_FAILS}" in html and "eos-harness verify bad_stores:put_raises" in html
 
 
-def test_a_sigkilled_campaign_is_reported_from_its_results_with_its_seed_and_a_caught_mutant_as_caught(runs, tmp_path):
+def test_a_sigkilled_campaign_is_reported_from_its_results_with_its_seed_and_a_caught_mutant_as_caught(report, runs, tmp_path):
     run_dir = _copy(runs, "killed", tmp_path)
     results = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     mutant = [r for r in results if r["store"] == MUTANT]
@@ -167,7 +163,7 @@ def test_a_sigkilled_campaign_is_reported_from_its_results_with_its_seed_and_a_c
     assert "--seed 1" in command and f"--scenarios {len(results)}" in command, command
 
 
-def test_a_0_byte_history_is_listed_among_the_problems_the_page_points_to(runs, tmp_path):
+def test_a_0_byte_history_is_listed_among_the_problems_the_page_points_to(report, runs, tmp_path):
     run_dir = _copy(runs, "campaign", tmp_path)
     history = _failing_history(run_dir)
     history.write_bytes(b"")
@@ -180,14 +176,13 @@ def test_a_0_byte_history_is_listed_among_the_problems_the_page_points_to(runs, 
     assert "see the problems at the top" in html  # and now the problems are there
 
 
-def test_a_damaged_run_is_resumed_with_each_damage_named(runs, tmp_path):
+def test_a_damaged_run_is_resumed_with_each_damage_named(cli, short_tmp, runs, tmp_path):
     run_dir = _copy(runs, "killed", tmp_path)
     lines = (run_dir / "results.jsonl").read_bytes().splitlines(keepends=True)
-    lines[1] = b'{"index": 1, "store": "memory", "verdict": 7, "violations": []}\n'  # a mistyped verdict
+    lines[1] = b'{"index": 1, "store": "%s", "verdict": 7, "violations": []}\n' % MUTANT.encode()  # a mistyped verdict
     lines[2] = lines[2][:10] + b"\xff\xfe" + lines[2][12:]  # bytes that are not text
     (run_dir / "results.jsonl").write_bytes(b"".join(lines) + b'{"index": 40, "sto')  # and a cut last line
-    done = subprocess.run([EOS, "chaos", "--resume", str(run_dir), "--no-report"], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path, env=_env(tmp_path))
+    done = cli("chaos", "--resume", run_dir, "--no-report", cwd=tmp_path, env=short_tmp)
     output = " ".join((done.stdout + done.stderr).split())
     assert done.returncode in (0, 1), output
     assert "Traceback" not in output
@@ -202,7 +197,7 @@ def test_a_damaged_run_is_resumed_with_each_damage_named(runs, tmp_path):
 # -- the fuzz ---------------------------------------------------------------------------------------
 
 
-def _fuzz(runs: dict[str, Path], tmp_path: Path, **spec) -> dict:
+def _fuzz(runs: dict[str, Path], tmp_path: Path, env: dict, **spec) -> dict:
     work = tmp_path / "fuzz"
     copies = {name: Path(shutil.copytree(path, work / name, symlinks=True)) for name, path in runs.items()}
     spec = {"runs": [str(p) for p in copies.values()],
@@ -210,7 +205,7 @@ def _fuzz(runs: dict[str, Path], tmp_path: Path, **spec) -> dict:
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     done = subprocess.run([*_without_dac_override(), sys.executable, str(ROOT / "tests" / "run_dir_fuzz.py"),
                            str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=3600,
-                          cwd=tmp_path, env=_env(tmp_path))
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(FIXTURES), **env})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     summary = json.loads(done.stdout.splitlines()[-1])
     print(f"\nrun-directory fuzz: {summary['variants']} variants of {summary['of']} ({summary['kinds']}), "
@@ -221,12 +216,12 @@ def _fuzz(runs: dict[str, Path], tmp_path: Path, **spec) -> dict:
     return summary
 
 
-def test_a_seeded_sample_of_damaged_run_directories_is_read_never_crashed_on(runs, tmp_path):
-    summary = _fuzz(runs, tmp_path, seed=22, limit=150, cli=3, resume_cli=1)
+def test_a_seeded_sample_of_damaged_run_directories_is_read_never_crashed_on(runs, short_tmp, tmp_path):
+    summary = _fuzz(runs, tmp_path, short_tmp, seed=22, limit=150, cli=3, resume_cli=1)
     assert summary["variants"] == 150 and set(summary["kinds"]) == {"cut", "flip", "retype", "unpermit"}
 
 
 @pytest.mark.slow
-def test_every_damage_of_every_file_of_real_run_directories_is_read_never_crashed_on(runs, tmp_path):
-    summary = _fuzz(runs, tmp_path, seed=7, limit=None, cli=40, resume_cli=6)
+def test_every_damage_of_every_file_of_real_run_directories_is_read_never_crashed_on(runs, short_tmp, tmp_path):
+    summary = _fuzz(runs, tmp_path, short_tmp, seed=7, limit=None, cli=40, resume_cli=6)
     assert summary["variants"] >= 1000
