@@ -21,7 +21,6 @@ from eos_harness.faces.params import (
 from eos_harness.faces.toolkit import console
 from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
 from eos_harness.verdict import ERROR
-from rich.table import Table
 
 BROKER_HELP = ("embedded (SQLite log) | kafka-local (start a local Kafka on 127.0.0.1) | kafka-local:3 "
                "(three brokers) | kafka-quorum[:N] (3 dedicated KRaft controllers and N brokers) | "
@@ -122,20 +121,6 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
     toolkit.finish_run(result, out_dir, json_error, not no_report, ("log", "the store's output"))
 
 
-def chaos_table(campaign: dict) -> Table:
-    summary = campaign["summary"]
-    table = Table(title=f"chaos campaign, seed {campaign['seed']}: {summary['total']} scenarios")
-    for col in ("store", "expected", "scenarios", "failed", "verdict", "checks that fired"):
-        table.add_column(col)
-    for store, t in summary["stores"].items():
-        if not t["scenarios"]:
-            continue
-        colour = "green" if t["status"] in ("ok", "caught") else "red"
-        checks = ", ".join(f"{c}×{n}" for c, n in sorted(t["checks"].items(), key=lambda kv: -kv[1]))
-        table.add_row(store, t["expected"], str(t["scenarios"]), str(t["failed"]), f"[{colour}]{t['status']}[/]", checks)
-    return table
-
-
 def run_chaos(seed, stores, workloads, minutes, scenarios, out: Path, json_path, workers,
               broker: BrokerSpec = EMBEDDED, store_timeout=None, junit_path=None, until_failure=False,
               resume=False, report=True) -> dict:
@@ -166,7 +151,7 @@ def _run_chaos(seed, stores, workloads, minutes, scenarios, out_dir, json_path, 
 
 
 def _show_chaos(campaign: dict) -> None:
-    console.print(chaos_table(campaign))
+    console.print(toolkit.tallies_table(campaign))
     for warning in campaign.get("warnings", []):
         console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
     for store, why in campaign.get("left_out", {}).items():

@@ -14,7 +14,6 @@ from eos_harness.faces import toolkit
 from eos_harness.faces.params import AT_LEAST_ONE, BrokerParam, NameList
 from eos_harness.faces.toolkit import console
 from eos_harness.verdict import ERROR
-from rich.table import Table
 
 UNTIL_FAILURE_HELP = ("Stop at the first failure of the real controller (a bug found; a mutant caught is expected "
                       "and does not stop it); when only mutants run, at the first failure (caught). Everything that "
@@ -115,22 +114,6 @@ def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, se
                        ("children_log", "the controllers' and readers' output"))
 
 
-def chaos_table(campaign: dict) -> Table:
-    summary = campaign["summary"]
-    table = Table(title=f"metadata chaos campaign, seed {campaign['seed']}: {summary['total']} scenarios")
-    for col in ("system", "expected", "scenarios", "failed", "verdict", "caught by", "checks that fired"):
-        table.add_column(col)
-    for system, t in summary["systems"].items():
-        if not t["scenarios"]:
-            continue
-        colour = "green" if t["status"] in ("ok", "caught") else "red"
-        checks = ", ".join(f"{c}×{n}" for c, n in sorted(t["checks"].items(), key=lambda kv: -kv[1]))
-        caught = f"{t['caught_by']}×{t['caught_by_its_check']}" if t["caught_by"] else "-"
-        table.add_row(system, t["expected"], str(t["scenarios"]), str(t["failed"]), f"[{colour}]{t['status']}[/]",
-                      caught, checks)
-    return table
-
-
 @click.command("chaos")
 @toolkit.campaign_options("metadata", "metadata-chaos", "A mutant caught by the check that names its "
                           "mistake is an expected failure (skipped, with its evidence); one not caught so is the "
@@ -189,6 +172,6 @@ def _run_chaos(seed, systems, minutes, scenarios, out_dir: Path, workers, broker
 
 def _show_chaos(campaign: dict) -> None:
     summary = campaign["summary"]
-    console.print(chaos_table(campaign))
+    console.print(toolkit.tallies_table(campaign))
     console.print(f"{summary['total']} scenarios in {campaign['seconds']} s; crash points hit: "
                   f"{', '.join(summary['points_hit']) or 'none'}", soft_wrap=True)

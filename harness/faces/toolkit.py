@@ -25,7 +25,7 @@ __all__ = ["JUNIT_HELP", "OVERWRITE_HELP", "STORE_TIMEOUT_HELP", "campaign_exit"
            "campaign_progress", "check_output_path", "console", "given_or_kept", "finish_campaign",
            "incomplete", "interrupted_exit_code", "kept_outputs", "print_stopped", "print_violations",
            "refuse_with_resume", "require_kafka_extra", "resumed_state", "run_options", "run_outputs", "campaign_outputs", "seed_or_drawn",
-           "store_timeout_option", "suite_option", "write_json"]
+           "store_timeout_option", "suite_option", "tallies_table", "write_json"]
 
 STORE_TIMEOUT_HELP = "Bound on each call into the store; a call that takes longer is a store_hang finding."
 
@@ -263,6 +263,31 @@ def print_violations(result: dict, title: str, last_column: str = "event") -> No
     meanings = SUITES[result["suite"]].checks() if result.get("suite") in SUITES else {}
     for check in sorted({v["check"] for v in result["violations"]}):
         console.print(f"  {check}: {meanings.get(check, '')}", markup=False, highlight=False)
+
+
+def tallies_table(campaign: dict):
+    """A campaign's tally per subject (store, system): its expected result, scenarios, failures, status,
+    the check that must catch it and how often it did (when its suite names one), the checks that fired."""
+    from eos_harness.suite import suite
+    from rich.table import Table
+
+    entry, summary = suite(campaign["suite"]), campaign["summary"]
+    tallies = summary[entry.tallies]
+    named = any(t.get("caught_by") for t in tallies.values())
+    title = "chaos campaign" if entry.name == "lifecycle" else f"{entry.name} chaos campaign"
+    table = Table(title=f"{title}, seed {campaign['seed']}: {summary['total']} scenarios")
+    for col in (entry.subject, "expected", "scenarios", "failed", "verdict", *(["caught by"] if named else []),
+                "checks that fired"):
+        table.add_column(col)
+    for subject, t in tallies.items():
+        if not t["scenarios"]:
+            continue
+        colour = "green" if t["status"] in ("ok", "caught") else "red"
+        checks = ", ".join(f"{c}×{n}" for c, n in sorted(t["checks"].items(), key=lambda kv: -kv[1]))
+        caught = [f"{t['caught_by']}×{t['caught_by_its_check']}" if t.get("caught_by") else "-"] if named else []
+        table.add_row(subject, t["expected"], str(t["scenarios"]), str(t["failed"]), f"[{colour}]{t['status']}[/]",
+                      *caught, checks)
+    return table
 
 
 def finish_run(result: dict, out_dir: Path, json_error: str | None, report: bool,
