@@ -252,7 +252,8 @@ def claim(path: Path) -> Path:
     when it exists and is the harness's (or empty), emptied of the harness's earlier results. A
     directory with anything else in it raises :class:`RunDirError`."""
     path = Path(path)
-    if path.is_dir() and any(path.iterdir()) and not is_marked(path):
+    if path.is_dir() and any(e.name != LOCK for e in path.iterdir()) and not is_marked(path):
+        # the lock alone is this command's own (hold): the directory is still empty
         raise RunDirError(f"{path}: the directory is not empty and was not made by eos-harness; "
                           "the harness never deletes what it did not create: give a new or empty directory")
     if path.is_dir():
