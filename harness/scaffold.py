@@ -121,7 +121,10 @@ class {store_class}:
         """What your store LACKS (everything else is checked; the verdict lists what is not). A store
         written with offset management from the start has no legacy .checkpoint/.position offsets to
         import and no older format to go back to with ``upgrade_from``; drop these if yours does (an
-        adapter of Kafka's RocksDB store). Others: range_scans, put_all, empty_commit_records_offset."""
+        adapter of Kafka's RocksDB store). A task's store, fed by its own changelog partition only
+        (never a global store, whose commits name several partitions), adds
+        several_changelog_partitions=False: every commit then names that one partition.
+        Others: range_scans, put_all, empty_commit_records_offset."""
         return Capabilities(legacy_offsets_import=False, legacy_downgrade=False)
 
 {textwrap.indent(store, "    ")}

@@ -141,6 +141,17 @@ class Capabilities:
       (KIP-1035's downgrade, Kafka's RocksDB store going back to its pre-4.3 format). Declared False
       (a store with no older format to go back to): the scenario ``downgrade_with_upgrade_from`` is
       not run, and the checks ``downgrade_*`` are not checked.
+    * ``several_changelog_partitions``: the store may be fed by several changelog partitions (a
+      global store, KIP-1035): ``commit`` takes an offset for each partition of
+      ``StoreContext.changelogs`` (and for source partitions whose positions it keeps) and
+      ``committed_offset`` answers for each. Declared False (a task's store, fed by its own
+      changelog partition only and never a global store, as most stream libraries build their
+      stores: quixstreams' ``RocksDBStore`` keeps one changelog offset per store partition): the
+      store's context names ``context.changelog`` alone, every commit names that one partition and
+      no other, ``committed_offset`` is asked of it alone; the promises about several partitions
+      (``partitions_committed_together``, ``partitions_one_commit``, a commit naming only some
+      partitions, a partition never committed beside committed ones) are not checked, the lifecycle's
+      global workload is not run, and everything else is checked as for any store.
     """
 
     range_scans: bool = True
@@ -148,6 +159,7 @@ class Capabilities:
     empty_commit_records_offset: bool = True
     legacy_offsets_import: bool = True
     legacy_downgrade: bool = True
+    several_changelog_partitions: bool = True
 
     def lacking(self) -> list[str]:
         """The names of what the store declares it lacks, in declaration order."""

@@ -12,9 +12,13 @@ import json
 import re
 
 import pytest
+from eos_harness.process.server import StoreServer
 from eos_harness.store import Capabilities
 from eos_harness.suites.conformance import checks
+from eos_harness.suites.conformance.driver import StoreUnderTest
 from eos_harness.suites.conformance.runner import not_checked, verify
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import FIXTURES
 
@@ -213,3 +217,105 @@ def test_a_recovered_state_is_classified_by_what_differs():
     assert leaked.check == "no_uncommitted_survives"
     lost = checks.recovered_state("t-0", [(before, 1)], {}, 1, {}, None, 1)
     assert lost.check == "committed_durable"
+
+
+# -- recovery judged without ambiguity: an independent SQLite store with its own restore ----------------------
+
+PARTITIONS = ("t-0", "t-1", "t-2")
+
+
+@st.composite
+def commit_sequences(draw):
+    """States a store committed one after the other (data, each partition's offset), where a commit
+    often changes nothing the next one shows: no writes, and the first partition's offset given again
+    (what a commit right after a restore does), while a further partition moves or not."""
+    data = {b"a": b"1"}
+    offsets = {"t-0": 1, "t-1": 101, "t-2": 51}
+    states = [(dict(data), dict(offsets))]
+    for _ in range(draw(st.integers(1, 6))):
+        if draw(st.booleans()):
+            data = {**data, draw(st.sampled_from([b"a", b"b"])): draw(st.sampled_from([b"1", b"2"]))}
+        offsets = {tp: offset + draw(st.sampled_from([0, 0, 1])) for tp, offset in offsets.items()}
+        states.append((dict(data), dict(offsets)))
+    return states
+
+
+@given(states=commit_sequences(), data=st.data())
+@settings(max_examples=150, deadline=None, database=None)
+def test_a_recovered_store_is_right_when_one_recorded_state_explains_all_it_shows(states, data):
+    # A crash inside the commit after state k: the store may hold state k or state k+1, whole.
+    k = data.draw(st.integers(0, len(states) - 2))
+    outcomes = [states[k], states[k + 1]]
+    held_data, held = data.draw(st.sampled_from(outcomes))
+    index, broken = checks.judge_recovery(outcomes, held_data, held, {}, 2, 1)
+    assert broken == [] and outcomes[index] == (held_data, held)
+    # Any other mix of the two (data of one, some partition's offset of the other) is explained by none:
+    # a violation, never a pass.
+    mixed = {tp: data.draw(st.sampled_from([o[1][tp] for o in outcomes])) for tp in PARTITIONS}
+    mixed_data = data.draw(st.sampled_from([o[0] for o in outcomes]))
+    index, broken = checks.judge_recovery(outcomes, mixed_data, mixed, {}, 2, 1)
+    if (mixed_data, mixed) in outcomes:
+        assert index is not None and broken == []
+    else:
+        assert index is None and broken, (outcomes, mixed_data, mixed)
+        assert {v.check for v in broken} <= {"atomic_commit", "committed_offset_durable"}
+
+
+def test_a_commit_right_after_a_restore_that_changes_nothing_the_first_partition_shows_is_judged_whole():
+    # After restore(records, end) the next commit, with no writes, gives the first partition `end` again:
+    # the states before and after it differ only in the further partitions. A crash after that commit
+    # left the later one, which the store holds: accepted (it was once judged against the earlier one).
+    with StoreServer(timeout=30) as server:
+        sut = StoreUnderTest(server, "sqlite_store:make_store", "restore, then an empty commit and a crash")
+        try:
+            sut.put_all([(b"a", b"v1"), (b"b", b"v1")])
+            sut.commit()
+            sut.restore([(b"c", b"v2"), (b"a", None)])
+            sut.crash_in_commit("sqlite.commit.committed", 1)
+            sut.check_reads()
+            sut.check_read_committed()
+            assert any("died at crash point sqlite.commit.committed" in line for line in sut.story), sut.story
+        finally:
+            sut.dispose()
+
+
+@pytest.mark.parametrize("seed", [2])
+def test_an_independent_sqlite_store_with_its_own_restore_passes_verify(seed):
+    result = verify("sqlite_store:make_store", seed=seed, examples=8, steps=20, shrink=False)
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["not_checked"] == NEW_STORE
+
+
+@pytest.mark.slow
+def test_the_independent_sqlite_store_passes_verify_on_50_seeds():
+    failed = {seed: [v["check"] for v in result["violations"]]
+              for seed in range(1, 51)
+              if (result := verify("sqlite_store:make_store", seed=seed, examples=20, shrink=False))["verdict"] != "pass"}
+    assert failed == {}
+
+
+# -- a task's store: fed by its own changelog partition only ---------------------------------------------------
+
+def test_a_task_store_that_refuses_other_partitions_passes_once_it_declares_it(cli, tmp_path):
+    # As quixstreams' RocksDBStore (one changelog offset per store partition): a commit naming any other
+    # partition is refused. Declared (Capabilities(several_changelog_partitions=False)), every suite commits
+    # its one partition and says what it leaves out; undeclared, the first commit is refused.
+    result = verify("sqlite_store:task_store", seed=1, **SMALL)
+    assert result["verdict"] == "pass", result["violations"]
+    several = not_checked(Capabilities(several_changelog_partitions=False))
+    assert result["not_checked"] == [*NEW_STORE, *several]
+    assert several[0].startswith("several changelog partitions (the store declares it is a task's store")
+    offsets = result["offsets"]
+    assert offsets["verdict"] == "pass"
+    left_out = {entry["scenario"]: entry["checks"] for entry in offsets["not_checked"]
+                if "several_changelog_partitions" in entry["lacks"]}
+    assert left_out["partitions_crash"] == ["partitions_committed_together"]
+    assert "partitions_reopen" in left_out
+    assert offsets["checks"]["partitions_committed_together"] != "pass"
+    assert {"offsets_match_data", "flush_is_noop", "checkpoint_on_close"} <= {
+        check for check, verdict in offsets["checks"].items() if verdict == "pass"}
+    refused = verify("sqlite_store:undeclared_task_store", seed=1, examples=1, steps=5, shrink=False)
+    assert refused["verdict"] == "fail"
+    assert "commit named app-store-changelog-1" in refused["violations"][0]["observed"], refused["violations"]
+    run = cli("run", "--store", "sqlite_store:task_store", "--seed", "1", "--out", str(tmp_path / "run"))
+    assert run.returncode == 0 and "verdict: pass" in run.stdout, run.stdout + run.stderr

@@ -84,6 +84,7 @@ def test_new_store_filled_around_a_dict_passes_verify_and_its_pytest_file_runs_i
     assert "class CommittedView" in source and "class DemoStore" in source
     assert "Transactional stores apply data and offsets atomically" in source
     assert "merged_range" in source and "with_crash_points" in source
+    assert "several_changelog_partitions=False" in source  # how a task's store says so
     adapter.write_text(fill(source))
 
     verified = cli("verify", "demo_store:make_store", "--seed", "5", "--examples", "10", "--json", "v.json",

@@ -241,3 +241,17 @@ def test_verify_names_the_offsets_scenarios_and_refuses_one_that_does_not_exist(
     proc = cli.invoke("verify", "rocksdb-indexed", "--offsets-scenario", "downgrade")
     assert proc.returncode == 2 and "no offsets scenario 'downgrade'" in proc.stderr
     assert "downgrade_with_upgrade_from" in proc.stderr
+
+
+def test_a_store_that_keeps_source_positions_among_its_data_is_told_so_not_about_flush(monkeypatch):
+    # Its source position (KIP-796) is a row of its data table: every read lists it. It was reported as
+    # flush_is_noop, explained by "the write b=v2 that was never committed survived" with no b in the
+    # data shown, and as offsets_match_data.
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    result = verify_offsets("sqlite_store:positions_among_data", seed=1)
+    assert _fired(result) == {"read_your_own_writes"}, result["violations"]
+    [finding] = result["violations"]
+    assert finding["key"] == "position/app-input-0"
+    assert finding["observed"]["position/app-input-0"] == "100"
+    assert finding["detail"].startswith("right after commit #1, the store lists {'position/app-input-0': '100'}, "
+                                        "which no write made")

@@ -17,7 +17,7 @@ WINDOW_MUTANTS = [s.name for s in builtin_specs() if s.kind == "window-mutant"]
 
 def test_the_window_stores_and_mutants_are_registered_as_windows():
     assert {"memory-window", "memory-window-txn", "rocksdb-window", "rocksdb-window-txn"} <= set(WINDOW_STORES)
-    assert len(WINDOW_MUTANTS) == 5
+    assert len(WINDOW_MUTANTS) == 6
     assert all(builtin_spec(m).expected_to_fail for m in WINDOW_MUTANTS)
     assert not any(builtin_spec(s).expected_to_fail for s in WINDOW_STORES)
 
@@ -99,3 +99,47 @@ def test_a_window_store_that_fails_at_start_leaves_no_directory_behind(tmp_path,
         run_case(server, "user_window_store:unreadable_config", "in-order", None)
     assert "window_config is broken" in str(raised.value), raised.value
     assert not list(tmp_path.glob("eos-windows-*"))
+
+
+# -- findings named for what broke ---------------------------------------------------------------------------
+
+def test_a_store_that_loses_its_stream_time_on_reopen_is_named_stream_time_rebuilt(monkeypatch):
+    # A transactional RocksDB window store that never reads its stream time back: after a reopen (or a
+    # crash and recover) expired windows come back. It was reported as expired_never_fetched after a
+    # reopen and as atomic_commit after a crash inside a commit.
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures"))
+    result = verify("broken_window_stores:stream_time_lost_on_reopen", seed=11, examples=3, steps=15, shrink=False)
+    assert result["verdict"] == "fail"
+    assert {v["check"] for v in result["violations"]} == {"stream_time_rebuilt"}, result["violations"]
+    reopened = next(v for v in result["violations"] if v["key"].startswith("all() after a clean close"))
+    window = reopened["key"].rpartition(": ")[2]  # e.g. a@95
+    key, _, start = window.partition("@")
+    assert [key, int(start)] in [row[:2] for row in reopened["observed"]]  # the window it quotes is one it returned
+    assert reopened["detail"].startswith(f"all() after a clean close returned {window}=")
+    assert "the store's stream time was not rebuilt" in reopened["detail"]
+    crashed = [v for v in result["violations"] if v["key"].startswith("all() after a crash and recover")]
+    assert crashed, result["violations"]
+
+
+def test_a_committed_tombstone_that_deletes_another_window_is_named_tombstone_deletes_window():
+    from eos_harness.models.windows import RETENTION_ONLY, WindowConfig, WindowStoreModel
+    from eos_harness.suites.windows.checks import compare_records
+
+    result = verify("mutant-window-tombstone-wrong-window", seed=11, examples=3, steps=15, shrink=False)
+    finding = result["violations"][0]
+    assert finding["check"] == "tombstone_deletes_window"
+    assert finding["key"].endswith("b@100") and ["b", 100, "v1"] in finding["observed"]
+    assert "returned b@100=v1, a window its last write deleted" in finding["detail"]
+    # Seen through read_committed() right after the commit (the finding was read_committed_isolation).
+    model = WindowStoreModel(WindowConfig("w", 60, 10, 20, RETENTION_ONLY), transactional=True, persistent=True,
+                             manages_offsets=True)
+    model.put(b"b", b"v1", 100)
+    model.commit({"tp": 1})
+    model.put(b"b", None, 100)
+    model.commit({"tp": 2})
+    found = compare_records(model, "read_committed().all()", [], [(b"b", 100, b"v1")], committed=True,
+                            default="read_committed_isolation")
+    assert found.check == "tombstone_deletes_window", found
+    assert found.detail.startswith("read_committed().all() returned b@100=v1")

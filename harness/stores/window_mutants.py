@@ -55,6 +55,14 @@ class StreamTimeNotRebuilt(MemoryWindowStore):
             self._write(key, value, window_start)
 
 
+class TombstoneDeletesWrongWindow(RocksWindowStore):
+    """Its commit deletes the key's window one window size earlier than a tombstone's own (the window
+    end taken for the start): the tombstoned window stays, its neighbour goes."""
+
+    def _add_write(self, batch, key: bytes, value: bytes | None, window_start: int) -> None:
+        super()._add_write(batch, key, value, window_start - self._config.window_size if value is None else window_start)
+
+
 def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
     """Validates everything but ``grace_period > retention_period``."""
     args = {**DEFAULTS, **kwargs}
@@ -75,5 +83,8 @@ for name, factory, caught_by, description in (
      ("argument_validation",), "validation accepts a grace period longer than the retention"),
     ("mutant-window-stream-time-not-rebuilt", lambda **kw: StreamTimeNotRebuilt(window_config_of(RETENTION_ONLY, kw)),
      ("stream_time_rebuilt",), "restore does not rebuild observed stream time: expired windows come back"),
+    ("mutant-window-tombstone-wrong-window",
+     lambda **kw: TombstoneDeletesWrongWindow(window_config_of(RETENTION_ONLY, kw), transactional=True),
+     ("tombstone_deletes_window",), "a committed tombstone deletes the window one window size earlier, not its own"),
 ):
     register(StoreSpec(name, "window-mutant", description, factory, caught_by))

@@ -10,7 +10,7 @@ when each promise is asked. Nothing here talks to a store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from eos_harness.verdict import Violation
 
@@ -21,7 +21,9 @@ __all__ = [
     "clean_close_durable",
     "commit_offset",
     "delete_returns",
+    "explaining",
     "first_diff",
+    "judge_recovery",
     "range_matches",
     "read_committed_matches",
     "reads_match",
@@ -201,6 +203,17 @@ def recover_trust(persistent: bool, transactional: bool, offset: int | None, tru
     return None
 
 
+def explaining(outcomes: Sequence[tuple[Mapping, Mapping]], data: Mapping, offsets: Mapping) -> list[int]:
+    """The recorded ``outcomes`` (each: its data, and its offset by partition) that explain ALL that a
+    recovered store shows: its ``data`` and every partition's offset in ``offsets`` (a partition an
+    outcome does not name: None), by index. Several fit when two consecutive states are alike in
+    what one read shows (a commit with no writes that gave the first partition the offset it
+    already had): the store is right when any of them explains all of it, and wrong only when none
+    does (then :func:`recovered_state` and :func:`recovered_partition` name what broke)."""
+    return [number for number, (want, given) in enumerate(outcomes)
+            if dict(want) == dict(data) and all(given.get(tp) == got for tp, got in offsets.items())]
+
+
 def recovered_state(tp: str, outcomes: list[tuple[dict, int | None]], data: dict, offset: int | None,
                     uncommitted: Mapping[bytes, bytes | None], in_flight: int | None,
                     recovered_with: int | None) -> Violation | None:
@@ -221,11 +234,13 @@ def recovered_state(tp: str, outcomes: list[tuple[dict, int | None]], data: dict
             return _violation("committed_offset_durable", tp, [outcomes[0][1]], offset,
                               f"{where} and {asked}: the data is the committed data, but committed_offset "
                               f"returned {offset}, expected {outcomes[0][1]}")
-        side = "the commit before it" if datas.index(data) == 0 else "that commit"
+        sides = [number for number, want in enumerate(datas) if want == data]
+        side = ("the commit before it" if sides == [0] else "that commit" if len(sides) == 1 else
+                "that commit, which is also the data before it (the commit changed no data)")
+        offsets = " or ".join(dict.fromkeys(str(outcomes[number][1]) for number in sides))
         return _violation("atomic_commit", tp, [o[1] for o in outcomes], offset,
                           f"{where} and {asked}: the store holds the data of {side} but committed_offset "
-                          f"returned {offset}, expected {outcomes[datas.index(data)][1]}: data and offset "
-                          "were not committed together")
+                          f"returned {offset}, expected {offsets}: data and offset were not committed together")
     if len(outcomes) > 1:
         key = first_diff(outcomes[1][0], data)
         return _violation("atomic_commit", key, "all of the commit or none of it", f"partial: {show(data)}",
@@ -258,6 +273,34 @@ def recovered_partition(tp: str, where: str, expected: int | None, observed: int
     never = " (a partition never committed)" if expected is None else ""
     return _violation("committed_offset_durable", tp, expected, observed,
                       f"{where}: committed_offset({tp}) returned {observed}, expected {expected}{never}")
+
+
+def judge_recovery(outcomes: Sequence[tuple[Mapping, Mapping]], data: Mapping, offsets: Mapping,
+                   uncommitted: Mapping[bytes, bytes | None], in_flight: int | None,
+                   recovered_with: int | None) -> tuple[int | None, list[Violation]]:
+    """What a restarted store shows after ``recover`` (its ``data``, and ``offsets``: each partition's
+    ``committed_offset``, the store's own changelog partition first), judged against the recorded
+    ``outcomes`` (data, offsets by partition): the last committed state, and after a crash inside a
+    commit also that commit's. Returns the index of an outcome that explains all of it and no
+    violation; or None and the broken promises (:func:`recovered_state` for the data and the first
+    partition, else :func:`recovered_partition` for each further partition, judged against the
+    outcome that fits the data, the first partition and the most further partitions)."""
+    fits = explaining(outcomes, data, offsets)
+    if fits:
+        return fits[0], []
+    first, *further = offsets
+    pairs = [(want, given.get(first)) for want, given in outcomes]
+    verdict = recovered_state(str(first), pairs, dict(data), offsets[first], uncommitted, in_flight, recovered_with)
+    if verdict is not None:
+        return None, [verdict]
+    fitting = [number for number, pair in enumerate(pairs) if pair == (dict(data), offsets[first])]
+    index = max(fitting, key=lambda number: sum(outcomes[number][1].get(tp) == offsets[tp] for tp in further))
+    where = (f"after a crash inside the commit with offset {in_flight} and recover({recovered_with})"
+             if in_flight is not None else f"after a crash outside a commit and recover({recovered_with})")
+    found = [recovered_partition(str(tp), where, outcomes[index][1].get(tp), offsets[tp],
+                                 [given.get(tp) for number, (_, given) in enumerate(outcomes) if number != index])
+             for tp in further]
+    return None, [v for v in found if v is not None]
 
 
 def reopened_offset(tp: str, expected: int | None, observed: int | None) -> Violation | None:

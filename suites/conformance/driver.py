@@ -23,7 +23,7 @@ from eos_harness.verdict import Violation, finding_violation
 
 from . import checks
 
-__all__ = ["CONTEXT", "KEYS", "NEVER_COMMITTED", "PARTITIONS", "TP", "VALUES", "ConformanceViolation", "StoreAbandoned",
+__all__ = ["CONTEXT", "KEYS", "NEVER_COMMITTED", "PARTITIONS", "TASK_CONTEXT", "TP", "VALUES", "ConformanceViolation", "StoreAbandoned",
            "StoreUnderTest", "commit_offsets", "features_of"]
 
 # The changelog partition the store's context names (the store server opens every store with the
@@ -36,6 +36,8 @@ PARTITIONS = (TP, TopicPartition(TP.topic, 1), TopicPartition(TP.topic, 2))
 NEVER_COMMITTED = TopicPartition(TP.topic, 3)
 OTHERS = (*PARTITIONS[1:], NEVER_COMMITTED)  # checked after TP, each time TP is
 CONTEXT = {"changelogs": PARTITIONS}
+# A task's store (it declares Capabilities(several_changelog_partitions=False)): its own partition alone.
+TASK_CONTEXT = {"changelogs": (TP,)}
 
 
 def commit_offsets(offset: int) -> dict[TopicPartition, int]:
@@ -89,6 +91,7 @@ class StoreUnderTest:
         self.writes = 0  # writes since the last commit, restart or restore
         self.root = Path(tempfile.mkdtemp(prefix="eos-conformance-"))
         self.directory = self.root / "store"
+        self.context = CONTEXT
         try:
             self._restart()
             self.model = KVModel(
@@ -98,11 +101,31 @@ class StoreUnderTest:
             )
             self.offers: Capabilities = self.call("capabilities")
             self.has_restore: bool = self.call("offers_restore")
+            if not self.offers.several_changelog_partitions:  # a task's store: reopened naming its partition alone
+                self.call("close")
+                self.context = TASK_CONTEXT
+                self._restart()
         except BaseException:
             shutil.rmtree(self.root, ignore_errors=True)
             raise
         self.next_offset = 1
         self.checkpoint: int | None = None  # the .checkpoint the harness keeps for non-managing stores
+
+    # -- partitions -----------------------------------------------------------------------------
+    @property
+    def several(self) -> bool:
+        """Whether the store is fed by several changelog partitions (else a task's store: TP alone)."""
+        return self.context is CONTEXT
+
+    @property
+    def others(self) -> tuple[TopicPartition, ...]:
+        """The partitions asked after TP: a global store's further ones and one never committed."""
+        return OTHERS if self.several else ()
+
+    def commit_offsets(self, offset: int) -> dict[TopicPartition, int]:
+        """The offsets a commit whose TP offset is ``offset`` gives: every partition of a global store,
+        TP alone for a task's store."""
+        return commit_offsets(offset) if self.several else {TP: offset}
 
     # -- plumbing -------------------------------------------------------------------------------
     def told(self, line: str) -> None:
@@ -207,13 +230,13 @@ class StoreUnderTest:
         before = dict(self.model.offsets)
         self.told(f"commit #{self.commits} with offset {offset} "
                   f"({'no writes' if not writes else f'{writes} writes'} since the last commit)")
-        self.call("commit", commit_offsets(offset))
+        self.call("commit", self.commit_offsets(offset))
         self._committed(offset, writes, previous, before)
 
     def _committed(self, offset: int, writes: int, previous: int | None, before: dict) -> None:
         """A commit returned: the model commits too, and ``committed_offset`` must say ``offset`` (and,
         for every other partition, what the model says; ``before``: the offsets before the commit)."""
-        self.model.commit(commit_offsets(offset))
+        self.model.commit(self.commit_offsets(offset))
         self.writes = 0
         if not self.model.manages_offsets:
             self.checkpoint = offset
@@ -224,7 +247,7 @@ class StoreUnderTest:
         # An empty commit that kept its offset (declared), or a waived finding: the store's offset holds.
         if (verdict is None and got != self.model.committed_offset(TP)) or self.judge(verdict):
             self._adopt_offset(got)
-        for tp in OTHERS:
+        for tp in self.others:
             got = self.call("committed_offset", tp)
             expected = self.model.committed_offset(tp)
             verdict = checks.commit_offset(str(tp), self.commits, writes, expected, got, before.get(tp), empty_may_keep)
@@ -266,7 +289,7 @@ class StoreUnderTest:
         before = dict(self.model.offsets)
         self.call("arm", point, hit)
         try:
-            self.proc.call("commit", commit_offsets(offset))
+            self.proc.call("commit", self.commit_offsets(offset))
         except ChildCrashed:
             self.told(f"commit #{self.commits} with offset {offset} ({writes} writes since the last commit): "
                       f"the process died at crash point {point} (armed for its hit #{hit})")
@@ -289,7 +312,7 @@ class StoreUnderTest:
         self.proc = None
         self.writes = 0
         try:
-            self.proc = self.server.start(self.spec, self.directory, context=CONTEXT)
+            self.proc = self.server.start(self.spec, self.directory, context=self.context)
         except (StoreCallError, StoreHang) as exc:
             self.store_failed("init", exc)
 
@@ -310,32 +333,21 @@ class StoreUnderTest:
             self.told("closed it, wiped its directory and reopened it empty (the runtime's rule for an "
                       "untrusted store)")
             return
-        pre_data, pre_offset = dict(model.committed), model.committed_offset(TP)
-        every = [dict(model.offsets) if model.manages_offsets else {}]  # each outcome's offsets, every partition
-        if not model.persistent:
-            pre_data, pre_offset, every = {}, None, [{}]
-        outcomes = [(pre_data, pre_offset)]
-        if in_flight is not None and model.persistent:
-            post_data, post_offsets = model.committed_after(commit_offsets(in_flight))
-            outcomes.append((post_data, post_offsets.get(TP) if model.manages_offsets else None))
-            every.append(post_offsets if model.manages_offsets else {})
+        # The recorded states the store may hold now (data, offsets by partition): the last committed
+        # one, and after a crash inside a commit also that commit's; nothing for a store not persistent.
+        outcomes: list[tuple[dict, dict]] = [({}, {})]
+        if model.persistent:
+            outcomes = [(dict(model.committed), dict(model.offsets) if model.manages_offsets else {})]
+            if in_flight is not None:
+                post_data, post_offsets = model.committed_after(self.commit_offsets(in_flight))
+                outcomes.append((post_data, post_offsets if model.manages_offsets else {}))
         data = self.contents()
-        got_offset = self.call("committed_offset", TP)
-        verdict = checks.recovered_state(str(TP), outcomes, data, got_offset, model.overlay, in_flight, offset)
-        held = {TP: got_offset}  # what the store holds, partition by partition
-        if verdict is None:
-            index = outcomes.index((data, got_offset))
-            if index == 1 and not model.manages_offsets:
-                self.checkpoint = in_flight
-            where = (f"after a crash inside the commit with offset {in_flight} and recover({offset})"
-                     if in_flight is not None else f"after a crash outside a commit and recover({offset})")
-            for tp in OTHERS:
-                held[tp] = self.call("committed_offset", tp)
-                others = [o.get(tp) for i, o in enumerate(every) if i != index]
-                self.judge(checks.recovered_partition(str(tp), where, every[index].get(tp), held[tp], others))
-        else:
-            self.judge(verdict)  # waived: the model takes what the store holds as the truth
-            held.update({tp: self.call("committed_offset", tp) for tp in OTHERS})
+        held = {tp: self.call("committed_offset", tp) for tp in (TP, *self.others)}  # what the store holds, by partition
+        index, broken = checks.judge_recovery(outcomes, data, held, model.overlay, in_flight, offset)
+        for violation in broken:
+            self.judge(violation)  # waived: the model takes what the store holds as the truth
+        if index == 1 and not model.manages_offsets:
+            self.checkpoint = in_flight
         model.adopt(data, {tp: o for tp, o in held.items() if o is not None})
         if not model.persistent:
             model.adopt({}, {})
@@ -352,7 +364,7 @@ class StoreUnderTest:
             got = self.call("committed_offset", TP)
             if self.judge(checks.reopened_offset(str(TP), self.model.committed_offset(TP), got)):
                 self._adopt_offset(got)
-            for tp in OTHERS:
+            for tp in self.others:
                 got = self.call("committed_offset", tp)
                 if self.judge(checks.reopened_offset(str(tp), self.model.committed_offset(tp), got)):
                     self._adopt_offset(got, tp)

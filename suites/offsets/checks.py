@@ -76,4 +76,13 @@ CAPABILITIES: dict[str, tuple[str, str]] = {
         ".checkpoint and the positions to .position and keeps none (KIP-1035's downgrade, as Kafka's RocksDB "
         "store does; harness/store.py, 'Upgrade and downgrade'). A store with no older format to go back to "
         "declares it: capabilities() returning Capabilities(legacy_downgrade=False)."),
+    "several_changelog_partitions": (
+        "several changelog partitions (the store declares it is a task's store, fed by its own changelog "
+        "partition only): commits name that partition alone; partitions_committed_together, partitions_one_commit, "
+        "commits naming only some partitions (partitions_reopen) and the legacy files of several partitions "
+        "(migration_*, malformed_offsets_file, downgrade_*) are not checked",
+        "A store may be fed by several changelog partitions (a global store, KIP-1035): commit() takes an offset "
+        "for each partition of StoreContext.changelogs and committed_offset() answers for each "
+        "(harness/store.py, 'Several changelog partitions'). A task's store, fed by its own changelog partition "
+        "only, declares it: capabilities() returning Capabilities(several_changelog_partitions=False)."),
 }

@@ -59,7 +59,9 @@ def run_closing_checkpoint(spec: str, workdir: Path, seed: int, store_timeout: f
         live.call("commit", {**closed, SOURCE: 3})
         live.told(f"task 0_0: put a=v1, commit {show_offsets(closed)} and the source position; close the task")
         checkpoint = app_dir / "0_0" / ".checkpoint"
-        write_checkpoint(checkpoint, closing_offsets(_Remote(live), CHANGELOGS, {}))
+        partitions = tuple(live.own(CHANGELOGS))  # a task's store: its own partition alone
+        closed, crashed = live.own(closed), live.own(crashed)
+        write_checkpoint(checkpoint, closing_offsets(_Remote(live), partitions, {}))
         live.close()
         if read_checkpoint(checkpoint) != closed:
             return [Violation("checkpoint_on_close", str(checkpoint), show_offsets(closed),
@@ -80,11 +82,11 @@ def run_closing_checkpoint(spec: str, workdir: Path, seed: int, store_timeout: f
         def open_store(context: StoreContext):
             opened.append(context.directory)
             cache_live.directory = context.directory
-            cache_live.context = {**cache_live.context, "task_id": context.task_id, "changelogs": CHANGELOGS}
+            cache_live.context = {**cache_live.context, "task_id": context.task_id, "changelogs": partitions}
             cache_live.start()
             return _Remote(cache_live)
 
-        cache = OffsetsCache.build(app_dir, "app", open_store, lambda task_id, store_name: CHANGELOGS)
+        cache = OffsetsCache.build(app_dir, "app", open_store, lambda task_id, store_name: partitions)
         story = cache_live.recent()
     ends = {tp: offset + 10 for tp, offset in closed.items()}
     want_sums = {"0_0": sum(closed.values()), "0_1": sum(crashed.values())}

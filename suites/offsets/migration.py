@@ -333,11 +333,11 @@ def _downgrade(spec: str, workdir: Path, seed: int, store_timeout: float) -> lis
 SCENARIOS = [
     Scenario("upgrade_from_legacy_files",
              ("migration_keeps_offsets", "migration_offset_exact", "migration_keeps_keys", "migration_cleans_files"),
-             _applies, _upgrade, needs=("legacy_offsets_import",)),
+             _applies, _upgrade, needs=("legacy_offsets_import", "several_changelog_partitions")),
     Scenario("upgrade_without_checkpoint", ("migration_refuses_unchecked_legacy",), _applies, _untrusted,
-             needs=("legacy_offsets_import",)),
+             needs=("legacy_offsets_import", "several_changelog_partitions")),
     Scenario("malformed_offsets_files", ("malformed_offsets_file",), _applies, _malformed,
-             needs=("legacy_offsets_import",)),
+             needs=("legacy_offsets_import", "several_changelog_partitions")),
     Scenario("downgrade_with_upgrade_from", ("downgrade_hands_back_offsets", "downgrade_keeps_offsets"),
-             _applies, _downgrade, needs=("legacy_downgrade",)),
+             _applies, _downgrade, needs=("legacy_downgrade", "several_changelog_partitions")),
 ]

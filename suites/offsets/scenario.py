@@ -17,7 +17,7 @@ A scenario may let :class:`~eos_harness.process.server.StoreCallError` or
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,10 +56,19 @@ class Scenario:
     applies: Callable[[Features], str | None]
     run: Callable[[str, Path, int, float], list[Violation]]
     needs: tuple[str, ...] = ()
+    # Checks of the scenario that only a store fed by several changelog partitions can break: a task's
+    # store (Capabilities(several_changelog_partitions=False)) runs the scenario without them.
+    several_only: tuple[str, ...] = ()
 
     def lacking(self, features: Features) -> list[str]:
         """The capabilities this scenario checks that the store declares it lacks."""
         return [name for name in self.needs if name in features.offers.lacking()]
+
+    def checked(self, features: Features) -> tuple[str, ...]:
+        """The checks this scenario checks on a store with these features."""
+        if features.offers.several_changelog_partitions:
+            return self.checks
+        return tuple(check for check in self.checks if check not in self.several_only)
 
 
 class Findings(list):
@@ -91,6 +100,7 @@ class LiveStore:
         self.server = StoreServer(timeout=timeout)
         self.proc: StoreProcess | None = None
         self.story: list[str] = []  # what happened, in a store implementer's words
+        self.several: bool | None = None  # fed by several changelog partitions (asked at the first start)
 
     def __enter__(self) -> LiveStore:
         self.server.__enter__()
@@ -103,11 +113,31 @@ class LiveStore:
         self.story.append(line)
 
     def start(self, arms: list[tuple[str, int]] | None = None, trace: bool = False) -> LiveStore:
-        """Open the store (a new child) in its directory."""
+        """Open the store (a new child) in its directory. A task's store (it declares
+        ``Capabilities(several_changelog_partitions=False)``) is opened naming its own changelog
+        partition alone, and is committed and asked for that one only (:meth:`own`)."""
+        if self.several is None:
+            self.several = _SEVERAL.get(self.spec)
+        if self.several is None:  # not asked yet (a scenario run alone): ask the store in a child of its own
+            asked = self.server.start(self.spec, self.directory, context=self.context)
+            self.several = asked.call("capabilities").several_changelog_partitions
+            asked.call("close")
+        if not self.several:
+            self.context = {**self.context, "changelogs": CHANGELOGS[:1]}
         self.proc = self.server.start(self.spec, self.directory, arms=arms, trace=trace, context=self.context)
         return self
 
+    def own(self, offsets: Mapping[TopicPartition, int | None] | Iterable[TopicPartition]) -> dict:
+        """Of ``offsets`` (a mapping, or partitions), those of the partitions the store is committed and
+        asked for: every one for a store fed by several partitions, its changelog partition alone for a
+        task's store."""
+        if isinstance(offsets, Mapping):
+            return {tp: offset for tp, offset in offsets.items() if self.several or tp == CHANGELOGS[0]}
+        return {tp: None for tp in offsets if self.several or tp == CHANGELOGS[0]}
+
     def call(self, method: str, *args):
+        if method == "commit":
+            args = (self.own(args[0]), *args[1:])
         return self.proc.call(method, *args)
 
     def kill(self) -> None:
@@ -124,7 +154,7 @@ class LiveStore:
         """``commit(offsets)`` with ``point`` armed for its hit #``hit``: True when the store died there."""
         self.call("arm", point, hit)
         try:
-            self.proc.call("commit", offsets)
+            self.proc.call("commit", self.own(offsets))
         except ChildCrashed:
             self.told(f"commit {show_offsets(offsets)}: the process died at crash point {point} (hit #{hit})")
             return True
@@ -133,7 +163,8 @@ class LiveStore:
         return False
 
     def offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
-        return {tp: self.call("committed_offset", tp) for tp in tps}
+        """``committed_offset`` of each of ``tps`` the store is asked for (:meth:`own`)."""
+        return {tp: self.call("committed_offset", tp) for tp in self.own(tps)}
 
     def contents(self, offers: Capabilities, committed: bool = False) -> dict[bytes, bytes]:
         """Every live entry (key by key over :data:`KEYS` for a store that declares no range scans)."""
@@ -156,8 +187,14 @@ class LiveStore:
 def features_of(spec: str, workdir: Path, timeout: float) -> Features:
     """Ask the store what it is (in a child, in ``workdir``)."""
     with LiveStore(spec, workdir, timeout) as live:
+        live.several = True  # asked with a global store's context; a task's store ignores the others
         live.start()
         features = Features(live.call("persistent"), live.call("transactional"), live.call("manages_offsets"),
                             live.call("capabilities"), live.call("offers_restore"))
         live.call("close")
-        return features
+    _SEVERAL[spec] = features.offers.several_changelog_partitions
+    return features
+
+
+# Whether each store asked (features_of) is fed by several changelog partitions, for its LiveStores.
+_SEVERAL: dict[str, bool] = {}

@@ -22,7 +22,8 @@ def edge_deltas(config: WindowConfig) -> list[int]:
 
 WORKLOADS = {
     # (key, window start relative to the base stream time, value): the base commit leaves stream time at 100.
-    "in-order": [(b"a", 10, b"v2"), (b"b", 20, b"v1"), (b"c", 30, b"v3")],
+    # in order, after a tombstone of a committed base window (b@100)
+    "in-order": [(b"b", 0, None), (b"a", 10, b"v2"), (b"b", 20, b"v1"), (b"c", 30, b"v3")],
     "out-of-order": [(b"c", 40, b"v1"), (b"a", 5, b"v2"), (b"b", 25, b"v3"), (b"a", 39, b"v1")],
     "edges": [(b"a", 60, b"v3"), (b"a", 60 - 1, b"v1"), (b"c", 0, b"v2"), (b"b", -1, None)],
 }

@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from eos_harness.models.windows import WindowConfig, WindowStoreModel
+from eos_harness.models.windows import NO_TIMESTAMP, WindowConfig, WindowStoreModel
 from eos_harness.process.server import ChildCrashed, StoreCallError
 from eos_harness.process.window_server import WindowStoreServer
 from eos_harness.seeding import seed_only
@@ -33,7 +33,7 @@ from eos_harness.stores.probe import reached_window_points as reached_points
 from eos_harness.stores.registry import resolve_window
 from eos_harness.suites.conformance.runner import verify_repro
 from eos_harness.suites.store_faults import crash_then_check, store_fault_rules
-from eos_harness.suites.windows.checks import check_validation, compare_records, show
+from eos_harness.suites.windows.checks import check_validation, compare_records, recovered_windows, show
 from eos_harness.suites.windows.plan import KEYS, VALUES, edge_deltas, matrix_cases, workload_puts
 from eos_harness.verdict import Violation, verdict_of
 from eos_harness.window_store import WindowCapabilities
@@ -88,6 +88,9 @@ class WindowStoreUnderTest:
         self.next_offset = 1
         self.checkpoint: int | None = None
         self.iterator: tuple[int, list, set, list] | None = None  # (id, snapshot, written since, seen)
+        # After a restart: the stream time a store that lost its own would have (the greatest window start
+        # put since), until a put reaches the stream time of the restart (then None).
+        self.restarted: int | None = None
 
     def _has(self, method: str) -> bool:
         try:
@@ -111,13 +114,17 @@ class WindowStoreUnderTest:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def expect(self, what: str, expected: list, observed: list, **how) -> None:
-        found = compare_records(self.model, what, expected, observed, **how)
+        found = compare_records(self.model, what, expected, observed, restarted=self.restarted, **how)
         if found is not None:
             self.fail(found)
 
     # -- operations -------------------------------------------------------------------------------
     def put(self, key: bytes, value: bytes | None, start: int) -> None:
         self.call("put", key, value, start)
+        if self.restarted is not None:
+            self.restarted = max(self.restarted, start)
+            if self.restarted >= self.model.stream_time:  # the store's own stream time is no longer in question
+                self.restarted = None
         self.model.put(key, value, start)
         if self.iterator is not None:
             self.iterator[2].add((key, start))
@@ -221,6 +228,7 @@ class WindowStoreUnderTest:
     def _restart(self) -> None:
         self.proc = self.server.start(self.spec, self.directory)
         self.iterator = None
+        self.restarted = NO_TIMESTAMP
 
     def _restore(self) -> None:
         """The runtime's restore: replay the committed changelog; stream time must be rebuilt."""
@@ -267,6 +275,9 @@ class WindowStoreUnderTest:
         if any(data == o[0] for o in outcomes):
             self.fail(Violation("atomic_commit" if len(outcomes) > 1 else "committed_offset_durable", str(TP),
                                 [o[2] for o in outcomes], got_offset))
+        found = recovered_windows(model, outcomes, data, got_offset, self.restarted, "all() after a crash and recover")
+        if found is not None:  # one state whole, but for windows a tombstone or a stream time explains
+            self.fail(found)
         if len(outcomes) > 1:
             self.fail(Violation("atomic_commit", "all()", "all of the commit or none of it",
                                 f"partial: {show(data)}"))
@@ -275,7 +286,7 @@ class WindowStoreUnderTest:
         check = "no_uncommitted_survives" if any((k, s) in staged for k, s, _ in extra) else "committed_durable"
         if extra and check == "committed_durable":
             found = compare_records(model, "all() after recovery", pre[0], data, committed=True,
-                                    default="committed_durable")
+                                    default="committed_durable", restarted=self.restarted)
             check = found.check if found is not None else check
         self.fail(Violation(check, "all() after recovery", show(pre[0]), show(data)))
 
@@ -289,7 +300,7 @@ class WindowStoreUnderTest:
             data = [tuple(r) for r in self.call("all")]
             if data != model.all(committed_only=True):
                 found = compare_records(model, "all() after a clean close", model.all(committed_only=True), data,
-                                        committed=True, default="clean_close_durable")
+                                        committed=True, default="clean_close_durable", restarted=self.restarted)
                 self.fail(found)
             self.check_offset()
             self.call("recover", self.call("committed_offset", TP) if model.manages_offsets else self.checkpoint)
