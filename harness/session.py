@@ -27,8 +27,8 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["STOPPING", "Terminated", "exit_code_of", "kill_started_processes", "remove_dead_roots", "session",
-           "signal_name", "stop_starting"]
+__all__ = ["STOPPING", "TempDirTooLong", "Terminated", "check_temp_dir", "exit_code_of", "kill_started_processes",
+           "remove_dead_roots", "session", "signal_name", "stop_starting"]
 
 ROOT_PREFIX = "eos-harness-"
 MARKER = ".eos-harness-tmp"
@@ -40,6 +40,28 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
 
     signum = signal.SIGTERM
+
+
+# A Unix socket's path holds at most 107 bytes (108 with its NUL). The longest one the harness makes is
+# multiprocessing's forkserver's, under the command's temp root: this is what is added to TMPDIR.
+SOCKET_PATH_MAX = 107
+_SOCKET_TAIL = "/{prefix}{pid}-xxxxxxxx/pymp-xxxxxxxx/listener-xxxxxxxx"  # mkdtemp's and mktemp's 8 letters
+
+
+class TempDirTooLong(ValueError):
+    """TMPDIR is too long for the Unix sockets the harness makes under it (a usage error)."""
+
+
+def check_temp_dir(base: str | Path) -> None:
+    """Raise :class:`TempDirTooLong` when a Unix socket under ``base`` (the temp directory, TMPDIR)
+    would not fit in a socket address: every child process would fail to start."""
+    length = len(os.fsencode(os.path.abspath(base)))
+    tail = len(_SOCKET_TAIL.format(prefix=ROOT_PREFIX, pid=os.getpid()))
+    if length + tail > SOCKET_PATH_MAX:
+        raise TempDirTooLong(
+            f"TMPDIR={base} is too long ({length} bytes): the harness's Unix sockets live under it, and a socket "
+            f"path holds at most {SOCKET_PATH_MAX} bytes; set TMPDIR to a directory of at most "
+            f"{SOCKET_PATH_MAX - tail} bytes (e.g. TMPDIR=/tmp)")
 
 
 class Stopped(RuntimeError):
@@ -117,6 +139,7 @@ def session() -> Iterator[Path]:
     """The command's temp root (created, exported as ``TMPDIR``, removed at the end) and its signal
     handling (SIGTERM → :class:`Terminated`). Yields the root."""
     base = tempfile.gettempdir()
+    check_temp_dir(base)  # before anything is made there
     remove_dead_roots(base)
     root = Path(tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-", dir=base))
     (root / MARKER).write_text(f"{os.getpid()} {psutil.Process().create_time()}")

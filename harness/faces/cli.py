@@ -60,11 +60,13 @@ class HarnessGroup(click.Group):
         return name, command, rest
 
     def invoke(self, ctx: click.Context):
-        from eos_harness.session import exit_code_of, session, signal_name
+        from eos_harness.session import TempDirTooLong, exit_code_of, session, signal_name
 
         try:
             with session():
                 return super().invoke(ctx)
+        except TempDirTooLong as exc:
+            raise click.UsageError(str(exc)) from None
         except KeyboardInterrupt as exc:
             click.echo(f"interrupted ({signal_name(exc)}): stopped; whatever the command started was stopped",
                        err=True)

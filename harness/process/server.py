@@ -348,9 +348,8 @@ class StoreProcess:
 
     def _died(self, point: str | None) -> ChildCrashed:
         self.process.join(10)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
+        self.process.kill()  # still alive, or what it started (its process group)
+        self.process.join()
         self._close_pipes()
         if point is not None:
             self.crashes[point] += 1
@@ -384,6 +383,7 @@ class StoreProcess:
         result = self._receive(_OPERATION.get(method, method))
         if method == "close":  # the child exits after a clean close: wait, so the directory is free
             self.process.join(10)
+            self.process.kill()  # and what it started goes with it (its process group)
         return result
 
     def close(self) -> None:
@@ -391,9 +391,8 @@ class StoreProcess:
         self.call("close")
 
     def kill(self) -> None:
-        """SIGKILL the child (a crash at an arbitrary moment) and reap it."""
-        if self.process.is_alive():
-            self.process.kill()
+        """SIGKILL the child (a crash at an arbitrary moment) and what it started, and reap it."""
+        self.process.kill()
         self.process.join()
         self._close_pipes()
 

@@ -15,8 +15,10 @@ inherits the driver's threads, e.g. librdkafka's or a thread pool's) and forks d
   its children do not each import them again, and sends its own and its children's stdout and stderr
   to a file (:meth:`ZygoteContext.set_output`).
 
-Children die with the zygote (``PR_SET_PDEATHSIG``), and the zygote kills its children and exits
-when the driver's end of the socket closes; the driver kills live children at exit. So nothing
+Each child leads a process group of its own, so that what it starts dies with it (:meth:`Process.kill`
+kills the group, also once the child itself has ended). Children die with the zygote
+(``PR_SET_PDEATHSIG``), and the zygote kills its children and exits when the driver's end of the
+socket closes; the driver kills live children at exit. So nothing
 outlives the run.
 
 :func:`context` returns an object with multiprocessing's ``Pipe`` and ``Process(target, args,
@@ -73,6 +75,7 @@ def _child(target, args, fds: list[int], keep: set[int], close: list[int]) -> No
     """Runs in the forked child: rebuild the connections, call the target, exit."""
     code = 1
     try:
+        _own_group(0)
         _die_with_parent()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for fd in close:
@@ -91,6 +94,14 @@ def _child(target, args, fds: list[int], keep: set[int], close: list[int]) -> No
             with contextlib.suppress(Exception):  # exiting anyway
                 stream.flush()
         os._exit(code)
+
+
+def _own_group(pid: int) -> None:
+    """Put the child ``pid`` (0: this process) in a process group of its own, whose id is its pid:
+    whatever it starts is in that group too, and dies with it (:meth:`Process.kill`). Done by the
+    child and by the zygote both, so that the group exists whichever runs first."""
+    with contextlib.suppress(OSError):  # the child has exec'd or ended: nothing left to group
+        os.setpgid(pid, 0)
 
 
 def _import_all(modules: list[str], sys_path: list[str]) -> dict[str, str]:
@@ -166,6 +177,7 @@ def _zygote_main(conn: Connection) -> None:
                 if pid == 0:
                     _child(target, args, fds, set(fds),
                            [conn.fileno(), sock.fileno(), selector.fileno(), *children, *(_original_output or ())])
+                _own_group(pid)
                 for fd in fds:
                     os.close(fd)
                 pidfd = os.pidfd_open(pid)
@@ -334,6 +346,12 @@ class Process:
                 signal.pidfd_send_signal(self._pidfd, signum)
 
     def kill(self) -> None:
+        """SIGKILL the child and every process of its process group (what it started and did not move
+        to a group of its own), also after the child ended: nothing it started outlives it. (A group's
+        id stays taken while a member lives, so it names no other process.)"""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                os.killpg(self.pid, signal.SIGKILL)  # its group's id is its pid (_own_group)
         self._signal(signal.SIGKILL)
 
     def send_signal(self, signum: int) -> None:

@@ -1,0 +1,51 @@
+"""What a store starts dies with it, and the command's temp directory is checked before anything runs:
+processes a store's child starts are in its process group and are killed with it; a TMPDIR too long
+for the Unix sockets the harness makes under it is a usage error naming TMPDIR (exit 2).
+
+Each store here is written by the test into its own temp module, as a user would write one.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import psutil
+
+
+def test_processes_a_store_starts_die_with_it(cli, tmp_path):
+    (tmp_path / "mods").mkdir()
+    pids = tmp_path / "pids"
+    (tmp_path / "mods" / "starts_processes.py").write_text(textwrap.dedent(f"""
+        import subprocess, sys
+        from eos_harness.stores.memory import MemoryStore
+
+        class Store(MemoryStore):
+            def init(self, context):
+                super().init(context)
+                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+                with open({str(pids)!r}, "a") as out:
+                    out.write(f"{{child.pid}}\\n")
+
+        def make_store():
+            return Store()
+        """))
+    proc = cli("verify", "starts_processes:make_store", "--seed", "1", "--examples", "1", "--no-shrink",
+               env={"PYTHONPATH": str(tmp_path / "mods")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    started = [int(line) for line in pids.read_text().split()]
+    assert len(started) > 3, started  # a child per store process
+    time.sleep(0.5)
+    alive = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert alive == [], f"processes the store started outlived it: {alive}"
+
+
+def test_a_tmpdir_too_long_for_a_unix_socket_is_a_usage_error_naming_it(cli, tmp_path):
+    long_dir = tmp_path / ("d" * 60)
+    long_dir.mkdir()
+    for command in (["verify", "memory", "--examples", "1"], ["run", "--store", "memory", "--out", str(tmp_path / "r")]):
+        proc = cli(*command, env={"TMPDIR": str(long_dir)})
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        flat = " ".join(proc.stderr.split())
+        assert f"TMPDIR={long_dir} is too long" in flat and "Traceback" not in flat, flat
+        assert list(long_dir.iterdir()) == [] and not (tmp_path / "r").exists()  # nothing ran
