@@ -207,37 +207,38 @@ def campaign_plan(seed: int, stores: list[str], workloads: list[str], commit_int
 
 def early(seed: int, stores: list[str], workloads: list[str], commit_interval: int,
           reached: dict[str, list[str]]) -> list[Scenario]:
-    """The early block of a campaign: the stores in turn (round-robin), each with one scenario per
-    crash point of its own and per fault window of :data:`EARLY_WINDOWS`, then one crash during
-    recovery. A crash point only this store of the campaign reaches comes first (where a mutant's
-    mistake sits); then the windows alternate with the store's other points, the rarest among the
-    campaign's stores first. A store's own point is drawn at a commit with data in flight. Workloads rotate, those that use a
-    mutant's faulty operations first, then the ones using the most store operations. Drawn from an
-    RNG of its own, so that :func:`plan` is untouched."""
+    """The early block of a campaign: the stores in turn (round-robin), each scenario of a store a crash
+    at one of its own crash points (at a commit with data in flight) followed, in the next instance, by
+    one in a fault window of :data:`EARLY_WINDOWS` (two checks' conditions per scenario), until every
+    point and window was drawn once; its third scenario a crash during recovery. The least-hit first: a
+    point only this store of the campaign reaches comes first (where a mutant's mistake sits); stores
+    that share points start at different ones (each the one the stores before it drew least first); a
+    store expected to fail meets the window with uncommitted writes first, the others a different window
+    each. Workloads rotate, those that use a mutant's faulty operations first, then the ones using the
+    most store operations. Drawn from an RNG of its own, so that :func:`plan` is untouched."""
     rng = random.Random(f"eos-early-{seed}")
     reaching = Counter(p for s in stores for p in dict.fromkeys(reached.get(s, [])))
+    first_drawn: Counter = Counter()  # how many stores before drew each point first
     lists: list[list[Scenario]] = []
     for number, store in enumerate(stores):
-        own = sorted(dict.fromkeys(p for p in reached.get(store, []) if p not in LIFECYCLE_POINTS),
-                     key=lambda p: reaching[p])  # stable: the store's own order among equals
-        faults = [(Fault(p, rng.randint(FIRST_COMMIT_WITH_DATA, FIRST_COMMIT_WITH_DATA + 1)),) for p in own]
-        windows = [(Fault(p, _hit(rng, p, commit_interval) if p in POINT_HITS else rng.randint(1, 3)),)
-                   for p in EARLY_WINDOWS]
-        alone = [f for f in faults if reaching[f[0].point] == 1]  # no other store reaches it: first
-        schedules = [*alone, *_alternate(windows, [f for f in faults if f not in alone]),
-                     (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY))]
+        declared = list(dict.fromkeys(p for p in reached.get(store, []) if p not in LIFECYCLE_POINTS))
+        own = sorted(declared, key=lambda p: (reaching[p] > 1, first_drawn[p]))  # stable among equals
+        if own:
+            first_drawn[own[0]] += 1
+        turn = 0 if expected_to_fail(store) else number % len(EARLY_WINDOWS)
+        windows = EARLY_WINDOWS[turn:] + EARLY_WINDOWS[:turn]
+        schedules = []
+        for k in range(max(len(own), len(windows))):
+            pair = [Fault(own[k], rng.randint(FIRST_COMMIT_WITH_DATA, FIRST_COMMIT_WITH_DATA + 1))] if k < len(own) else []
+            if k < len(windows):
+                point = windows[k]
+                pair.append(Fault(point, _hit(rng, point, commit_interval) if point in POINT_HITS else rng.randint(1, 3)))
+            schedules.append(tuple(pair))
+        schedules.insert(2, (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY)))
         runs = _workload_order(store, workloads, number)
         lists.append([Scenario(store, runs[k % len(runs)], rng.randrange(2**31), schedule,
                                commit_interval=commit_interval) for k, schedule in enumerate(schedules)])
     return _interleave(lists)
-
-
-def _alternate(first: list, second: list) -> list:
-    """first[0], second[0], first[1], second[1], …, then the rest of the longer one."""
-    out = []
-    for k in range(max(len(first), len(second))):
-        out.extend(lst[k] for lst in (first, second) if k < len(lst))
-    return out
 
 
 def _workload_order(store: str, workloads: list[str], number: int) -> list[str]:
