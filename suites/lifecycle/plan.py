@@ -208,9 +208,9 @@ def campaign_plan(seed: int, stores: list[str], workloads: list[str], commit_int
 def early(seed: int, stores: list[str], workloads: list[str], commit_interval: int,
           reached: dict[str, list[str]]) -> list[Scenario]:
     """The early block of a campaign: the stores in turn (round-robin), each scenario of a store a crash
-    at one of its own crash points (at a commit with data in flight) followed, in the next instance, by
-    one in a fault window of :data:`EARLY_WINDOWS` (two checks' conditions per scenario), until every
-    point and window was drawn once; its third scenario a crash during recovery. The least-hit first: a
+    in a fault window of :data:`EARLY_WINDOWS` followed, in the next instance, by one at a crash point
+    of the store's own (at a commit with data in flight): two checks' conditions per scenario, until
+    every window and point was drawn once; its third scenario a crash during recovery. The least-hit first: a
     point only this store of the campaign reaches comes first (where a mutant's mistake sits); stores
     that share points start at different ones (each the one the stores before it drew least first); a
     store expected to fail meets the window with uncommitted writes first, the others a different window
@@ -229,10 +229,12 @@ def early(seed: int, stores: list[str], workloads: list[str], commit_interval: i
         windows = EARLY_WINDOWS[turn:] + EARLY_WINDOWS[:turn]
         schedules = []
         for k in range(max(len(own), len(windows))):
-            pair = [Fault(own[k], rng.randint(FIRST_COMMIT_WITH_DATA, FIRST_COMMIT_WITH_DATA + 1))] if k < len(own) else []
+            pair = []
             if k < len(windows):
                 point = windows[k]
                 pair.append(Fault(point, _hit(rng, point, commit_interval) if point in POINT_HITS else rng.randint(1, 3)))
+            if k < len(own):
+                pair.append(Fault(own[k], rng.randint(FIRST_COMMIT_WITH_DATA, FIRST_COMMIT_WITH_DATA + 1)))
             schedules.append(tuple(pair))
         schedules.insert(2, (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY)))
         runs = _workload_order(store, workloads, number)
