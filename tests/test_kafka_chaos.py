@@ -1,5 +1,5 @@
 """A short chaos campaign on a local Kafka through the CLI: the Kafka faults come first and are all
-hit, the transactional store passes every scenario, the unsafe legacy variant and a mutant are
+hit (then the early block: each store's own points and the fault windows, mid-batch by the 17th), the transactional store passes every scenario, the unsafe legacy variant and a mutant are
 caught, and the command exits 0."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ KAFKA_FAULTS = {"broker-kill", "broker-pause", "coordinator-kill", "txn-timeout"
 def test_a_short_chaos_campaign_on_kafka_covers_the_broker_faults_and_judges_every_store(cli, tmp_path):
     out = tmp_path / "chaos.json"
     proc = cli("chaos", "--broker", "kafka-local", "--stores", "rocksdb-indexed,rocksdb-legacy-nowipe,mutant-split-offsets-write",
-               "--scenarios", "15", "--seed", "7", "--json", out, "--out", tmp_path / "runs")
+               "--scenarios", "17", "--seed", "7", "--json", out, "--out", tmp_path / "runs")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     campaign = json.loads(out.read_text())
     summary = campaign["summary"]
     assert campaign["broker"] == "kafka-local" and set(campaign["kafka_faults"]) == KAFKA_FAULTS
-    assert summary["total"] == 15 and summary["unexpected"] == []
+    assert summary["total"] == 17 and summary["unexpected"] == []
     assert set(summary["points_hit"]) >= KAFKA_FAULTS
     assert {"task.process.mid_batch", "task.commit.before_eos", "store.commit.between_data_and_offsets"} <= set(
         summary["points_hit"])
