@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eos_harness.commands import command_line
 from eos_harness.session import STOPPING, kill_started_processes, signal_name
 from eos_harness.verdict import FAIL
 
@@ -318,7 +319,7 @@ def load_state(run_dir: str | Path, suite: str, required: Iterable[str] = ()) ->
             raise ResumeError(f"--resume {run_dir}: {path}: 'suite' is missing or not a string; the campaign "
                               "cannot be resumed: start a new one")
         raise ResumeError(f"--resume {run_dir}: a campaign of the {state.get('suite')!r} suite; resume it with "
-                          f"eos-harness chaos --suite {state.get('suite')} --resume {run_dir}")
+                          f"{command_line('chaos', '--suite', state.get('suite'), '--resume', run_dir)}")
     problems = option_problems(state, ("seed", *required))
     if problems:
         raise ResumeError(f"--resume {run_dir}: {path}: {'; '.join(problems)}; the campaign cannot be resumed "

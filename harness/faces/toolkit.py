@@ -406,4 +406,6 @@ def finish_campaign(campaign: dict, out_dir: Path, json_path: str | None, junit_
         console.print(f"JUnit: {junit_path}")
     if report:
         write_run_report(out_dir, None if json_error else json_file)
-    print_stopped(campaign, f"eos-harness chaos --suite {name} --resume {out_dir}")
+    from eos_harness.commands import command_line
+
+    print_stopped(campaign, command_line("chaos", "--suite", name, "--resume", out_dir))

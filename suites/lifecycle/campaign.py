@@ -32,6 +32,7 @@ from eos_harness import campaign_summary
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, run_plan
 from eos_harness.campaign import until_failure_rule as campaign_until_failure
+from eos_harness.commands import command_line
 from eos_harness.faults import points
 from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S
@@ -180,7 +181,7 @@ def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: Bro
     for store, spec in specs.items():
         probe = probes[spec]
         base = {**verdict(Scenario(store, "-", seed, broker=broker), [], [], []), "workload": None, "probe": True,
-                "index": "probe", "repro": f"eos-harness verify {spec} --store-timeout {store_timeout:g}"}
+                "index": "probe", "repro": command_line("verify", spec, "--store-timeout", f"{store_timeout:g}")}
         if probe.finding is not None:
             results.append({**base, "verdict": "fail", "violations": [finding_violation(probe.finding).to_json()]})
             continue

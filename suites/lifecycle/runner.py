@@ -67,19 +67,20 @@ class Scenario:
         object.__setattr__(self, "broker", parse(self.broker, internal=True))
 
     def repro(self) -> str:
-        parts = [f"eos-harness run --store {self.store} --workload {self.workload}"]
+        from eos_harness.commands import command_line
+
+        words = ["run", "--store", self.store, "--workload", self.workload]
         if self.schedule:
-            parts.append(f"--crash-at {','.join(map(str, self.schedule))}")
+            words += ["--crash-at", ",".join(map(str, self.schedule))]
         if self.broker.is_kafka:
-            parts.append(f"--broker {self.broker.cli_text}")
+            words += ["--broker", self.broker.cli_text]
         if self.records is not None:
-            parts.append(f"--records {self.records}")
+            words += ["--records", self.records]
         if self.commit_interval != 10:
-            parts.append(f"--commit-interval {self.commit_interval}")
+            words += ["--commit-interval", self.commit_interval]
         if self.store_timeout != STORE_TIMEOUT_S:
-            parts.append(f"--store-timeout {self.store_timeout:g}")
-        parts.append(f"--seed {self.seed}")
-        return " ".join(parts)
+            words += ["--store-timeout", f"{self.store_timeout:g}"]
+        return command_line(*words, "--seed", self.seed)
 
 
 def _input_records(scenario: Scenario) -> list[tuple[bytes, bytes]]:
