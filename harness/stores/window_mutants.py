@@ -63,6 +63,17 @@ class TombstoneDeletesWrongWindow(RocksWindowStore):
         super()._add_write(batch, key, value, window_start - self._config.window_size if value is None else window_start)
 
 
+class LazyIteratorExpiry(MemoryWindowStore):
+    """Expiry does not wait for open iterators: an iterator reads its segments lazily, so the windows
+    that expire while it is open (a later put or commit moves stream time past them) vanish from it."""
+
+    def _remove_expired_segments(self) -> None:
+        min_live = max(0, self._lower_bound(self._stream_time))
+        segments = self._segments
+        while segments and segments.peekitem(0)[0] < min_live:
+            segments.popitem(0)
+
+
 def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
     """Validates everything but ``grace_period > retention_period``."""
     args = {**DEFAULTS, **kwargs}
@@ -86,5 +97,7 @@ for name, factory, caught_by, description in (
     ("mutant-window-tombstone-wrong-window",
      lambda **kw: TombstoneDeletesWrongWindow(window_config_of(RETENTION_ONLY, kw), transactional=True),
      ("tombstone_deletes_window",), "a committed tombstone deletes the window one window size earlier, not its own"),
+    ("mutant-window-lazy-iterator", lambda **kw: LazyIteratorExpiry(window_config_of(RETENTION_ONLY, kw)),
+     ("held_iterator",), "expiry does not wait for open iterators: windows expired while one is open vanish from it"),
 ):
     register(StoreSpec(name, "window-mutant", description, factory, caught_by))

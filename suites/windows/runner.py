@@ -368,6 +368,14 @@ def machine_for(spec: str, server: WindowStoreServer, crash_points: list[str],
         def drain_iterator(self):
             self.sut.drain_iterator()
 
+        # held_iterator's condition: stream time moves past the windows an open iterator is still to
+        # yield (a put far ahead, committed: a transactional store expires at its commit).
+        @precondition(lambda self: self.sut.iterator is not None)
+        @rule(key=keys, value=st.sampled_from(VALUES))
+        def expire_under_iterator(self, key, value):
+            self.sut.put(key, value, self.now() + config.retention_period + 1)
+            self.sut.commit()
+
     WindowConformance.__name__ = f"WindowConformance[{spec}]"
     return WindowConformance
 
@@ -377,7 +385,8 @@ def machine_for(spec: str, server: WindowStoreServer, crash_points: list[str],
 def run_case(server: WindowStoreServer, spec: str, workload: str, point: str | None) -> None:
     """One matrix case: commit a base, write a workload (edges, out of order), check every fetch,
     crash (at ``point`` inside commit, or a kill before it), recover, check; commit again, close and
-    reopen. Raises WindowViolation."""
+    reopen; then hold an iterator open while a committed put far ahead expires every window it is still
+    to yield. Raises WindowViolation."""
     sut = WindowStoreUnderTest(server, spec, f"{workload} × {point or 'kill before commit'}")
     try:
         for key in KEYS:
@@ -398,6 +407,11 @@ def run_case(server: WindowStoreServer, spec: str, workload: str, point: str | N
         sut.close_and_reopen()
         sut.put(b"c", b"v2", max(sut.model.stream_time, 0) + 1)
         sut.check_all()
+        if sut.capabilities.held_iterators:  # an iterator held open while every window it is to yield expires
+            sut.open_iterator()
+            sut.put(b"a", b"v3", max(sut.model.stream_time, 0) + sut.model.config.retention_period + 1)
+            sut.commit()
+            sut.drain_iterator()
     finally:
         sut.dispose()
 
