@@ -30,6 +30,7 @@ __all__ = [
     "exit_code",
     "finding_violation",
     "hang_finding",
+    "unfired_is_error",
     "verdict_of",
 ]
 
@@ -114,3 +115,16 @@ def hang_finding(operation: str, timeout: float, stack: str) -> dict:
             "expected": f"{operation} returns within {timeout:g} s (--store-timeout)",
             "observed": f"{operation} had not returned after {timeout:g} s; the store's process was killed",
             "detail": stack or "(the process wrote no stack before it was killed)"}
+
+
+def unfired_is_error(result: dict) -> dict:
+    """A verdict whose scheduled faults did not all fire (``not_fired``): ``error`` (exit 3), saying
+    which, unless a promise was broken anyway (``fail`` stands). What was asked for was not run."""
+    not_fired = result.get("not_fired") or []
+    if not not_fired or result.get("verdict") != PASS:
+        return result
+    many = len(not_fired) > 1
+    reason = (f"scheduled fault{'s' if many else ''} {', '.join(not_fired)} never fired: the run never reached "
+              f"{'them' if many else 'it'} (a point the store does not reach, or a hit count past the run's end), "
+              "so the scenario asked for was not run")
+    return {**result, "verdict": ERROR, "error": reason}

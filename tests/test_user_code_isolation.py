@@ -7,6 +7,7 @@ Each store here is written by the test into its own temp module, as a user would
 
 from __future__ import annotations
 
+import json
 import textwrap
 import time
 
@@ -49,3 +50,14 @@ def test_a_tmpdir_too_long_for_a_unix_socket_is_a_usage_error_naming_it(cli, tmp
         flat = " ".join(proc.stderr.split())
         assert f"TMPDIR={long_dir} is too long" in flat and "Traceback" not in flat, flat
         assert list(long_dir.iterdir()) == [] and not (tmp_path / "r").exists()  # nothing ran
+
+
+def test_run_with_a_scheduled_fault_that_never_fires_is_an_error_naming_it(cli, tmp_path):
+    for schedule in ("task.commit.after_eos@100000", "kill@99999"):
+        out = tmp_path / schedule.replace("@", "-")
+        proc = cli("run", "--store", "memory", "--seed", "1", "--crash-at", schedule, "--out", out,
+                   "--json", out.with_suffix(".json"), "--no-report")
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        result = json.loads(out.with_suffix(".json").read_text())
+        assert result["verdict"] == "error" and result["not_fired"] == [schedule], result
+        assert f"scheduled fault {schedule} never fired" in " ".join(proc.stdout.split())

@@ -77,7 +77,7 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
         with open_broker(broker, say=console.print) as opened:
             scenario = replace(scenario, broker=opened.spec)
             try:
-                result = run_scenario(scenario, out_dir, log=CHILDREN_LOG)
+                result = run_scenario(scenario, out_dir, log=CHILDREN_LOG, faults_must_fire=True)
             except (ScheduleError, StoreFactoryError, ValueError):
                 raise
             except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3

@@ -43,7 +43,7 @@ from eos_harness.stores.registry import builtin_spec, resolve
 from eos_harness.suites.lifecycle.checks import broker_failure, check_all, recovery_report
 from eos_harness.suites.lifecycle.instance import Instance, _run_instance
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
-from eos_harness.verdict import PASS, Violation, error_reason, verdict_of
+from eos_harness.verdict import PASS, Violation, error_reason, unfired_is_error, verdict_of
 
 __all__ = ["Scenario", "broker_spec", "error_verdict", "run_scenario", "verdict"]
 
@@ -95,11 +95,14 @@ def broker_spec(scenario: Scenario, run_dir: Path) -> BrokerSpec:
     return scenario.broker
 
 
-def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True, log: str | None = None) -> dict:
+def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True, log: str | None = None,
+                 faults_must_fire: bool = False) -> dict:
     """Run one scenario in ``run_dir`` and return its verdict object. ``run_dir`` is created, or, if
     the harness made it, emptied of earlier results (see :func:`eos_harness.rundir.claim`). ``log``: a
     file name in ``run_dir`` that every child's stdout and stderr go to (the verdict's ``log``), not
-    the terminal (``run``; a campaign opens its own, for all its scenarios)."""
+    the terminal (``run``; a campaign opens its own, for all its scenarios). ``faults_must_fire``: a
+    scheduled fault never reached makes the verdict ``error`` (``run --crash-at``: the user asked for it);
+    a campaign's drawn faults are listed in ``not_fired`` only."""
     resolve(TaskConfig.for_store(scenario.store, broker="", state_dir="", workload=scenario.workload).store)
     scheduled = [kinds.kind_of(f) for f in scenario.schedule]
     _check_needs(scheduled, scenario.broker)
@@ -110,13 +113,13 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True, log: str 
         cluster = cluster_for(scenario.broker)
     claim(run_dir)
     if log is None:
-        return _run_claimed(scenario, run_dir, keep, scheduled, cluster)
+        return _run_claimed(scenario, run_dir, keep, scheduled, cluster, faults_must_fire=faults_must_fire)
     with children_output(run_dir / log) as log_file:
-        return _run_claimed(scenario, run_dir, keep, scheduled, cluster, log_file)
+        return _run_claimed(scenario, run_dir, keep, scheduled, cluster, log_file, faults_must_fire)
 
 
 def _run_claimed(scenario: Scenario, run_dir: Path, keep: bool, scheduled: list[kinds.FaultKind], cluster,
-                 log: Path | None = None) -> dict:
+                 log: Path | None = None, faults_must_fire: bool = False) -> dict:
     started = time.perf_counter()
     started_at = time.time()
     records = _input_records(scenario)
@@ -179,6 +182,8 @@ def _run_claimed(scenario: Scenario, run_dir: Path, keep: bool, scheduled: list[
     violations = check_all(history.events, model)
     result = verdict(scenario, history.events, violations, recovery_report(history.events, model),
                      error=broker_failure(history.events))
+    if faults_must_fire:
+        result = unfired_is_error(result)
     result["seconds"] = round(time.perf_counter() - started, 3)
     result["started_at"] = round(started_at, 3)  # wall clock (Unix time), to line scenarios up with each other
     result["history"] = str(run_dir / "history.jsonl")
@@ -211,6 +216,10 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
            for e in events if e["type"] in ("crash", "frozen")]
     hit += [e["fault"] for e in events if e["type"] == "broker_fault" and "error" not in e]
     hit += [e["fault"] for e in events if e["type"] == "stalled"]
+    failed = [e for e in events if e["type"] == "broker_fault" and "error" in e]
+    # Faults fire in their order, one per task instance: those past the ones that fired (or failed to be
+    # injected) were never reached. A scenario cut short (an error) says so itself.
+    not_fired = [str(f) for f in scenario.schedule][len(hit) + len(failed):] if error is None else []
     spec = builtin_spec(scenario.store)
     result = {
         "suite": "lifecycle",
@@ -222,7 +231,8 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
         "schedule": [str(f) for f in scenario.schedule],
         "crash_points": hit,
         # A scheduled fault that the harness failed to inject (e.g. a broker that did not restart).
-        "fault_errors": [f"{e['fault']}: {e['error']}" for e in events if e["type"] == "broker_fault" and "error" in e],
+        "fault_errors": [f"{e['fault']}: {e['error']}" for e in failed],
+        "not_fired": not_fired,  # scheduled faults never reached (for `run`, an error: faults_must_fire)
         "verdict": verdict_of(violations, error=error),
         "violations": [v.to_json() for v in violations],
         "recovery": recovery,
