@@ -126,7 +126,7 @@ def test_broker_faults_on_one_cluster_run_one_at_a_time(eos_kafka_cluster):
     fail that restart, so the second fault waits until the broker is back."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from eos_harness.faults.kafka import run_broker_fault
+    from eos_harness.faults.kinds import run_broker_fault
 
     before = eos_kafka_cluster.pid(1)
     with ThreadPoolExecutor(2) as pool:
