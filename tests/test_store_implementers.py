@@ -76,7 +76,7 @@ def test_chaos_catches_offsets_written_before_data_at_an_undeclared_point_and_ru
     assert "user.commit.between_files" in campaign["summary"]["points_hit"]
     assert campaign["summary"]["unexpected"] == ["offsets_first_store:make_store"]
     [caught] = [r for r in campaign["scenarios"] if r["verdict"] == "fail"]
-    assert caught["crash_points"] == ["user.commit.between_files"]
+    assert "user.commit.between_files" in caught["crash_points"]  # the early block pairs a fault window with it
     assert "atomic_commit" in {v["check"] for v in caught["violations"]}
     assert all(r["verdict"] == "pass" for r in campaign["scenarios"] if r is not caught)  # no error: the point is used
     [warning] = campaign["warnings"]
