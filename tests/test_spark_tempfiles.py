@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,9 +24,17 @@ def _spark_entries() -> set[str]:
     return {name for name in os.listdir("/tmp") if SPARK_LEFTOVERS.match(name)}
 
 
-def test_a_spark_run_leaves_nothing_in_tmp_and_removes_its_temp_root(cli, tmp_path):
-    temp = tmp_path / "tmpdir"
-    temp.mkdir()
+@pytest.fixture
+def short_temp():
+    """A fresh TMPDIR short enough for the harness's Unix sockets (pytest's tmp_path is too long: the
+    command refuses it, naming TMPDIR); removed afterwards."""
+    temp = Path(tempfile.mkdtemp(prefix="eos-t-", dir="/tmp"))
+    yield temp
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_a_spark_run_leaves_nothing_in_tmp_and_removes_its_temp_root(cli, tmp_path, short_temp):
+    temp = short_temp
     out, verdict = tmp_path / "run", tmp_path / "verdict.json"
     before = _spark_entries()
     done = cli("run", "--suite", "spark", "--pipeline", "count", "--sink", "foreach", "--batches", "3", "--seed", "1",
