@@ -9,6 +9,8 @@ Kafka-source case uses the session's broker (``eos_kafka_cluster``). Both run at
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -47,15 +49,18 @@ def _kafka_marks_under(root: Path) -> list:
 
 def _run_cli(cli, root: Path) -> dict:
     out, verdict = root / "sink-run", root / "sink.json"
-    tmp = root / "tmp"
-    tmp.mkdir()
-    # TMPDIR: the broker the command starts lives under root, so a broker it leaves behind is found
-    proc = cli("run", "--suite", "spark", "--pipeline", "count", "--sink", "kafka", "--state-provider", "rocksdb",
-               "--checkpoint-format", "1", "--crash-at", "sink@2", "--seed", SEED, "--json", verdict, "--out", out,
-               timeout=900, env={"TMPDIR": str(tmp)})
-    return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr[-3000:],
-            "verdict": json.loads(verdict.read_text()) if verdict.exists() else None,
-            "brokers_left": [p.pid for p in _kafka_marks_under(tmp)]}
+    # TMPDIR: the broker the command starts lives under it, so a broker it leaves behind is found; a short
+    # fresh directory under /tmp (the harness's Unix sockets live under TMPDIR), removed afterwards
+    tmp = Path(tempfile.mkdtemp(prefix="eos-sk-", dir="/tmp"))
+    try:
+        proc = cli("run", "--suite", "spark", "--pipeline", "count", "--sink", "kafka", "--state-provider", "rocksdb",
+                   "--checkpoint-format", "1", "--crash-at", "sink@2", "--seed", SEED, "--json", verdict, "--out", out,
+                   timeout=900, env={"TMPDIR": str(tmp)})
+        return {"exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr[-3000:],
+                "verdict": json.loads(verdict.read_text()) if verdict.exists() else None,
+                "brokers_left": [p.pid for p in _kafka_marks_under(tmp)]}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
