@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from eos_harness.campaign import UNTIL_FAILURE, error_lines, points_hit
+from eos_harness.commands import command_line
 from eos_harness.verdict import ERROR, FAIL, exit_code
 
 __all__ = ["Tally", "campaign_exit_code", "campaign_repro", "summarize"]
@@ -125,12 +126,11 @@ def campaign_exit_code(campaign: dict, tallies_key: str, judge: Judge = _recorde
 def campaign_repro(state: dict, options: tuple[str, ...]) -> str:
     """The command that runs a campaign's plan again: ``eos-harness chaos --suite SUITE`` with the
     ``options`` of its kept ``state`` that decide the plan (a list comma-joined, a flag when true)."""
-    parts = [f"eos-harness chaos --suite {state['suite']}"]
+    words: list[object] = ["chaos", "--suite", state["suite"]]
     for name in options:
         value = state.get(name)
         if value is None or value is False or value == []:
             continue
         flag = "--" + name.replace("_", "-")
-        shown = ",".join(map(str, value)) if isinstance(value, list) else value
-        parts.append(flag if value is True else f"{flag} {shown}")
-    return " ".join(parts)
+        words += [flag] if value is True else [flag, ",".join(map(str, value)) if isinstance(value, list) else value]
+    return command_line(*words)

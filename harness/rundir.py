@@ -23,11 +23,12 @@ import fnmatch
 import json
 import os
 import re
-import shlex
 import shutil
 import sys
 import time
 from pathlib import Path
+
+from eos_harness.commands import command_line
 
 __all__ = ["LATEST", "LOCK", "MARKER", "RunDirError", "claim", "hold", "is_marked",
            "new_run_dir", "prepare", "release_all", "run_directory"]
@@ -56,7 +57,7 @@ def _harness_made(name: str) -> bool:
 
 
 def _mark(path: Path) -> None:
-    command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "eos-harness"
+    command = command_line(*sys.argv[1:])  # however it was started (a script path, python -m …)
     (path / MARKER).write_text(f"made by eos-harness (pid {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')}): "
                                f"{command}\nThe harness may empty this directory of its own results "
                                "(--overwrite); delete this file to keep it from doing so.\n")
@@ -222,7 +223,7 @@ def hold(directory: str | Path, option: str = "") -> None:
         os.close(fd)
         raise RunDirError(f"{label}: in use by another eos-harness command ({who}); one command at a time "
                           "owns a run directory: wait for it to end (or stop it), or give another directory") from None
-    command = shlex.join(["eos-harness", *sys.argv[1:]]) if sys.argv else "eos-harness"
+    command = command_line(*sys.argv[1:])
     record = {"pid": os.getpid(), "command": command,
               "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     with contextlib.suppress(OSError):

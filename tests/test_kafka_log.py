@@ -10,6 +10,8 @@ import pytest
 from eos_harness.suites.kafka_log.checks import ANOMALIES, LogEnd, Read, Sent, Transaction, check
 from eos_harness.suites.kafka_log.runner import WorkloadResult
 
+from tests.test_printed_commands import shell
+
 # Partition 0's log: t1 committed at 0-1, t2 aborted at 2 (its marker at 3), t3 committed at 4,
 # t1's and t3's markers at 5-6 (the exact layout does not matter to the checker; offsets do).
 T1 = Transaction("t1", "committed", (Sent(0, "a", 0), Sent(0, "b", 1)))
@@ -108,8 +110,13 @@ def test_the_cli_exit_code_follows_the_verdict(cli, eos_kafka_cluster, tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert json.loads(out.read_text())["verdict"] == "pass"
     broken = cli("kafka-log", "--broker", eos_kafka_cluster.spec, "--seed", "3", "--transactions", "20",
-                 "--isolation", "read_uncommitted")
+                 "--isolation", "read_uncommitted", "--json", tmp_path / "broken.json")
     assert broken.returncode == 1 and "aborted_read" in broken.stdout
+    # Its replay, pasted into a shell in a directory whose path holds a space and an accent: the same verdict.
+    here = tmp_path / "dir with space" / "é"
+    here.mkdir(parents=True)
+    replayed = shell(json.loads((tmp_path / "broken.json").read_text())["repro"], here)
+    assert replayed.returncode == 1 and "aborted_read" in replayed.stdout, replayed.stdout + replayed.stderr
 
 
 def test_the_cli_refuses_the_embedded_broker(cli):

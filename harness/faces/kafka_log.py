@@ -8,6 +8,7 @@ import time
 
 import click
 from eos_harness.broker.opening import open_broker
+from eos_harness.commands import command_line
 from eos_harness.faces.params import BrokerParam, require_extra
 from eos_harness.faces.toolkit import check_output_path, console, incomplete, seed_or_drawn, write_json
 from eos_harness.verdict import ERROR, error_reason, exit_code
@@ -50,8 +51,9 @@ def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isola
     except ClusterError as exc:
         raise incomplete(exc) from None
     head = {"suite": "kafka-log", "seed": seed, "broker": broker.cli_text,
-            "repro": f"eos-harness kafka-log --broker {broker.cli_text} --seed {seed} --transactions {transactions} "
-                     f"--partitions {partitions} --abort-ratio {abort_ratio} --isolation {isolation}"}
+            "repro": command_line("kafka-log", "--broker", broker.cli_text, "--seed", seed, "--transactions",
+                                  transactions, "--partitions", partitions, "--abort-ratio", abort_ratio,
+                                  "--isolation", isolation)}
     if result is None:
         write_json(json_path, {**head, "verdict": ERROR, "error": reason, "violations": [],
                                "seconds": round(time.monotonic() - started, 3)})

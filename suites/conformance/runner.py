@@ -33,13 +33,13 @@ the store crashed at each (``points``); every child's output goes to a log file 
 from __future__ import annotations
 
 import os
-import shlex
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from eos_harness.commands import command_line
 from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.process.server import StoreServer, children_output, own_output_to
 from eos_harness.seeding import seed_only
@@ -121,10 +121,10 @@ def verify_repro(spec: str, seed: int, examples: int, steps: int, store_timeout:
                  allow: Iterable[str] = ()) -> str:
     """The ``eos-harness verify`` line that runs the same state machine again: every option that decides
     its cases (the seed, the examples, the steps per example, the store timeout, the waived checks)."""
-    repro = f"eos-harness verify {shlex.quote(spec)} --seed {seed} --examples {examples} --steps {steps}"
+    words: list[object] = ["verify", spec, "--seed", seed, "--examples", examples, "--steps", steps]
     if store_timeout != STORE_TIMEOUT_S:
-        repro += f" --store-timeout {store_timeout:g}"
-    return repro + "".join(f" --allow {c}" for c in allow)
+        words += ["--store-timeout", f"{store_timeout:g}"]
+    return command_line(*words, *(word for c in allow for word in ("--allow", c)))
 
 
 def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True,

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from eos_harness.cluster.local import ClusterError
 from eos_harness.cluster.quorum import KafkaQuorum, decode_metadata_logs
+from eos_harness.commands import command_line
 from eos_harness.process.wait import wait_until
 from eos_harness.suites.kafka_metadata.checks import (
     CHECKS,
@@ -72,9 +73,10 @@ class Plan:
 
     def repro(self) -> str:
         """The command that runs this plan again (every option that decides the run)."""
-        return (f"eos-harness kafka-metadata --seed {self.seed} --topics {self.topics} --partitions {self.partitions} "
-                f"--controller-kills {self.controller_kills} --bootstrap-kills {self.bootstrap_kills} "
-                f"--brokers {self.brokers}" + (f" --heap {self.heap}" if self.heap != "384m" else ""))
+        return command_line("kafka-metadata", "--seed", self.seed, "--topics", self.topics, "--partitions",
+                            self.partitions, "--controller-kills", self.controller_kills, "--bootstrap-kills",
+                            self.bootstrap_kills, "--brokers", self.brokers,
+                            *(("--heap", self.heap) if self.heap != "384m" else ()))
     # Brokers catching up are waited for while they progress, up to settle_seconds (a busy 2-core machine:
     # over 300 s for 30,000 partitions); one that shows no progress for settle_stall_seconds has settled.
     settle_seconds: float = 1800.0

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
+from eos_harness.commands import command_line
 from eos_harness.faults import kinds
 from eos_harness.history import History
 from eos_harness.metadata import DEFAULT_MAX_BATCH_BYTES, LogSpec, MetadataLog
@@ -57,17 +58,16 @@ class Scenario:
         object.__setattr__(self, "broker", parse(self.broker, internal=True))
 
     def repro(self) -> str:
-        parts = [f"eos-harness run --suite metadata --system {self.system}"]
+        words: list[object] = ["run", "--suite", "metadata", "--system", self.system]
         if self.schedule:
-            parts.append(f"--crash-at {','.join(map(str, self.schedule))}")
+            words += ["--crash-at", ",".join(map(str, self.schedule))]
         if self.max_batch_bytes != DEFAULT_MAX_BATCH_BYTES:
-            parts.append(f"--max-batch-bytes {self.max_batch_bytes}")
+            words += ["--max-batch-bytes", self.max_batch_bytes]
         if self.commands != 10:
-            parts.append(f"--commands {self.commands}")
+            words += ["--commands", self.commands]
         if self.broker.is_kafka:
-            parts.append(f"--broker {self.broker.cli_text}")
-        parts.append(f"--seed {self.seed}")
-        return " ".join(parts)
+            words += ["--broker", self.broker.cli_text]
+        return command_line(*words, "--seed", self.seed)
 
 
 def parse_metadata_schedule(text: str | list[str] | tuple[str, ...]) -> tuple[Fault, ...]:

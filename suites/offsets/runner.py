@@ -17,12 +17,12 @@ with a replay command that runs its scenario alone (``eos-harness verify STORE -
 from __future__ import annotations
 
 import importlib
-import shlex
 import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from eos_harness.commands import command_line
 from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang
 from eos_harness.process.zygote import ZygoteError
@@ -69,12 +69,12 @@ def replay_command(spec: str, seed: int, store_timeout: float = STORE_TIMEOUT_S,
                    allow: Iterable[str] = ()) -> str:
     """The ``eos-harness verify`` command that runs the offsets suite (only ``scenario``, when given:
     ``--offsets-scenario``) with the same seed, bound and waived checks."""
-    command = f"eos-harness verify {shlex.quote(spec)} --seed {seed}"
+    words: list[object] = ["verify", spec, "--seed", seed]
     if store_timeout != STORE_TIMEOUT_S:
-        command += f" --store-timeout {store_timeout:g}"
+        words += ["--store-timeout", f"{store_timeout:g}"]
     if scenario is not None:
-        command += f" --offsets-scenario {scenario}"
-    return command + "".join(f" --allow {c}" for c in dict.fromkeys(allow))
+        words += ["--offsets-scenario", scenario]
+    return command_line(*words, *(word for c in dict.fromkeys(allow) for word in ("--allow", c)))
 
 
 def _in_scenario(v: Violation, scenario: str) -> Violation:

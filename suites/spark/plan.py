@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from eos_harness.commands import command_line
 from eos_harness.faults import kinds
 from eos_harness.faults.spark import parse_target
 from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
@@ -79,20 +80,19 @@ class SparkScenario:
                 "seed": self.seed, "schedule": list(self.schedule), "strict": self.strict, "repro": self.repro()}
 
     def repro(self) -> str:
-        parts = ["eos-harness run --suite spark", f"--pipeline {self.pipeline}", f"--sink {self.sink}",
-                 f"--state-provider {self.provider}", f"--checkpoint-format {self.checkpoint_format}"]
+        words: list[object] = ["run", "--suite", "spark", "--pipeline", self.pipeline, "--sink", self.sink,
+                               "--state-provider", self.provider, "--checkpoint-format", self.checkpoint_format]
         if self.changelog:
-            parts.append("--changelog")
+            words.append("--changelog")
         if self.source != "file":
-            parts.append(f"--source {self.source}")
+            words += ["--source", self.source]
         if self.schedule:
-            parts.append(f"--crash-at {','.join(self.schedule)}")
+            words += ["--crash-at", ",".join(self.schedule)]
         if self.batches != 5:
-            parts.append(f"--batches {self.batches}")
+            words += ["--batches", self.batches]
         if self.strict:
-            parts.append("--strict")
-        parts.append(f"--seed {self.seed}")
-        return " ".join(parts)
+            words.append("--strict")
+        return command_line(*words, "--seed", self.seed)
 
 
 def matrix(source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS) -> list[dict]:
