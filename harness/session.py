@@ -42,21 +42,33 @@ class Terminated(KeyboardInterrupt):
     signum = signal.SIGTERM
 
 
-# A Unix socket's path holds at most 107 bytes (108 with its NUL). The longest one the harness makes is
-# multiprocessing's forkserver's, under the command's temp root: this is what is added to TMPDIR.
+# A Unix socket's path holds at most 107 bytes (108 with its NUL). The one the harness makes is
+# multiprocessing's forkserver's (the store children's zygote starts from it), under the command's temp
+# root: this is what is added to TMPDIR.
 SOCKET_PATH_MAX = 107
-_SOCKET_TAIL = "/{prefix}{pid}-xxxxxxxx/pymp-xxxxxxxx/listener-xxxxxxxx"  # mkdtemp's and mktemp's 8 letters
+_ROOT_TAIL = "/{prefix}{pid}-xxxxxxxx"  # the command's temp root under TMPDIR (mkdtemp's 8 letters)
+_SOCKET_TAIL = "/pymp-xxxxxxxx/listener-xxxxxxxx"  # the forkserver's socket under the temp directory
+_user_temp_dir: str | None = None  # TMPDIR as the user set it, while a session runs (its root is under it)
 
 
 class TempDirTooLong(ValueError):
     """TMPDIR is too long for the Unix sockets the harness makes under it (a usage error)."""
 
 
-def check_temp_dir(base: str | Path) -> None:
-    """Raise :class:`TempDirTooLong` when a Unix socket under ``base`` (the temp directory, TMPDIR)
-    would not fit in a socket address: every child process would fail to start."""
+def check_temp_dir(base: str | Path | None = None) -> None:
+    """Raise :class:`TempDirTooLong` when the Unix socket the harness makes to start store processes
+    (the forkserver's, under the command's temp root) would not fit in a socket address under ``base``
+    (TMPDIR; default: TMPDIR as the user set it, or the temp directory outside a session). Called where
+    that socket is made (:mod:`eos_harness.process.zygote`), and by the commands that start store
+    processes before they run anything (:func:`eos_harness.faces.toolkit.starts_store_processes`); a
+    command that starts none (a Spark run, ``report``) runs under any TMPDIR."""
+    if base is None:
+        base = _user_temp_dir or tempfile.gettempdir()
+        in_root = _user_temp_dir is not None
+    else:
+        in_root = True
     length = len(os.fsencode(os.path.abspath(base)))
-    tail = len(_SOCKET_TAIL.format(prefix=ROOT_PREFIX, pid=os.getpid()))
+    tail = len(_SOCKET_TAIL) + (len(_ROOT_TAIL.format(prefix=ROOT_PREFIX, pid=os.getpid())) if in_root else 0)
     if length + tail > SOCKET_PATH_MAX:
         raise TempDirTooLong(
             f"TMPDIR={base} is too long ({length} bytes): the harness's Unix sockets live under it, and a socket "
@@ -138,8 +150,8 @@ def kill_started_processes() -> int:
 def session() -> Iterator[Path]:
     """The command's temp root (created, exported as ``TMPDIR``, removed at the end) and its signal
     handling (SIGTERM → :class:`Terminated`). Yields the root."""
+    global _user_temp_dir
     base = tempfile.gettempdir()
-    check_temp_dir(base)  # before anything is made there
     remove_dead_roots(base)
     root = Path(tempfile.mkdtemp(prefix=f"{ROOT_PREFIX}{os.getpid()}-", dir=base))
     (root / MARKER).write_text(f"{os.getpid()} {psutil.Process().create_time()}")
@@ -149,6 +161,7 @@ def session() -> Iterator[Path]:
     # Hypothesis keeps its cache (unicode data, examples) in ./.hypothesis unless told otherwise.
     os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(root / "hypothesis")
     tempfile.tempdir = str(root)
+    saved_user_temp_dir, _user_temp_dir = _user_temp_dir, base
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     interrupted = False
@@ -166,6 +179,7 @@ def session() -> Iterator[Path]:
         _shutdown_children()
         _release_run_directories()
         tempfile.tempdir = saved_tempdir
+        _user_temp_dir = saved_user_temp_dir
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)

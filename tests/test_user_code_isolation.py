@@ -44,12 +44,18 @@ def test_processes_a_store_starts_die_with_it(cli, tmp_path):
 def test_a_tmpdir_too_long_for_a_unix_socket_is_a_usage_error_naming_it(cli, tmp_path):
     long_dir = tmp_path / ("d" * 60)
     long_dir.mkdir()
-    for command in (["verify", "memory", "--examples", "1"], ["run", "--store", "memory", "--out", str(tmp_path / "r")]):
+    # Every command that starts store processes (the forkserver's Unix socket is made under TMPDIR)...
+    for command in (["verify", "memory", "--examples", "1"], ["run", "--store", "memory", "--out", str(tmp_path / "r")],
+                    ["run", "--suite", "metadata", "--system", "controller", "--out", str(tmp_path / "r")],
+                    ["points", "--store", "memory"]):
         proc = cli(*command, env={"TMPDIR": str(long_dir)})
         assert proc.returncode == 2, proc.stdout + proc.stderr
         flat = " ".join(proc.stderr.split())
         assert f"TMPDIR={long_dir} is too long" in flat and "Traceback" not in flat, flat
         assert list(long_dir.iterdir()) == [] and not (tmp_path / "r").exists()  # nothing ran
+    # ... and only those: a command that starts none runs under that TMPDIR (a Spark run too: test_spark_tempfiles).
+    listed = cli("points", "--json", env={"TMPDIR": str(long_dir)})
+    assert listed.returncode == 0 and "TMPDIR" not in listed.stderr, listed.stdout + listed.stderr
 
 
 def test_run_with_a_scheduled_fault_that_never_fires_is_an_error_naming_it(cli, tmp_path):

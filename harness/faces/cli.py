@@ -10,7 +10,7 @@ from eos_harness.faces.kafka_metadata import kafka_metadata_command
 from eos_harness.faces.lifecycle import chaos_command, demo_command, run_command
 from eos_harness.faces.params import AT_LEAST_ONE
 from eos_harness.faces.report import report_command
-from eos_harness.faces.toolkit import console, seed_or_drawn
+from eos_harness.faces.toolkit import console, seed_or_drawn, starts_store_processes
 from eos_harness.process.guard import STORE_TIMEOUT_S
 
 
@@ -65,7 +65,7 @@ class HarnessGroup(click.Group):
         try:
             with session():
                 return super().invoke(ctx)
-        except TempDirTooLong as exc:
+        except TempDirTooLong as exc:  # a store process started where no command said it would
             raise click.UsageError(str(exc)) from None
         except KeyboardInterrupt as exc:
             click.echo(f"interrupted ({signal_name(exc)}): stopped; whatever the command started was stopped",
@@ -130,7 +130,7 @@ def points_command(as_json: bool, store: str | None) -> None:
     from eos_harness.faults.points import load_declarations
 
     if store is not None:
-        _store_points(store, as_json)
+        starts_store_processes(_store_points)(store, as_json)  # the store is run once, in a child
         return
     rows = [{"name": p.name, "description": p.description, "type": "crash point"} for p in load_declarations()]
     faults = [{"name": k.spelling, "description": k.meaning, "type": "fault kind", "suite": k.suite,
@@ -239,6 +239,7 @@ def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> Non
 @click.option("--offsets-scenario", "offsets_scenarios", multiple=True, metavar="NAME",
               help="Run only the offsets suite's scenario NAME (repeatable), no conformance case: the replay of "
                    "an offsets finding (--list-checks lists the scenarios).")
+@starts_store_processes
 def verify_command(store: str, seed: int | None, examples: int, steps: int, shrink: bool, json_path: str | None,
                    store_timeout: float, log_path: str | None, junit_path: str | None, allow: tuple[str, ...],
                    max_findings: int, offsets_scenarios: tuple[str, ...]) -> None:

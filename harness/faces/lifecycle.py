@@ -48,6 +48,7 @@ RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM, --unt
 @click.option("--commit-interval", type=AT_LEAST_ONE, default=10, show_default=True,
               help="Records processed between two commits of the task.")
 @toolkit.store_timeout_option
+@toolkit.starts_store_processes
 def run_command(store, workload, crash_at, broker, records, commit_interval, seed, json_path, junit_path, out,
                 overwrite, store_timeout, no_report):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
@@ -175,6 +176,7 @@ def _show_chaos(campaign: dict) -> None:
 @click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP + "; on kafka-local or kafka-quorum the "
               "campaign adds broker faults (broker-kill, broker-pause, coordinator-kill, txn-timeout)")
 @toolkit.store_timeout_option
+@toolkit.starts_store_processes
 def chaos_command(ctx, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
                   store_timeout, junit_path, until_failure, resume_dir, no_report):
     """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
@@ -215,6 +217,7 @@ def chaos_command(ctx, stores, workloads, minutes, scenarios, seed, json_path, o
 @click.option("--out", default="runs/demo", show_default=True)
 @click.option("--minutes", type=POSITIVE_MINUTES, default=1.0, show_default=True)
 @click.option("--seed", type=int, default=7, show_default=True)
+@toolkit.starts_store_processes
 def demo_command(out, minutes, seed):
     """The main job: a short chaos campaign on the embedded broker, with a verdict table.
     Run again, it replaces its own earlier results in OUT (never a directory it did not make)."""

@@ -53,6 +53,7 @@ def _check_broker(broker: BrokerSpec) -> None:
               help="The largest batch the controller appends (KRaft's: 8 KiB).")
 @click.option("--commands", type=AT_LEAST_ONE, default=10, show_default=True, help="Controller commands to run.")
 @click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP)
+@toolkit.starts_store_processes
 def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, seed, json_path, junit_path, out,
                          overwrite, no_report):
     """Run one metadata scenario: controllers writing metadata transactions under a crash schedule,
@@ -121,6 +122,7 @@ def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, se
 @click.option("--systems", type=SYSTEM_LIST, default=None,
               help="Comma-separated systems (default: the real controller and every mutant).")
 @click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP)
+@toolkit.starts_store_processes
 def metadata_chaos_command(ctx, systems, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
                            junit_path, until_failure, resume_dir, no_report):
     """Run a metadata chaos campaign: the real controller under every crash window, and every mutant,

@@ -6,6 +6,7 @@ suite, renders and writes with these; it imports no private name of another face
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import signal
@@ -91,6 +92,24 @@ def campaign_options(suite: str, kind: str, junit: str, until_failure: str, resu
         click.option("--resume", "resume_dir", default=None, metavar="RUN_DIR", help=resume),
         click.option("--no-report", "no_report", is_flag=True, help=NO_REPORT_HELP),
         click.pass_context)
+
+
+def starts_store_processes(command):
+    """A command that starts store processes (through the zygote, whose forkserver makes a Unix socket
+    under TMPDIR): a TMPDIR too long for that socket is a usage error naming TMPDIR before it runs
+    anything. Put it next to ``def`` (under the click decorators)."""
+
+    @functools.wraps(command)
+    def checked(*args, **kwargs):
+        from eos_harness.session import TempDirTooLong, check_temp_dir
+
+        try:
+            check_temp_dir()
+        except TempDirTooLong as exc:
+            raise click.UsageError(str(exc)) from None
+        return command(*args, **kwargs)
+
+    return checked
 
 
 def store_timeout_option(command):

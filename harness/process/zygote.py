@@ -45,6 +45,8 @@ import weakref
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recvfds, sendfds
 
+from eos_harness.session import check_temp_dir
+
 __all__ = ["ZygoteError", "context"]
 
 EXIT_CODE_WAIT_S = 10.0
@@ -382,6 +384,7 @@ class ZygoteContext:
             if self._zygote is None:
                 if not hasattr(os, "pidfd_open"):
                     raise ZygoteError("the store server needs Linux >= 5.3 (os.pidfd_open) for its zygote")
+                check_temp_dir()  # the forkserver's Unix socket is made under TMPDIR: TempDirTooLong, naming it
                 self._zygote = _Zygote(self._preload)
                 self._imported = {}
                 atexit.register(self.shutdown)
