@@ -23,7 +23,6 @@ HEAVY = {
     "tests/test_metadata.py::test_each_mutant_is_caught_by_the_check_that_names_it",
     "tests/test_metadata.py::test_the_chaos_campaign_exits_0_when_the_controller_passes_and_its_mutants_are_caught",
     "tests/test_verify.py::test_every_mutant_is_caught_by_the_check_naming_its_mistake",
-    "tests/test_verify.py::test_the_same_seed_reports_the_same_cases_shrunk_to_a_minimal_sequence",
     "tests/test_verify.py::test_a_user_store_outside_the_package_passes_verify_and_the_pytest_suite",
     "tests/test_implementers.py::test_two_independent_bugs_are_both_reported_each_shrunk_with_a_replay_that_reproduces_it",
     "tests/test_implementers.py::test_the_same_seed_generates_the_same_steps_from_the_command_line_and_in_a_test",

@@ -100,6 +100,10 @@ def test_two_independent_bugs_are_both_reported_each_shrunk_with_a_replay_that_r
     # finds it for every seed. The steps depend on the seed alone (harness/seeding.py), not on what is imported.
     result = verify("implementer_stores:two_bugs", seed=4, examples=15, steps=12)
     assert result["verdict"] == "fail"
+    # The same seed reports the same cases and the same findings, each shrunk to the same minimal steps.
+    again = verify("implementer_stores:two_bugs", seed=4, examples=15, steps=12)
+    assert again["cases"] == result["cases"]
+    assert again["violations"] == result["violations"]
     found = machine_findings(result)
     assert set(found) == {"committed_offset_durable", "read_your_own_writes"}, result["violations"]
     assert len(result["violations"]) == 2  # each distinct check once (the offsets suite: nothing it lacks fails)
