@@ -17,7 +17,6 @@ HEAVY = {
     "tests/test_campaign_controls.py", "tests/test_metadata_controls.py", "tests/test_reliability_store.py",
     "tests/test_store_implementers.py", "tests/test_global_store.py", "tests/test_replays.py",
     "tests/test_lifecycle.py::test_the_chaos_campaign_passes_a_real_store_and_catches_every_mutant",
-    "tests/test_lifecycle.py::test_no_process_is_left_after_a_chaos_run",
     "tests/test_lifecycle.py::test_a_scenario_that_cannot_run_is_an_error_verdict_and_the_campaign_goes_on",
     "tests/test_lifecycle.py::test_a_zombie_is_fenced_and_none_of_its_writes_is_read_committed",
     "tests/test_metadata.py::test_each_mutant_is_caught_by_the_check_that_names_it",
