@@ -12,29 +12,32 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from eos_harness.process.guard import STORE_TIMEOUT_S
+from eos_harness.stores import StoreRef
 
 __all__ = ["verify_store"]
 
 
-def verify_store(store: str, seed: int, *, examples: int = 40, steps: int = 25, shrink: bool = True,
+def verify_store(store: str | StoreRef, seed: int, *, examples: int = 40, steps: int = 25, shrink: bool = True,
                  store_timeout: float = STORE_TIMEOUT_S, log: str | Path, allow: Iterable[str] = (),
                  max_findings: int | None = None, offsets_scenarios: Iterable[str] = ()) -> dict:
-    """The verdict of the suite ``store`` gets (see the module), with ``suite`` and ``seconds``. The
-    store's module is imported with its output going to ``log``, as everything the store prints."""
-    from eos_harness.process.server import own_output_to
-    from eos_harness.stores.registry import is_window_store
+    """The verdict of the suite ``store`` gets (see the module), with ``suite`` and ``seconds``. A
+    store given by its spec is resolved here (:func:`~eos_harness.stores.child_probe.store_ref`: its
+    module imported in a child, its output going to ``log``, as everything the store prints)."""
+    from eos_harness.process.server import children_output
+    from eos_harness.stores.child_probe import store_ref
 
     started = time.monotonic()
-    with own_output_to(log):  # the driver's own import of a user's module may print or warn
-        window = is_window_store(store)
+    with children_output(log):
+        ref = store_ref(store, store_timeout)
+    window = ref.window
     if window:
         from eos_harness.suites.windows.runner import verify
 
-        result = verify(store, seed, examples=examples, steps=steps, shrink=shrink)
+        result = verify(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout)
     else:
         from eos_harness.suites.conformance.runner import verify
 
-        result = verify(store, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
+        result = verify(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
                         log=log, allow=allow, offsets_scenarios=offsets_scenarios,
                         **({} if max_findings is None else {"max_findings": max_findings}))
     return {"suite": "windows" if window else "conformance", **result,

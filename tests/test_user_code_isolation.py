@@ -1,6 +1,10 @@
-"""What a store starts dies with it, and the command's temp directory is checked before anything runs:
-processes a store's child starts are in its process group and are killed with it; a TMPDIR too long
-for the Unix sockets the harness makes under it is a usage error naming TMPDIR (exit 2).
+"""The user's code never runs in the harness's own process: a store module is imported, and its factory
+called, in a child under ``--store-timeout``. Whatever the store's code does there (exit, raise
+``SystemExit`` or ``KeyboardInterrupt``, ``os._exit``, signal itself, sleep, leave a thread running,
+start processes) is a ``store_*`` finding (exit 1) or, for a module that cannot be imported, a usage
+error naming the module, its file and line (exit 2); never a verdict of the harness's own process
+ending early, a hang, a traceback, a temp root or a process left behind. A TMPDIR too long for the
+Unix sockets the harness makes under it is a usage error naming TMPDIR (exit 2).
 
 Each store here is written by the test into its own temp module, as a user would write one.
 """
@@ -8,25 +12,119 @@ Each store here is written by the test into its own temp module, as a user would
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import psutil
+import pytest
+
+TIMEOUT = 2  # --store-timeout of these tests
+
+STORE_HEAD = """
+import os, signal, subprocess, sys, threading, time
+from eos_harness.stores.memory import MemoryStore
+"""
+
+# factory body (the constructor of a MemoryStore subclass) -> the finding verify reports
+CONSTRUCTORS = {
+    "system_exit": ("raise SystemExit(0)", "store_raised", "factory raised SystemExit"),
+    "keyboard_interrupt": ("raise KeyboardInterrupt", "store_raised", "factory raised KeyboardInterrupt"),
+    "os_exit": ("os._exit(0)", "store_error", "the store's process exited with code 0 during factory"),
+    "signal": ("os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)", "store_error",
+               "the store's process was killed by SIGTERM during factory"),
+    "sleep": ("time.sleep(10**6)", "store_hang", "factory had not returned after 2 s"),
+    "thread": ("super(type(self), self).__init__(); threading.Thread(target=time.sleep, args=(10**6,)).start()",
+               "store_error", "still ran: an application's process with such a thread never exits"),
+}
+
+
+def verify(cli, tmp_path: Path, spec: str, *extra: str):
+    """``verify SPEC`` with ``tmp_path/mods`` on PYTHONPATH and a short fresh TMPDIR; returns the result
+    and the verdict JSON (None when none was written), after checking no temp root is left."""
+    temp = Path(tempfile.mkdtemp(prefix="eos-iso-", dir="/tmp"))  # short: the Unix sockets live under it
+    out = tmp_path / "verdict.json"
+    try:
+        proc = cli("verify", spec, "--seed", "1", "--examples", "1", "--no-shrink", "--store-timeout", str(TIMEOUT),
+                   "--json", out, *extra, timeout=120, env={"PYTHONPATH": str(tmp_path / "mods"), "TMPDIR": str(temp)})
+        assert list(temp.iterdir()) == [], "the command left its temp root"
+    finally:
+        shutil.rmtree(temp)
+    assert "Traceback (most recent call last)" not in proc.stderr, proc.stderr
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+@pytest.mark.parametrize("case", sorted(CONSTRUCTORS))
+def test_what_a_stores_constructor_does_is_a_finding_of_verify(cli, tmp_path, case):
+    body, check, observed = CONSTRUCTORS[case]
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / f"ctor_{case}.py").write_text(STORE_HEAD + f"""
+class Store(MemoryStore):
+    def __init__(self):
+        {body}
+
+def make_store():
+    return Store()
+""")
+    proc, result = verify(cli, tmp_path, f"ctor_{case}:make_store")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert result["verdict"] == "fail"
+    [violation] = result["violations"]
+    assert violation["check"] == check and observed in violation["observed"], violation
+    assert "verdict: fail" in proc.stdout
+
+
+IMPORTS = {
+    "syntax_error": ("def make_store(:\n    pass\n", "has a syntax error: {file}, line 1: invalid syntax"),
+    "system_exit": ("import sys\nsys.exit(0)\n", "raised SystemExit: 0 at {file}, line 2"),
+    "os_exit": ("import os\nos._exit(0)\n", "ended the process (exited with code 0)"),
+    "sleep": ("import time\ntime.sleep(10**6)\n", "did not finish within 2 s (--store-timeout)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMPORTS))
+def test_a_store_module_that_cannot_be_imported_is_a_usage_error_naming_it(cli, tmp_path, case):
+    source, message = IMPORTS[case]
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / f"imp_{case}.py").write_text(source)
+    proc, result = verify(cli, tmp_path, f"imp_{case}:make_store")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert result is None
+    flat = " ".join(proc.stderr.split())
+    assert f"module 'imp_{case}'" in flat and message.format(file=tmp_path / "mods" / f"imp_{case}.py") in flat, flat
+    if case == "sleep":  # where the import was, in the module's own code
+        assert f"imp_{case}.py\", line 2 in <module>" in proc.stderr
 
 
 def test_processes_a_store_starts_die_with_it(cli, tmp_path):
+    """Each store process starts a process, every other one in a session of its own (``setsid``, out of
+    the store's process group). Each is gone before the next store process opens (the store checks the
+    processes of every store process that has ended), and none outlives the command."""
     (tmp_path / "mods").mkdir()
-    pids = tmp_path / "pids"
+    pids, leaks = tmp_path / "pids", tmp_path / "leaks"
     (tmp_path / "mods" / "starts_processes.py").write_text(textwrap.dedent(f"""
-        import subprocess, sys
+        import os, subprocess, sys
+        import psutil
         from eos_harness.stores.memory import MemoryStore
+
+        def alive(pid):
+            return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
 
         class Store(MemoryStore):
             def init(self, context):
                 super().init(context)
-                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+                lines = open({str(pids)!r}).read().split("\\n") if os.path.exists({str(pids)!r}) else []
+                pairs = [tuple(map(int, line.split())) for line in lines if line]
+                left = [started for store, started in pairs if not alive(store) and alive(started)]
+                if left:
+                    with open({str(leaks)!r}, "a") as out:
+                        out.write(f"{{left}}\\n")
+                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                                         start_new_session=len(pairs) % 2 == 1)
                 with open({str(pids)!r}, "a") as out:
-                    out.write(f"{{child.pid}}\\n")
+                    out.write(f"{{os.getpid()}} {{child.pid}}\\n")
 
         def make_store():
             return Store()
@@ -34,8 +132,9 @@ def test_processes_a_store_starts_die_with_it(cli, tmp_path):
     proc = cli("verify", "starts_processes:make_store", "--seed", "1", "--examples", "1", "--no-shrink",
                env={"PYTHONPATH": str(tmp_path / "mods")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    started = [int(line) for line in pids.read_text().split()]
+    started = [int(line.split()[1]) for line in pids.read_text().splitlines()]
     assert len(started) > 3, started  # a child per store process
+    assert not leaks.exists(), f"processes of ended store processes still ran when the next one opened: {leaks.read_text()}"
     time.sleep(0.5)
     alive = [pid for pid in started if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     assert alive == [], f"processes the store started outlived it: {alive}"
@@ -67,3 +166,52 @@ def test_run_with_a_scheduled_fault_that_never_fires_is_an_error_naming_it(cli, 
         result = json.loads(out.with_suffix(".json").read_text())
         assert result["verdict"] == "error" and result["not_fired"] == [schedule], result
         assert f"scheduled fault {schedule} never fired" in " ".join(proc.stdout.split())
+
+
+def test_a_window_store_runs_in_children_only(cli, tmp_path):
+    """A user's window store is probed, validated and traced in children: its ``put`` ending its process
+    (os._exit) is a store_error finding of verify (exit 1), not the end of the harness's own process."""
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "window_exits.py").write_text(textwrap.dedent("""
+        import os
+        from eos_harness.stores.window_memory import memory_window
+
+        def make_store(**kwargs):
+            store = memory_window(**kwargs)
+            store.put = lambda *args: os._exit(3)
+            return store
+        """))
+    proc, result = verify(cli, tmp_path, "window_exits:make_store")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert result["suite"] == "windows" and result["verdict"] == "fail", result
+    [violation] = result["violations"]
+    assert violation["check"] == "store_error" and "exited with code 3" in violation["observed"], violation
+
+
+def test_a_process_a_store_forks_into_its_own_session_does_not_stall_the_scenario(cli, tmp_path):
+    """The store forks a process that leaves for a session of its own still holding the task's pipe to the
+    harness: when the task dies at its crash point, that process dies with it (swept), so the harness
+    sees the end at once and the scenario passes, not a false task_finishes after the event timeout."""
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "forks_daemon.py").write_text(textwrap.dedent("""
+        import os, time
+        from eos_harness.stores.memory import MemoryStore
+
+        class Store(MemoryStore):
+            def init(self, context):
+                super().init(context)
+                if os.fork() == 0:  # holds every fd the task's process has, the harness's pipe too
+                    os.setsid()
+                    time.sleep(300)
+                    os._exit(0)
+
+        def make_store():
+            return Store()
+        """))
+    out = tmp_path / "run"
+    proc = cli("run", "--store", "forks_daemon:make_store", "--seed", "1", "--crash-at", "task.commit.after_eos",
+               "--out", str(out), "--json", str(tmp_path / "run.json"), "--no-report", timeout=120,
+               env={"PYTHONPATH": str(tmp_path / "mods")})
+    result = json.loads((tmp_path / "run.json").read_text())
+    assert proc.returncode == 0 and result["verdict"] == "pass", (proc.stdout, result.get("violations"))
+    assert result["crash_points"] == ["task.commit.after_eos"], result

@@ -153,16 +153,15 @@ def _store_points(store: str, as_json: bool) -> None:
     import os
 
     from eos_harness.faults.points import load_declarations
-    from eos_harness.process.server import own_output_to
+    from eos_harness.process.server import children_output
     from eos_harness.stores import StoreFactoryError
+    from eos_harness.stores.child_probe import store_ref
     from eos_harness.stores.probe import probe_store
-    from eos_harness.stores.registry import resolve
 
     ours = {p.name for p in load_declarations()}
     try:
-        with own_output_to(os.devnull):  # the module's own noise on import
-            resolve(store)
-        probe = probe_store(store)
+        with children_output(os.devnull):  # the module's own noise on import (in a child), the probe's
+            probe = probe_store(store_ref(store))
     except StoreFactoryError as exc:
         raise click.UsageError(str(exc)) from None
     rows = [{"name": p.name, "description": p.description, "declared": True, "reached": p.name in probe.points}
@@ -285,7 +284,12 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
         fd, log_path = tempfile.mkstemp(prefix="eos-verify-", suffix=".log")
         os.close(fd)
     try:
-        result = verify_store(store, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
+        from eos_harness.process.server import children_output
+        from eos_harness.stores.child_probe import store_ref
+
+        with children_output(log_path):  # its module's output on import (in a child) goes to the log
+            ref = store_ref(store, store_timeout)  # the store resolved once, here: a usage error for a bad one
+        result = verify_store(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
                               log=log_path, allow=allow, max_findings=max_findings, offsets_scenarios=offsets_scenarios)
     except StoreFactoryError as exc:
         raise click.UsageError(str(exc)) from None

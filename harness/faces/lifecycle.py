@@ -56,7 +56,7 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
     from eos_harness.process.server import held_output
     from eos_harness.runtime import TaskConfig
     from eos_harness.stores import StoreFactoryError
-    from eos_harness.stores.registry import resolve
+    from eos_harness.stores.child_probe import store_ref
     from eos_harness.suites.lifecycle.campaign import CHILDREN_LOG
     from eos_harness.suites.lifecycle.runner import Scenario, error_verdict, run_scenario
     from eos_harness.suites.lifecycle.schedule import ScheduleError, parse_store_schedule
@@ -68,7 +68,7 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
         # The store's module declares its own crash points: load it before reading the schedule (its
         # output is kept for the run's log, off the terminal).
         with held_output(children=True):  # and a probe's, for a point of the store's own (see below)
-            resolve(TaskConfig.for_store(store, broker="", state_dir="", workload=workload).store)
+            store_ref(TaskConfig.for_store(store, broker="", state_dir="", workload=workload).store, store_timeout)
             schedule, warning = parse_store_schedule(store, list(crash_at), store_timeout)
         if warning:
             console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)

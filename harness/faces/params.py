@@ -52,19 +52,22 @@ def _store_names() -> list[str]:
 
 
 def _store_factory_problem(name: str) -> str | None:
-    """None when ``name`` is a store factory ``module:function`` that resolves, else why not."""
-    from eos_harness.process.server import held_output
-    from eos_harness.stores import StoreFactoryError
-    from eos_harness.stores.registry import resolve
+    """None when ``name`` looks like a store factory ``module:function`` whose module can be found, else
+    why not. Nothing of the module runs here (before the command's session): the command learns the
+    rest in a child (:func:`eos_harness.stores.child_probe.store_ref`)."""
+    import importlib.machinery
+    import sys
 
     if ":" not in name:
         return "unknown"
-    try:
-        with held_output():  # its import may print or warn: kept for the run's log, off the terminal
-            resolve(name)
-    except StoreFactoryError as exc:
-        return str(exc)
-    return None
+    module, _, attribute = name.partition(":")
+    top = module.partition(".")[0]
+    if not attribute or not top.isidentifier():
+        return f"store factory {name!r} is not 'module:function'"
+    if top in sys.modules or importlib.machinery.PathFinder.find_spec(top, sys.path) is not None:
+        return None
+    return (f"store factory {name!r} not found: cannot import module {module!r} (No module named {top!r}); "
+            "check the module is on PYTHONPATH (or run from its directory)")
 
 
 def _workload_names() -> list[str]:

@@ -15,6 +15,7 @@ from eos_harness.cluster.fixtures import eos_kafka_cluster  # noqa: F401 - a rea
 from eos_harness.process.guard import STORE_TIMEOUT_S
 
 _SEED = pytest.StashKey[int]()
+_REFS = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,14 +36,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def stores_under_test(config: pytest.Config) -> list[str]:
     """The stores the suites run against: ``--eos-store`` (checked at collection), or every built-in real store."""
-    from eos_harness.stores.registry import builtin_specs, resolve
+    from eos_harness.stores.registry import builtin_specs
 
     chosen = config.getoption("eos_store")
     if chosen:
-        for spec in chosen:
-            resolve(spec)  # a clear error at collection for a bad factory
+        store_refs(config)  # a clear error at collection for a bad factory (a store_* finding fails its tests)
         return chosen
     return [s.name for s in builtin_specs() if s.kind == "store"]
+
+
+def store_refs(config: pytest.Config) -> list:
+    """The :class:`~eos_harness.stores.StoreRef` of each ``--eos-store``, resolved once per session (a
+    user's module imported, and its factory called, in a child under ``--eos-store-timeout``)."""
+    from eos_harness.stores import StoreFactoryError
+    from eos_harness.stores.child_probe import store_ref
+
+    if _REFS not in config.stash:
+        try:
+            config.stash[_REFS] = [store_ref(spec, config.getoption("eos_store_timeout"))
+                                   for spec in config.getoption("eos_store") or []]
+        except StoreFactoryError as exc:
+            raise pytest.UsageError(f"--eos-store: {exc}") from None
+    return config.stash[_REFS]
 
 
 def suite_seed(config: pytest.Config) -> int:

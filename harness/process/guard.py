@@ -152,7 +152,7 @@ def _invoke(operation: str, method: Callable, args: tuple):
         result = method(*args)
     except StoreFactoryError:
         raise  # the factory returned no store: a usage error, not a finding
-    except Exception as exc:  # noqa: BLE001 - whatever the store raises is the finding
+    except BaseException as exc:  # noqa: BLE001 - whatever the store raises is the finding (SystemExit too)
         if operation == "commit" and isinstance(exc, CommitFromProcessorError):
             raise  # the one exception the protocol allows
         if operation == "init" and isinstance(exc, IncompatibleStoreDirectory):

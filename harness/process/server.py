@@ -303,12 +303,35 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
             result = getattr(store, method)(*args)
         if method in _LISTING:
             result = list(result)
+        if method == "close":
+            _no_thread_left()
         if method == "close" and trace:  # each point reached, and whether a module declared it
             known = {p.name for p in points.load_declarations()}
             result = [(name, name in known) for name in points.reached()]
         return result
 
     answer_calls(conn, answer)
+
+
+CLOSE_THREADS_GRACE_S = 2.0  # how long threads the store started may take to end after its close
+
+
+def _no_thread_left(grace: float = CLOSE_THREADS_GRACE_S) -> None:
+    """After ``close``: raise a ``store_error`` finding if a non-daemon thread the store started is
+    still running ``grace`` seconds later (it would keep the application's process from exiting)."""
+    import threading
+    import time
+
+    deadline = time.monotonic() + grace
+    left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    for thread in left:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = [t for t in left if t.is_alive()]
+    if left:
+        names = ", ".join(repr(t.name) for t in left)
+        raise StoreFinding("close", "close ends every thread the store started (or they are daemon threads)",
+                           f"close returned, and {grace:g} s later the store's non-daemon thread{'s' if len(left) > 1 else ''} "
+                           f"{names} still ran: an application's process with such a thread never exits")
 
 
 def answer_calls(conn, answer: Callable[[str, tuple], object]) -> NoReturn:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from eos_harness.store import StateStore
 
-__all__ = ["BUILTIN", "KINDS", "WINDOW_KINDS", "StoreFactoryError", "StoreSpec", "check_store", "register"]
+__all__ = ["BUILTIN", "KEY_VALUE", "KINDS", "WINDOW", "WINDOW_KINDS", "StoreFactoryError", "StoreRef", "StoreSpec",
+           "check_store", "register"]
 
 KINDS = ("store", "mutant", "unsafe-runtime", "window-store", "window-mutant")  # in the order they are listed
 WINDOW_KINDS = ("window-store", "window-mutant")  # window stores (eos_harness.window_store), not key-value ones
@@ -53,6 +54,71 @@ class StoreSpec:
     def window(self) -> bool:
         """A window store (:mod:`eos_harness.window_store`), checked by the window suite."""
         return self.kind in WINDOW_KINDS
+
+
+KEY_VALUE = "key-value"  # a StoreRef's kind: a key-value store (eos_harness.store.StateStore)
+WINDOW = "window"  # a window store (eos_harness.window_store.WindowStore)
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """A store resolved once, at the edge (the CLI, the pytest plugin), by
+    :func:`eos_harness.stores.child_probe.store_ref`, and passed down as a value: nothing after the
+    edge parses the spec again or imports the store's module in the harness's own process.
+
+    ``spec``: the name or ``module:function`` as given; ``kind``: :data:`KEY_VALUE` or :data:`WINDOW`;
+    ``builtin``: the built-in's :class:`StoreSpec` (its factory, description, and for a mutant the
+    checks that must catch it), None for a user's store; ``capabilities``: what the store declares it
+    offers (:class:`~eos_harness.store.Capabilities`, a window store's
+    :class:`~eos_harness.window_store.WindowCapabilities` or None); ``semantics``: a window store's
+    declared window semantics, else None; ``points``: the crash points its module declares (name,
+    meaning); ``import_threads``: threads its module's import left running; ``finding``: the store
+    broke the protocol while the probe asked what it is (a ``store_*`` finding), else None."""
+
+    spec: str
+    kind: str = KEY_VALUE
+    builtin: StoreSpec | None = None
+    capabilities: object = None
+    semantics: str | None = None
+    points: tuple[tuple[str, str], ...] = ()
+    import_threads: int = 0
+    finding: dict | None = None
+
+    def __str__(self) -> str:
+        return self.spec
+
+    @property
+    def name(self) -> str:
+        return self.spec
+
+    @property
+    def window(self) -> bool:
+        return self.kind == WINDOW
+
+    @property
+    def user(self) -> bool:
+        """A user's factory ``module:function`` (its code runs only in children)."""
+        return self.builtin is None
+
+    @property
+    def module(self) -> str | None:
+        """The module of a user's factory; None for a built-in."""
+        return self.spec.partition(":")[0] if self.builtin is None else None
+
+    @property
+    def base(self) -> str:
+        """The store it runs on: the base of an unsafe runtime variant, else ``spec``."""
+        return self.builtin.base if self.builtin is not None and self.builtin.base is not None else self.spec
+
+    @property
+    def expected_to_fail(self) -> bool:
+        """A built-in mutant or unsafe variant: some check must catch it."""
+        return self.builtin is not None and self.builtin.expected_to_fail
+
+    @property
+    def caught_by(self) -> tuple[str, ...]:
+        """For a mutant: the checks expected to catch it (any one suffices)."""
+        return self.builtin.caught_by if self.builtin is not None else ()
 
 
 BUILTIN: dict[str, StoreSpec] = {}

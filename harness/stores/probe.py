@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eos_harness.faults import points
+from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.store import StoreContext, TopicPartition
-from eos_harness.stores import StoreFactoryError
-from eos_harness.stores.registry import builtin_spec, resolve, resolve_window
+from eos_harness.stores import StoreFactoryError, StoreRef
+from eos_harness.stores.child_probe import ChildFailed, run_in_child, store_ref
+from eos_harness.stores.registry import resolve_window
 
 __all__ = ["StoreProbe", "StoreProbeFailed", "probe_store", "reached_points", "reached_window_points"]
 
@@ -54,16 +56,22 @@ class StoreProbeFailed(RuntimeError):
         self.finding = finding
 
 
-def probe_store(store: str, timeout: float | None = None) -> StoreProbe:
+def probe_store(store: str | StoreRef, timeout: float | None = None) -> StoreProbe:
     """Run ``store`` once in a child of the store server, every call bounded by ``timeout`` seconds,
-    tracing the crash points it reaches in put/commit/recover (in a temp dir, removed after)."""
+    tracing the crash points it reaches in put/commit/recover (in a temp dir, removed after). A store
+    whose factory broke the protocol when it was resolved (:attr:`StoreRef.finding`) is not run again."""
     from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, StoreServer
     from eos_harness.process.zygote import ZygoteError
 
-    spec = builtin_spec(store)
-    if spec is not None and spec.window:  # a window store: traced through the window protocol
-        return StoreProbe(reached_window_points(store))
-    resolve(store)  # a clear usage error for a bad spec before any process starts
+    ref = store_ref(store, **({} if timeout is None else {"timeout": timeout}))  # a usage error for a bad spec
+    if ref.finding is not None:  # its factory broke the protocol: nothing more to run
+        return StoreProbe([], finding=ref.finding)
+    store = ref.spec
+    if ref.window:  # a window store: traced through the window protocol (in a child)
+        try:
+            return StoreProbe(reached_window_points(store, **({} if timeout is None else {"timeout": timeout})))
+        except ChildFailed as exc:
+            return StoreProbe([], finding=exc.finding)
     tmp = Path(tempfile.mkdtemp(prefix="eos-points-"))
     tp = StoreContext(directory=tmp).changelog
     trace: list[tuple[str, bool]] = []
@@ -113,19 +121,26 @@ def _unique(trace: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     return list(seen.items())
 
 
-def reached_points(store: str, timeout: float | None = None) -> list[str]:
+def reached_points(store: str | StoreRef, timeout: float | None = None) -> list[str]:
     """The declared crash points a store reaches in put/commit/recover (found by running it in a
     child); raises StoreProbeFailed when the store broke the protocol on the way."""
     probe = probe_store(store, timeout)
     if probe.finding is not None:
-        raise StoreProbeFailed(store, probe.finding)
+        raise StoreProbeFailed(str(store), probe.finding)
     if probe.error is not None:
         raise RuntimeError(probe.error)
     return probe.points
 
 
-def reached_window_points(store: str) -> list[str]:
-    """The crash points a window store reaches in put/commit/recover (traced in a temp dir)."""
+def reached_window_points(store: str | StoreRef, timeout: float = STORE_TIMEOUT_S) -> list[str]:
+    """The crash points a window store reaches in put/commit/recover (traced in a temp dir, in a child
+    under ``timeout``); raises :class:`~eos_harness.stores.child_probe.ChildFailed` with the finding
+    when the store raised, its process died or it hung on the way."""
+    return run_in_child(_trace_window_points, (str(store),), timeout, "probe")
+
+
+def _trace_window_points(store: str) -> list[str]:
+    """In a child: :func:`reached_window_points`."""
     factory = resolve_window(store)
     tmp = Path(tempfile.mkdtemp(prefix="eos-points-"))
     trace = points.start_tracing()

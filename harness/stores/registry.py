@@ -18,7 +18,7 @@ from eos_harness.stores import BUILTIN, KINDS, StoreFactoryError, StoreSpec, che
 from eos_harness.window_store import WindowStore
 
 __all__ = ["WINDOW_METHODS", "base_store", "builtin_spec", "builtin_specs", "declared_semantics", "is_window_store",
-           "resolve", "resolve_window", "task_store_factory"]
+           "not_a_store", "resolve", "resolve_window", "task_store_factory"]
 
 
 def builtin_specs() -> list[StoreSpec]:
@@ -45,10 +45,7 @@ def resolve(spec: str) -> Callable[[], StateStore]:
     _load_builtins()
     builtin = BUILTIN.get(spec)
     if builtin is not None and builtin.kind == "unsafe-runtime":
-        raise StoreFactoryError(
-            f"{spec!r} is not a store but the task runtime run unsafely over {builtin.base!r}: check the store "
-            f"itself with {builtin.base!r}, or run {spec!r} as a scenario (eos-harness run/chaos --store {spec})"
-        )
+        raise not_a_store(builtin)
     if builtin is not None:
         return builtin.factory
     if ":" not in spec:
@@ -62,6 +59,14 @@ def resolve(spec: str) -> Callable[[], StateStore]:
         return check_store(factory(), f"store factory {spec!r}")
 
     return checked
+
+
+def not_a_store(builtin: StoreSpec) -> StoreFactoryError:
+    """The usage error for checking an unsafe runtime variant as a store (``verify``)."""
+    return StoreFactoryError(
+        f"{builtin.name!r} is not a store but the task runtime run unsafely over {builtin.base!r}: check the store "
+        f"itself with {builtin.base!r}, or run {builtin.name!r} as a scenario (eos-harness run/chaos --store {builtin.name})"
+    )
 
 
 WINDOW_METHODS = (

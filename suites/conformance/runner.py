@@ -41,11 +41,13 @@ from pathlib import Path
 
 from eos_harness.commands import command_line
 from eos_harness.process.guard import STORE_TIMEOUT_S
-from eos_harness.process.server import StoreServer, children_output, own_output_to
+from eos_harness.process.server import StoreServer, children_output
 from eos_harness.seeding import seed_only
 from eos_harness.store import Capabilities
+from eos_harness.stores import StoreRef
+from eos_harness.stores.child_probe import store_ref
 from eos_harness.stores.probe import probe_store
-from eos_harness.stores.registry import resolve
+from eos_harness.stores.registry import not_a_store
 from eos_harness.suites.offsets.checks import CAPABILITIES, PROMISES
 from eos_harness.suites.offsets.runner import replay_command, verify_offsets
 from eos_harness.suites.offsets.runner import scenarios as offsets_scenarios_known
@@ -127,7 +129,7 @@ def verify_repro(spec: str, seed: int, examples: int, steps: int, store_timeout:
     return command_line(*words, *(word for c in allow for word in ("--allow", c)))
 
 
-def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True,
+def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True,
            store_timeout: float = STORE_TIMEOUT_S, log: str | Path | None = None, allow: Iterable[str] = (),
            max_findings: int = MAX_FINDINGS, offsets_scenarios: Iterable[str] = ()) -> dict:
     """Run the matrix and the state machine against ``spec``; return the verdict object.
@@ -149,8 +151,11 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
                              offsets_scenarios), "log": None}
         finally:
             os.unlink(temp_log)
-    with own_output_to(log):
-        resolve(spec)  # clear error for a bad spec before any process starts
+    with children_output(log):  # its module's output on import (in a child)
+        ref = store_ref(spec, store_timeout)  # a usage error for a bad spec before anything runs
+    if ref.builtin is not None and ref.builtin.kind == "unsafe-runtime":
+        raise not_a_store(ref.builtin)
+    spec = ref.spec
     allowed = tuple(dict.fromkeys(allow))
     unknown = [c for c in allowed if c not in ALLOWABLE]
     if unknown:
@@ -169,7 +174,7 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
     stopped = None
     offsets = None
     with children_output(log):
-        probe = probe_store(spec, store_timeout)
+        probe = probe_store(ref, store_timeout)
         reached = [*probe.points, *probe.undeclared]
         if probe.finding is not None:
             violations.append(finding_violation(probe.finding, cases[0]))

@@ -39,8 +39,9 @@ from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.process.server import children_output
 from eos_harness.runtime.store_duties import store_metrics
 from eos_harness.stores import StoreFactoryError
+from eos_harness.stores.child_probe import store_ref
 from eos_harness.stores.probe import probe_store
-from eos_harness.stores.registry import base_store, resolve
+from eos_harness.stores.registry import base_store
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
     campaign_plan,
@@ -85,7 +86,7 @@ def run_campaign(
     stop at the first failure :func:`until_failure_rule` looks for."""
     stores = stores or default_stores()
     for store in stores:
-        resolve(base_store(store))
+        store_ref(base_store(store), store_timeout)  # a usage error for a bad store, learned in a child
     workloads = workloads or list(DEFAULT_WORKLOADS)
     for wl in workloads:
         if wl not in WORKLOADS:

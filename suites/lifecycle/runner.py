@@ -39,7 +39,7 @@ from eos_harness.process.zombies import zombies
 from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
 from eos_harness.runtime.store_duties import metrics_of, warnings_of
-from eos_harness.stores.registry import builtin_spec, resolve
+from eos_harness.stores.child_probe import store_ref
 from eos_harness.suites.lifecycle.checks import broker_failure, check_all, recovery_report
 from eos_harness.suites.lifecycle.instance import Instance, _run_instance
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
@@ -103,7 +103,8 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True, log: str 
     the terminal (``run``; a campaign opens its own, for all its scenarios). ``faults_must_fire``: a
     scheduled fault never reached makes the verdict ``error`` (``run --crash-at``: the user asked for it);
     a campaign's drawn faults are listed in ``not_fired`` only."""
-    resolve(TaskConfig.for_store(scenario.store, broker="", state_dir="", workload=scenario.workload).store)
+    store_ref(TaskConfig.for_store(scenario.store, broker="", state_dir="", workload=scenario.workload).store,
+              scenario.store_timeout)  # resolved at the edge (a usage error there for a bad store)
     scheduled = [kinds.kind_of(f) for f in scenario.schedule]
     _check_needs(scheduled, scenario.broker)
     cluster = None
@@ -176,9 +177,7 @@ def _run_claimed(scenario: Scenario, run_dir: Path, keep: bool, scheduled: list[
         history.close()
     finally:
         broker.close()
-    from eos_harness.stores.registry import declared_semantics
-
-    model = LifecycleModel(workload(scenario.workload), records, declared_semantics(config.store))
+    model = LifecycleModel(workload(scenario.workload), records, store_ref(config.store, scenario.store_timeout).semantics)
     violations = check_all(history.events, model)
     result = verdict(scenario, history.events, violations, recovery_report(history.events, model),
                      error=broker_failure(history.events))
@@ -220,7 +219,7 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
     # Faults fire in their order, one per task instance: those past the ones that fired (or failed to be
     # injected) were never reached. A scenario cut short (an error) says so itself.
     not_fired = [str(f) for f in scenario.schedule][len(hit) + len(failed):] if error is None else []
-    spec = builtin_spec(scenario.store)
+    spec = store_ref(scenario.store, scenario.store_timeout)
     result = {
         "suite": "lifecycle",
         "store": scenario.store,

@@ -4,15 +4,15 @@ that are window stores), else every built-in window store."""
 from __future__ import annotations
 
 import pytest
-from eos_harness.faces.pytest_plugin import suite_seed
+from eos_harness.faces.pytest_plugin import store_refs, suite_seed
 from eos_harness.process.window_server import WindowStoreServer
 from eos_harness.stores.probe import reached_window_points as reached_points
-from eos_harness.stores.registry import builtin_specs, is_window_store
+from eos_harness.stores.registry import builtin_specs
 from eos_harness.suites.windows.plan import matrix_cases
 
 
 def window_stores_under_test(config: pytest.Config) -> list[str]:
-    chosen = [spec for spec in config.getoption("eos_store") or [] if is_window_store(spec)]
+    chosen = [ref.spec for ref in store_refs(config) if ref.window]
     return chosen or [s.name for s in builtin_specs() if s.kind == "window-store"]
 
 
@@ -21,14 +21,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "window_matrix_case" in metafunc.fixturenames:
         metafunc.parametrize("window_matrix_case", [
             pytest.param((spec, wl, point), id=f"{spec}-{wl}-{point or 'kill'}")
-            for spec in stores for wl, point in matrix_cases(reached_points(spec))])
+            for spec in stores
+            for wl, point in matrix_cases(reached_points(spec, metafunc.config.getoption("eos_store_timeout")))])
     elif "eos_window_store" in metafunc.fixturenames:
         metafunc.parametrize("eos_window_store", stores)
 
 
 @pytest.fixture(scope="session")
-def window_store_server():
-    with WindowStoreServer() as server:
+def window_store_server(pytestconfig: pytest.Config):
+    with WindowStoreServer(timeout=pytestconfig.getoption("eos_store_timeout")) as server:
         yield server
 
 

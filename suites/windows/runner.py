@@ -25,17 +25,20 @@ from dataclasses import replace
 from pathlib import Path
 
 from eos_harness.models.windows import NO_TIMESTAMP, WindowConfig, WindowStoreModel
+from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.process.server import ChildCrashed, StoreCallError
 from eos_harness.process.window_server import WindowStoreServer
 from eos_harness.seeding import seed_only
 from eos_harness.store import StoreContext
+from eos_harness.stores import StoreRef
+from eos_harness.stores.child_probe import ChildFailed, run_in_child, store_ref
 from eos_harness.stores.probe import reached_window_points as reached_points
 from eos_harness.stores.registry import resolve_window
 from eos_harness.suites.conformance.runner import verify_repro
 from eos_harness.suites.store_faults import crash_then_check, store_fault_rules
 from eos_harness.suites.windows.checks import check_validation, compare_records, recovered_windows, show
 from eos_harness.suites.windows.plan import KEYS, VALUES, edge_deltas, matrix_cases, workload_puts
-from eos_harness.verdict import Violation, verdict_of
+from eos_harness.verdict import Violation, finding_violation, verdict_of
 from eos_harness.window_store import WindowCapabilities
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
@@ -43,7 +46,7 @@ from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
-__all__ = ["WindowViolation", "machine_for", "run_case", "verify"]
+__all__ = ["WindowViolation", "machine_for", "run_case", "verify", "window_facts"]
 
 TP = StoreContext(directory=Path()).changelog
 TOP = 2**62
@@ -418,17 +421,42 @@ def run_case(server: WindowStoreServer, spec: str, workload: str, point: str | N
 
 # -- verify -------------------------------------------------------------------------------------------
 
-def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True) -> dict:
-    """Run validation, the matrix and the state machine against the window store ``spec``; return
-    the verdict object (the shape of the key-value suite's, with ``suite: windows``)."""
+def window_facts(spec: str | StoreRef, timeout: float = STORE_TIMEOUT_S) -> tuple:
+    """The window store's own ``window_config()``, its capabilities, and what :func:`check_validation`
+    finds, learned in a child under ``timeout`` (the store's code never runs in the harness's process);
+    raises :class:`~eos_harness.stores.child_probe.ChildFailed` with the finding when it broke the protocol."""
+    return run_in_child(_window_facts, (str(spec),), timeout, "probe")
+
+
+def _window_facts(spec: str) -> tuple:
+    """In a child: :func:`window_facts`."""
     factory = resolve_window(spec)
-    crash_points = reached_points(spec)
     probe = factory()
-    config = probe.window_config()
     capabilities = probe.capabilities() if callable(getattr(probe, "capabilities", None)) else WindowCapabilities()
-    violations: list[Violation] = [replace(v, case="validation") for v in check_validation(factory)]
-    cases: list[str] = ["validation: KIP-428's invalid argument combinations"]
-    with WindowStoreServer() as server:
+    return probe.window_config(), capabilities, check_validation(factory)
+
+
+def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True,
+           store_timeout: float = STORE_TIMEOUT_S) -> dict:
+    """Run validation, the matrix and the state machine against the window store ``spec``; return
+    the verdict object (the shape of the key-value suite's, with ``suite: windows``). The store runs
+    in children only, every call bounded by ``store_timeout``; one that broke the protocol while it
+    was probed fails the verdict with that finding."""
+    ref = store_ref(spec, store_timeout)
+    spec = ref.spec
+    repro = verify_repro(spec, seed, examples, steps, store_timeout)
+    cases: list[str] = ["probe: KIP-428's argument validation, the crash points reached"]
+    try:
+        crash_points = reached_points(ref, store_timeout)
+        config, capabilities, validation = window_facts(ref, store_timeout)
+    except ChildFailed as exc:
+        violation = finding_violation(exc.finding, cases[0])
+        return {"store": spec, "suite": "windows", "semantics": ref.semantics, "verdict": verdict_of([violation]),
+                "seed": seed, "cases": cases, "not_checked": [],
+                "violations": [{**violation.to_json(), "replay": repro}], "repro": repro}
+    violations: list[Violation] = [replace(v, case="validation") for v in validation]
+    cases = ["validation: KIP-428's invalid argument combinations"]
+    with WindowStoreServer(timeout=store_timeout) as server:
         for workload, point in matrix_cases(crash_points):
             name = f"matrix: {workload} × {point or 'kill before commit'}"
             cases.append(name)
@@ -453,7 +481,6 @@ def verify(spec: str, seed: int, examples: int = 40, steps: int = 25, shrink: bo
             label = "hypothesis (shrunk)" if shrink else "hypothesis (not shrunk)"
             violations.append(replace(exc.violation, case=f"{label}:\n{steps_text}"))
     lacking = capabilities.lacking()
-    repro = verify_repro(spec, seed, examples, steps)
     return {
         "store": spec,
         "suite": "windows",
