@@ -16,7 +16,12 @@ inherits the driver's threads, e.g. librdkafka's or a thread pool's) and forks d
   to a file (:meth:`ZygoteContext.set_output`).
 
 Each child leads a process group of its own, so that what it starts dies with it (:meth:`Process.kill`
-kills the group, also once the child itself has ended). Children die with the zygote
+kills the group, also once the child itself has ended). What a child starts in a session or group of
+its own (``setsid``, a daemon) is swept: the zygote is the *subreaper* of its children's descendants
+(``PR_SET_CHILD_SUBREAPER``), so such a process becomes the zygote's child when the child that started
+it ends; when a child ends, and before it forks the next one, the zygote kills every such process whose
+starting child has ended (each child's processes carry its pid in :data:`ORIGIN_ENV`), so that none
+holds a pipe of the driver open past its child's end. Children die with the zygote
 (``PR_SET_PDEATHSIG``), and the zygote kills its children and exits when the driver's end of the
 socket closes; the driver kills live children at exit. So nothing
 outlives the run.
@@ -51,6 +56,8 @@ __all__ = ["ZygoteError", "context"]
 
 EXIT_CODE_WAIT_S = 10.0
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+ORIGIN_ENV = "EOS_HARNESS_CHILD"  # in each child's environment (and so its processes'): the child's pid
 
 
 class ZygoteError(RuntimeError):
@@ -73,11 +80,75 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _become_subreaper() -> None:
+    """Make the zygote the subreaper of its children's descendants (see the module)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _own_children() -> list[int]:
+    """The pids of this process's children (forked, or adopted as their subreaper)."""
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as listing:
+            return [int(pid) for pid in listing.read().split()]
+    except OSError:
+        return []
+
+
+def _origin(pid: int) -> int | None:
+    """The child of the zygote that ``pid`` descends from (its :data:`ORIGIN_ENV`), or None."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            for entry in environ.read().split(b"\0"):
+                if entry.startswith(ORIGIN_ENV.encode() + b"="):
+                    return int(entry.partition(b"=")[2] or 0)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid``'s children, theirs, and so on (read from /proc)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            with open(f"/proc/{current}/task/{current}/children") as listing:
+                children = [int(p) for p in listing.read().split()]
+        except OSError:
+            continue
+        found += children
+        todo += children
+    return found
+
+
+def _sweep(forked: set[int], everything: bool = False) -> None:
+    """Kill, and reap, each process the zygote adopted (a descendant of a child, left when the child
+    that started it ended) whose child has ended (with ``everything``: each one), with what it
+    started; reap those that ended by themselves."""
+    for pid in _own_children():
+        if pid in forked:
+            continue
+        if everything or _origin(pid) not in forked:
+            for victim in [pid, *_descendants(pid)]:
+                with contextlib.suppress(OSError):
+                    os.kill(victim, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)  # a setsid process leads its own group
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        else:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+
 def _child(target, args, fds: list[int], keep: set[int], close: list[int]) -> None:
     """Runs in the forked child: rebuild the connections, call the target, exit."""
     code = 1
     try:
         _own_group(0)
+        os.environ[ORIGIN_ENV] = str(os.getpid())
         _die_with_parent()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for fd in close:
@@ -143,6 +214,7 @@ def _zygote_main(conn: Connection) -> None:
     """The zygote's loop: fork on request, import modules or redirect output on request, reap
     children, report their exit codes."""
     _die_with_parent()
+    _become_subreaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C goes to the driver; it cleans up
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     selector = selectors.DefaultSelector()
@@ -157,6 +229,7 @@ def _zygote_main(conn: Connection) -> None:
                     os.close(pidfd)
                     del children[pidfd]
                     _, status = os.waitpid(pid, 0)
+                    _sweep(set(children.values()))  # what it started dies with it (and lets go of its pipes)
                     conn.send(("exit", pid, os.waitstatus_to_exitcode(status)))
                     continue
                 try:
@@ -175,6 +248,7 @@ def _zygote_main(conn: Connection) -> None:
                     fds = recvfds(sock, nfds) if nfds else []
                 except EOFError:
                     return
+                _sweep(set(children.values()))  # what ended children left, before the next child
                 pid = os.fork()
                 if pid == 0:
                     _child(target, args, fds, set(fds),
@@ -196,6 +270,7 @@ def _zygote_main(conn: Connection) -> None:
                 os.waitpid(pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
+        _sweep(set(), everything=True)
 
 
 # -- the driver's side -----------------------------------------------------------------------------
