@@ -215,3 +215,23 @@ def test_a_process_a_store_forks_into_its_own_session_does_not_stall_the_scenari
     result = json.loads((tmp_path / "run.json").read_text())
     assert proc.returncode == 0 and result["verdict"] == "pass", (proc.stdout, result.get("violations"))
     assert result["crash_points"] == ["task.commit.after_eos"], result
+
+
+def test_verify_never_imports_the_users_module_into_the_harnesss_process(tmp_path, monkeypatch):
+    """verify of a user's key-value store and of a user's window store, called in this process: both are
+    checked (their verdicts name their suites), and neither module was ever imported here."""
+    from eos_harness.suites.verify import verify_store
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "iso_kv_store.py").write_text(
+        "from eos_harness.stores.memory import MemoryStore\n\ndef make_store():\n    return MemoryStore()\n")
+    (tmp_path / "iso_window_store.py").write_text(
+        "from eos_harness.stores.window_memory import memory_window\n\ndef make(**kwargs):\n"
+        "    return memory_window(**kwargs)\n")
+    kv = verify_store("iso_kv_store:make_store", 1, examples=1, steps=5, shrink=False, log=tmp_path / "kv.log")
+    window = verify_store("iso_window_store:make", 1, examples=1, steps=5, shrink=False, log=tmp_path / "w.log")
+    assert (kv["suite"], kv["verdict"]) == ("conformance", "pass"), kv["violations"]
+    assert (window["suite"], window["verdict"]) == ("windows", "pass"), window["violations"]
+    import sys
+
+    assert "iso_kv_store" not in sys.modules and "iso_window_store" not in sys.modules

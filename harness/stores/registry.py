@@ -17,7 +17,7 @@ from eos_harness.store import StateStore
 from eos_harness.stores import BUILTIN, KINDS, StoreFactoryError, StoreSpec, check_store
 from eos_harness.window_store import WindowStore
 
-__all__ = ["WINDOW_METHODS", "base_store", "builtin_spec", "builtin_specs", "declared_semantics", "is_window_store",
+__all__ = ["WINDOW_METHODS", "base_store", "builtin_spec", "builtin_specs", "is_window_store",
            "not_a_store", "resolve", "resolve_window", "task_store_factory"]
 
 
@@ -78,7 +78,9 @@ WINDOW_METHODS = (
 
 def is_window_store(spec: str) -> bool:
     """Whether ``spec`` names a window store: a built-in of a window kind, or a factory whose store
-    has ``window_config`` (the factory is called once, the store not opened)."""
+    has ``window_config`` (the factory is called once, the store not opened). It runs a user's code:
+    for a store's own process (a task's); the harness's process asks the StoreRef
+    (:func:`eos_harness.stores.child_probe.store_ref`)."""
     builtin = builtin_spec(spec)
     if builtin is not None:
         return builtin.window
@@ -140,13 +142,6 @@ def task_store_factory(spec: str, workload) -> Callable[[], object]:
                                 "(try --store memory-window)")
     factory = resolve_window(spec)
     return lambda: WindowedKeyValueStore(factory(**workload.window_store))
-
-
-def declared_semantics(spec: str) -> str | None:
-    """The semantics a window store declares (``kip428-proposal``/``retention-only``); None for a key-value store."""
-    if not is_window_store(spec):
-        return None
-    return resolve_window(spec)().window_config().semantics
 
 
 _loaded = False
