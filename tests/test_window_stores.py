@@ -64,6 +64,18 @@ def test_chaos_runs_windowed_workloads_on_window_stores_through_every_lifecycle_
         p for s in scenarios for p in s["crash_points"]}
 
 
+def test_chaos_runs_a_users_window_store_on_the_windowed_workloads(cli, tmp_path):
+    # The store's kind comes from its StoreRef (learned in a child): a user's window store gets the windowed
+    # workloads, as a built-in one does, not key-value ones it cannot serve (which ended in task_finishes).
+    out = tmp_path / "chaos.json"
+    proc = cli("chaos", "--scenarios", "3", "--seed", "7", "--stores", "user_window_store:make", "--json", out,
+               "--out", tmp_path / "c")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    scenarios = json.loads(out.read_text())["scenarios"]
+    assert {s["workload"] for s in scenarios} == {"tumbling-count", "hopping-count"}
+    assert all(s["verdict"] == "pass" for s in scenarios), [s["violations"] for s in scenarios]
+
+
 @pytest.mark.slow
 def test_chaos_catches_every_window_mutant_the_runtime_can_reach(cli, tmp_path):
     from eos_harness.stores.window_catalogue import SUITE_ONLY

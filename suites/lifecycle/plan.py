@@ -49,8 +49,9 @@ def default_stores() -> list[str]:
 def workloads_for(store: str, workloads: list[str]) -> list[str]:
     """The workloads of ``workloads`` that ``store`` runs: the windowed ones on a window store, the
     others on a key-value store (every one of its kind when ``workloads`` has none of them)."""
-    spec = builtin_spec(base_store(store))
-    window = spec is not None and spec.window
+    from eos_harness.stores.child_probe import store_ref
+
+    window = store_ref(base_store(store)).window  # resolved at the edge: a user's window store too
     mine = [w for w in workloads if WORKLOADS[w].windowed == window]
     return mine or [name for name in DEFAULT_WORKLOADS if WORKLOADS[name].windowed == window]
 
