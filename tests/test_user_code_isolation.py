@@ -235,3 +235,17 @@ def test_verify_never_imports_the_users_module_into_the_harnesss_process(tmp_pat
     import sys
 
     assert "iso_kv_store" not in sys.modules and "iso_window_store" not in sys.modules
+
+
+def test_the_pytest_plugin_names_a_store_modules_syntax_error_before_collecting(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "plugin_syntax.py").write_text("def make_store(:\n    pass\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "eos_harness.suites.conformance", "-q",
+                           "--eos-store=plugin_syntax:make_store", "-p", "no:cacheprovider"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage error: nothing was collected
+    assert (f"module 'plugin_syntax' has a syntax error: {tmp_path / 'plugin_syntax.py'}, line 1" in proc.stderr
+            and "Traceback" not in proc.stderr), proc.stderr

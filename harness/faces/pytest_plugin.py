@@ -34,6 +34,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "test with store_hang and the store's stack.")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A bad ``--eos-store`` is a usage error before anything is collected (its module learned in a child)."""
+    if config.getoption("eos_store", None):
+        store_refs(config)
+
+
 def stores_under_test(config: pytest.Config) -> list[str]:
     """The stores the suites run against: ``--eos-store`` (checked at collection), or every built-in real store."""
     from eos_harness.stores.registry import builtin_specs
