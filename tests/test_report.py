@@ -214,6 +214,33 @@ def test_a_truncated_history_and_a_corrupt_campaign_json_are_named_at_the_top(cl
     assert int(page.rows["memory"]["scenarios"]) + int(page.rows[MUTANT]["scenarios"]) == 12  # from results.jsonl
 
 
+def test_a_run_written_before_results_said_what_was_expected_shows_unknown_and_imports_no_suite(
+        cli, mutant_campaign, tmp_path):
+    """The report reads the run's files only: an older campaign cut short (no chaos.json, results without
+    ``expected``) shows "unknown" for each subject and judges none of them, and no suite's code is imported."""
+    import subprocess
+    import sys
+
+    old = tmp_path / "old"
+    shutil.copytree(mutant_campaign, old)
+    (old / "chaos.json").unlink()
+    rows = [json.loads(line) for line in (old / "results.jsonl").read_text().splitlines()]
+    (old / "results.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "expected"}) + "\n"
+                                               for r in rows))
+    probe = ("import sys; from eos_harness.report import write_report; view = write_report(sys.argv[1])[1]; "
+             "print(sorted(m for m in sys.modules if m.startswith('eos_harness.suites'))); "
+             "print({row.name: (row.expected, row.status) for row in view.subjects})")
+    done = subprocess.run([sys.executable, "-c", probe, str(old)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    imported, subjects = done.stdout.splitlines()[-2:]
+    assert imported == "[]"
+    assert eval(subjects) == {"memory": ("unknown", "not judged (expected result unknown)"),  # noqa: S307
+                              MUTANT: ("unknown", "not judged (expected result unknown)")}
+    _, page = _page(old / "report.html")
+    assert page.rows[MUTANT]["expected"] == "unknown"
+    assert "not judged" in page.text_of["headline"] and "Unexpected" not in page.text_of["headline"]
+
+
 def test_a_directory_without_a_run_is_refused_with_exit_2(cli, tmp_path):
     done = cli.invoke("report", str(tmp_path))
     assert done.returncode == 2

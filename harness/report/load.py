@@ -39,6 +39,8 @@ from eos_harness.records import (
 from eos_harness.rundir import MARKER
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, verdict_of
 
+UNKNOWN = "unknown"  # what a subject was expected to do, for a run written before its results said it
+
 __all__ = ["Event", "NoRun", "Problem", "RunView", "ScenarioView", "SubjectRow", "check_run_directory", "load_run"]
 
 MAX_TIMELINES = 40  # failing scenarios drawn with a timeline; the rest are listed with their repro
@@ -74,7 +76,7 @@ class ScenarioView:
     index: int | None
     subject: str  # the store, or the Spark configuration
     verdict: str
-    expected: str | None  # "pass" or "fail" (a mutant must be caught); None for a single run
+    expected: str | None  # "pass", "fail" (a mutant must be caught) or "unknown" (not written); None for a single run
     faults: list[str]  # the fault kinds its schedule names (crash points, kill, sink, …)
     schedule: list[str]
     seed: int | None
@@ -96,6 +98,8 @@ class ScenarioView:
 
     @property
     def unexpected(self) -> bool:
+        if self.expected == UNKNOWN:
+            return False  # not judged: the run's files do not say what its subject was expected to do
         if self.expected is None:
             return self.verdict == FAIL
         return self.verdict != ERROR and (self.verdict == FAIL) != (self.expected == "fail")
@@ -441,12 +445,10 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
         if r.get("expected") in ("pass", "fail"):
             expected.setdefault(r.get("store", r.get("system")), r["expected"])
     suite = str(campaign.get("suite") or (rows[0].get("suite") if rows else None) or "lifecycle")
-    if not stores_json:  # no summary: from the suite's registry
-        expected_to_fail = _expected_to_fail(suite)
-        for r in rows:
-            subject = str(r.get("store", r.get("system")))
-            expected.setdefault(subject, "fail" if expected_to_fail(subject) else "pass")
-    scenarios = [_lifecycle_scenario(r, directory, expected.get(r.get("store", r.get("system")))) for r in rows]
+    # A campaign written before results said what their subject was expected to do, without a summary: "unknown"
+    # (the report reads the run's files only; it never asks a suite's code what it would expect today).
+    scenarios = [_lifecycle_scenario(r, directory, expected.get(r.get("store", r.get("system"))) or UNKNOWN)
+                 for r in rows]
     view = RunView(suite, "campaign", directory, seed=campaign.get("seed"), seconds=campaign.get("seconds"),
                    broker=campaign.get("broker"), scenarios=scenarios, stopped=campaign.get("stopped"))
     computed = _tally(scenarios, lambda s: s.subject)
@@ -463,8 +465,10 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
         # of them failed), and, for a campaign cut short, a mutant not caught yet is not unexpected.
         cut_short = bool(campaign.get("cut_short") or campaign.get("stopped"))
         for store, (n, failed, errors, na, checks) in computed.items():
-            exp = expected.get(store)
-            if exp == "fail":
+            exp = expected.get(store) or UNKNOWN
+            if exp == UNKNOWN:
+                status = "ERROR" if errors == n else "not judged (expected result unknown)"
+            elif exp == "fail":
                 status = "caught" if failed else "ERROR" if errors == n else \
                     "not caught yet" if cut_short else "NOT CAUGHT"
             else:
@@ -482,18 +486,6 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
     view.command = reproduce_command(typed if typed and " chaos" in typed else None, view.seed, len(scenarios),
                                      fallback)
     return view
-
-
-def _expected_to_fail(suite: str) -> Callable[[str], bool]:
-    """Whether a store (or system) of ``suite`` is a mutant, by the suite's own registry."""
-    try:
-        if suite == "metadata":
-            from eos_harness.suites.metadata.plan import expected_to_fail
-        else:
-            from eos_harness.suites.lifecycle.plan import expected_to_fail
-    except ImportError:  # pragma: no cover - both suites are part of the package
-        return lambda name: False
-    return lambda name: bool(expected_to_fail(name))
 
 
 def _tally(scenarios: list[ScenarioView], key) -> dict[str, tuple[int, int, int, int, dict[str, int]]]:
@@ -526,12 +518,9 @@ def _compare(view: RunView, summary: dict, computed: dict, path: Path, problems:
 
 
 def _lifecycle_run(verdict: dict, directory: Path, problems: list[Problem]) -> RunView:
-    from eos_harness.suites.lifecycle.plan import expected_to_fail
-
     suite = str(verdict.get("suite") or "lifecycle")
-    expected = verdict.get("expected")  # written by the run; recomputed only for a run written before it was
-    if expected is None:
-        expected = "fail" if suite == "lifecycle" and expected_to_fail(str(verdict.get("store"))) else "pass"
+    # Written by the run; a run written before results carried it does not say: "unknown".
+    expected = verdict.get("expected") if verdict.get("expected") in ("pass", "fail") else UNKNOWN
     scenario = _lifecycle_scenario(verdict, directory, expected)
     scenario.name = "the run"
     view = RunView(suite, "run", directory, seed=verdict.get("seed"), seconds=verdict.get("seconds"),
@@ -616,11 +605,8 @@ def _spark_campaign(campaign: dict, directory: Path, problems: list[Problem]) ->
 
 
 def _spark_run(verdict: dict, directory: Path, problems: list[Problem]) -> RunView:
-    from eos_harness.suites.spark.plan import MUTANT_SINK
-
-    written = verdict.get("expected")  # written by the run ("caught" for the mutant sink); else recomputed
-    expected = ("fail" if written == "caught" else "pass") if written else (
-        "fail" if verdict.get("sink") == MUTANT_SINK else "pass")
+    written = verdict.get("expected")  # written by the run ("caught" for the mutant sink); older runs: "unknown"
+    expected = {"caught": "fail", "pass": "pass"}.get(written, UNKNOWN)
     scenario = _spark_scenario(verdict, "the run", expected)
     view = RunView("spark", "run", directory, seed=verdict.get("seed"), seconds=verdict.get("seconds"),
                    scenarios=[scenario], command=scenario.repro)

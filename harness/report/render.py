@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jinja2
 from eos_harness.report import figures
-from eos_harness.report.load import RunView, ScenarioView, check_run_directory, load_run
+from eos_harness.report.load import UNKNOWN, RunView, ScenarioView, check_run_directory, load_run
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, PASS
 
 __all__ = ["coverage", "headline", "render_html", "write_report"]
@@ -42,6 +42,11 @@ def headline(view: RunView) -> tuple[str, str]:
                        f"{' …' if len(view.unexpected) > 5 else ''} (a real {view.subject_word} that failed, or a "
                        "mutant that was not caught)." + stopped)
     could_not = f" {errors} scenario(s) could not be run to their end (verdict error)." if errors else ""
+    unjudged = sorted({s.subject for s in view.failing if s.expected == UNKNOWN})
+    if unjudged:
+        return "warn", (f"{sum(s.expected == UNKNOWN for s in view.failing)} failing scenario(s) of "
+                        f"{', '.join(unjudged[:5])}{' …' if len(unjudged) > 5 else ''}, whose expected result the "
+                        "run's files do not say (written by an older eos-harness): not judged." + could_not + stopped)
     if failed:
         return ("warn" if errors or stopped else "ok"), (
             f"No unexpected result: the {failed} failing scenario(s) are all of mutants, caught as they must be; "

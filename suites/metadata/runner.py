@@ -194,6 +194,7 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
     result = {
         "suite": "metadata",
         "system": scenario.system,
+        "expected": "pass" if scenario.system == REAL else "fail",  # a mutant must be caught
         "broker": scenario.broker.cli_text,
         "seed": scenario.seed,
         "schedule": [str(f) for f in scenario.schedule],
