@@ -34,7 +34,7 @@ class Tally:
 
     subject: str
     expected_fail: bool
-    caught_by: str | None = None  # the check that must catch a mutant; None: any check
+    caught_by: str | tuple[str, ...] | None = None  # the check (or checks, any one) that must catch a mutant; None: any
     total: int = 0
     failed: int = 0
     errors: int = 0  # scenarios that could not be run to their end
@@ -53,7 +53,8 @@ class Tally:
             fired = {v["check"] for v in result["violations"]}
             for check in fired:
                 self.checks[check] = self.checks.get(check, 0) + 1
-            self.caught_by_its_check += self.caught_by in fired
+            named = (self.caught_by,) if isinstance(self.caught_by, str) else self.caught_by or ()
+            self.caught_by_its_check += bool(fired.intersection(named))
 
     @property
     def caught(self) -> bool:
@@ -76,14 +77,16 @@ class Tally:
         return "FAILED" if self.failed else "ERROR" if self.errors else "ok"
 
     def to_json(self) -> dict:
-        return {"expected": "fail" if self.expected_fail else "pass", "caught_by": self.caught_by,
+        caught_by = self.caught_by if not isinstance(self.caught_by, tuple) else " or ".join(self.caught_by)
+        return {"expected": "fail" if self.expected_fail else "pass", "caught_by": caught_by,
                 "scenarios": self.total, "failed": self.failed, "caught_by_its_check": self.caught_by_its_check,
                 "errors": self.errors, "status": self.status, "checks": self.checks,
                 **({"scenarios_to_first_catch": self.first_catch} if self.expected_fail else {})}
 
 
 def summarize(results: list[dict], subjects: Iterable[str], subject: str, tallies_key: str,
-              expected_to_fail: Callable[[str], bool], caught_by: Callable[[str], str | None] = lambda s: None,
+              expected_to_fail: Callable[[str], bool],
+              caught_by: Callable[[str], str | tuple[str, ...] | None] = lambda s: None,
               judge: Judge = _recorded) -> dict:
     """A campaign's ``summary``: counts, the crash points hit, the faults that could not be injected,
     the scenarios that could not be run to their end (``errors``: a line each, with its replay), the

@@ -7,18 +7,56 @@ campaigns, the key of its campaign's tallies (``summary[tallies]``). Its command
 imported: ``run`` (one scenario, or the suite's one command) and ``chaos`` (a campaign), as
 ``module:attribute`` of a click command, so that this module imports no suite and no face.
 
+The contract every suite keeps, so that a campaign is written once (:mod:`eos_harness.suite_campaign`):
+
+- ``suites/<package>/plan.py``: ``plan(seed, options)``, the campaign's scenarios in order, a pure
+  function of the seed and the options (a dict: the suite's :class:`Option` values, and its subjects
+  under the key ``tallies``); ``expected(subject)``, whether that subject must fail (a mutant) and the
+  checks of which one must catch it (any one suffices; empty: any check); ``subjects()``, the
+  subjects a campaign runs when none are named.
+- ``suites/<package>/runner.py``: ``run_one(scenario, directory)``, one scenario run to its complete
+  result (``suite``, its subject field, ``expected``, ``verdict``, ``violations``, ``repro``, ``seed``,
+  ``seconds``; ``directory`` is the scenario's own, for what it keeps); ``error_result(scenario, exc)``,
+  the result of a scenario that could not be run to its end; optionally ``campaign_session(options)``,
+  a context manager around the whole campaign that yields the options it runs with (a broker started
+  once for every scenario).
+
 The CLI takes its ``run``/``chaos`` dispatch and ``eos-harness suites`` from :data:`SUITES`: a new
 suite is one more entry here and its package (``checks.py``, ``plan.py``, ``runner.py``, its pytest
-entry), and no command code.
+entry), and no command code: a suite whose ``chaos`` is :data:`GENERIC_CHAOS` gets its ``chaos``
+command, options included, from its entry.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["SUITES", "Suite", "suite"]
+__all__ = ["GENERIC_CHAOS", "SUITES", "Option", "Suite", "suite"]
+
+GENERIC_CHAOS = "eos_harness.faces.chaos:chaos_command_for"  # the chaos command written once, for any suite
+
+
+@dataclass(frozen=True)
+class Option:
+    """One of a suite's own campaign options (``--NAME``): its kind (``int``, ``float``, ``text``, ``list``: a
+    comma-separated list of names, ``choice``), its default, its help, and for ``int``/``float`` its lower
+    bound, for ``choice``/``list`` the values it may take (empty: any). ``plan``: whether it decides the
+    plan (a resumed campaign keeps it); else it may be given anew on ``--resume``."""
+
+    name: str
+    kind: str
+    default: object
+    help: str
+    minimum: float | None = None
+    choices: tuple[str, ...] = ()
+    plan: bool = True
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -33,6 +71,21 @@ class Suite:
     subject: str | None = None  # the field of a result naming what it ran (``store``, ``system``, ``sink``)
     tallies: str | None = None  # the key of its campaign summary's tallies (``stores``, ``systems``, ``sinks``)
     pytest_entry: bool = False  # ``pytest --pyargs eos_harness.suites.<package>`` runs it
+    options: tuple[Option, ...] = ()  # its own campaign options (a chaos command written once reads them)
+    workers: int = 2  # scenarios a campaign runs at once by default
+    extras: tuple[str, ...] = ()  # the optional extras it needs installed (``kafka``)
+
+    def part(self, module: str):
+        """The suite's ``plan`` or ``runner`` module."""
+        return importlib.import_module(f"eos_harness.suites.{self.package}.{module}")
+
+    def plan(self, seed: int, options: Mapping) -> Iterable:
+        """The campaign's scenarios, in order (see the module)."""
+        return self.part("plan").plan(seed, options)
+
+    def run_one(self, scenario, directory: Path) -> dict:
+        """One scenario's complete result (see the module)."""
+        return self.part("runner").run_one(scenario, directory)
 
     def checks(self) -> Mapping[str, str]:
         """Each check the suite reports (a violation's ``check``), with the promise it tests."""
@@ -45,7 +98,8 @@ class Suite:
         if target is None:
             return None
         module, _, attribute = target.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        found = getattr(importlib.import_module(module), attribute)
+        return found if hasattr(found, "params") else found(self)  # a command, or one made for this suite
 
     def to_json(self) -> dict:
         return {"name": self.name, "title": self.title, "runs_on": self.runs_on,
@@ -55,18 +109,27 @@ class Suite:
 
 
 _FACES = "eos_harness.faces"
+_EXAMPLES = Option("examples", "int", 10, "Hypothesis examples of each scenario's state machine.", minimum=1)
+_STEPS = Option("steps", "int", 25, "Steps per example.", minimum=1)
+_STORE_TIMEOUT = Option("store_timeout", "float", 60.0,  # process.guard.STORE_TIMEOUT_S
+                         "Bound on each call into the store (seconds); a call that "
+                        "takes longer is a store_hang finding.", minimum=0, plan=False)
+_KAFKA_BROKER = Option("broker", "broker", "kafka-local", "kafka-local | kafka-local:3 | kafka-quorum[:N] | "
+                       "kafka://HOST:PORT: started once for the campaign (the embedded broker is not Kafka).")
 SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("lifecycle", "EOS task lifecycle", "a store (key-value, or window with a windowed workload) under the "
           "EOS task runtime, its task killed between commit steps", "lifecycle",
           run=f"{_FACES}.lifecycle:run_command", chaos=f"{_FACES}.lifecycle:chaos_command",
           subject="store", tallies="stores", pytest_entry=True),
     Suite("conformance", "store conformance (KIP-844/KIP-892)", "a key-value store (a built-in name or "
-          "module:function)", "conformance", run=f"{_FACES}.cli:verify_command", subject="store", pytest_entry=True),
+          "module:function)", "conformance", run=f"{_FACES}.cli:verify_command", chaos=GENERIC_CHAOS,
+          subject="store", tallies="stores", pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT)),
     Suite("offsets", "offsets in the store (KIP-892/KIP-1035)", "a key-value store that manages its offsets (run "
           "by verify beside conformance)", "offsets", checks_name="PROMISES", run=f"{_FACES}.cli:verify_command",
-          subject="store", pytest_entry=True),
+          chaos=GENERIC_CHAOS, subject="store", tallies="stores", pytest_entry=True, options=(_STORE_TIMEOUT,)),
     Suite("windows", "window store (KIP-428)", "a window store (a built-in window store or module:function)",
-          "windows", run=f"{_FACES}.cli:verify_command", subject="store", pytest_entry=True),
+          "windows", run=f"{_FACES}.cli:verify_command", chaos=GENERIC_CHAOS, subject="store", tallies="stores",
+          pytest_entry=True, options=(_EXAMPLES, _STEPS)),
     Suite("metadata", "metadata transactions (KIP-868)", "a metadata system: the controller and its readers over "
           "a metadata log (embedded or Kafka), or a mutant", "metadata",
           run=f"{_FACES}.metadata:metadata_run_command", chaos=f"{_FACES}.metadata:metadata_chaos_command",
@@ -76,11 +139,24 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           run=f"{_FACES}.spark:spark_run_command", chaos=f"{_FACES}.spark:spark_chaos_command",
           subject="sink", tallies="sinks", pytest_entry=True),
     Suite("kafka-log", "Kafka's transactional log", "a Kafka cluster (kafka-local, kafka-quorum or kafka://)",
-          "kafka_log", checks_name="ANOMALIES", run=f"{_FACES}.kafka_log:kafka_log_command", pytest_entry=True),
+          "kafka_log", checks_name="ANOMALIES", run=f"{_FACES}.kafka_log:kafka_log_command", chaos=GENERIC_CHAOS,
+          subject="system", tallies="systems", pytest_entry=True, extras=("kafka",), workers=1, options=(
+              Option("transactions", "int", 30, "Transactions of each scenario's workload.", minimum=1),
+              Option("partitions", "int", 2, "Partitions of each scenario's topic.", minimum=1),
+              Option("abort_ratio", "float", 0.3, "About this share of the transactions is aborted.", minimum=0),
+              _KAFKA_BROKER)),
     Suite("kafka-metadata", "KIP-868 on a real KRaft quorum", "a KRaft quorum started here, its active controller "
-          "killed while topics are created", "kafka_metadata", run=f"{_FACES}.kafka_metadata:kafka_metadata_command"),
+          "killed while topics are created", "kafka_metadata", run=f"{_FACES}.kafka_metadata:kafka_metadata_command",
+          chaos=GENERIC_CHAOS, subject="system", tallies="systems", extras=("kafka",), workers=1, options=(
+              Option("topics", "int", 2, "Topics created while the active controller is killed.", minimum=0),
+              Option("partitions", "int", 100, "Partitions of each topic.", minimum=1),
+              Option("controller_kills", "int", 1, "SIGKILLs of the active controller while topics are created.",
+                     minimum=0),
+              Option("bootstrap_kills", "int", 0, "Fresh quorums whose first leader is SIGKILLed as it writes the "
+                     "bootstrap records.", minimum=0),
+              Option("brokers", "int", 3, "Brokers of each quorum.", minimum=1),
+              Option("heap", "text", "384m", "JVM heap of each node."))),
 )}
-
 
 def suite(name: str) -> Suite:
     """The suite called ``name``; a ValueError naming the suites for any other name."""

@@ -27,6 +27,7 @@ __all__ = [
     "VERDICTS",
     "Violation",
     "error_reason",
+    "error_result",
     "exit_code",
     "finding_violation",
     "hang_finding",
@@ -96,6 +97,12 @@ def exit_code(verdicts: Iterable[str], unexpected: bool | None = None, incomplet
     if ERROR in verdicts or incomplete:
         return EXIT_INCOMPLETE
     return EXIT_PASS
+
+
+def error_result(subject: dict, seed: int | None, repro: str, exc: BaseException) -> dict:
+    """The result of a scenario an exception cut short: ``subject`` (the field naming what it ran, e.g.
+    ``{"store": name}``), its seed and replay, verdict ``error`` with the reason, no violation."""
+    return {**subject, "seed": seed, "verdict": ERROR, "error": error_reason(exc), "violations": [], "repro": repro}
 
 
 def error_reason(exc: BaseException) -> str:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 
 import click
 from eos_harness.broker.opening import open_broker
-from eos_harness.commands import command_line
 from eos_harness.faces.params import BrokerParam, require_extra
 from eos_harness.faces.toolkit import check_output_path, console, incomplete, seed_or_drawn, write_json
-from eos_harness.verdict import ERROR, error_reason, exit_code
+from eos_harness.verdict import ERROR, exit_code
 from rich.table import Table
 
 
@@ -29,38 +29,32 @@ def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isola
     """Check Kafka's own log promises (after Jepsen's Kafka workload): committed records read exactly
     once, no aborted read, one value per offset, no lost write, no hanging transaction."""
     from eos_harness.cluster import ClusterError
-    from eos_harness.suites.kafka_log.runner import run_workload
+    from eos_harness.suites.kafka_log.plan import Scenario
+    from eos_harness.suites.kafka_log.runner import error_result, run_one
 
     require_extra("kafka", "kafka-log")
     seed = seed_or_drawn(seed)
-    started = time.monotonic()
     console.print(f"seed: {seed}")
+    scenario = Scenario(isolation, seed, transactions, partitions, abort_ratio, broker.cli_text)
+    started = time.monotonic()
     try:
         check_output_path(json_path)
         with open_broker(broker, say=console.print) as opened:
             try:
-                result = run_workload(opened.spec, seed,
-                                      transactions=transactions, partitions=partitions, abort_ratio=abort_ratio,
-                                      isolation=isolation)
+                report = run_one(replace(scenario, opened=opened.spec.text))
             except ValueError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the workload could not be run to its end: exit 3
-                result, reason = None, error_reason(exc)
+                report = error_result(scenario, exc)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
         raise incomplete(exc) from None
-    head = {"suite": "kafka-log", "seed": seed, "broker": broker.cli_text,
-            "repro": command_line("kafka-log", "--broker", broker.cli_text, "--seed", seed, "--transactions",
-                                  transactions, "--partitions", partitions, "--abort-ratio", abort_ratio,
-                                  "--isolation", isolation)}
-    if result is None:
-        write_json(json_path, {**head, "verdict": ERROR, "error": reason, "violations": [],
-                               "seconds": round(time.monotonic() - started, 3)})
+    if report["verdict"] == ERROR:
+        write_json(json_path, {**report, "seconds": round(time.monotonic() - started, 3)})
         console.print("[red]verdict: error[/]: the workload could not be run to its end:")
-        console.print(reason, markup=False, highlight=False)
+        console.print(report["error"], markup=False, highlight=False)
         sys.exit(exit_code([ERROR]))
-    report = {**head, **result.to_json()}
     json_error = write_json(json_path, report)
     colour = "green" if report["verdict"] == "pass" else "red"
     console.print(f"{report['transactions']} transactions, {report['records_sent']} records sent, "

@@ -68,7 +68,7 @@ def run_options(suite: str, kind: str, seed: str = "Seed of the input (printed w
 
 def campaign_options(suite: str, kind: str, junit: str, until_failure: str, resume: str,
                      minutes: str = "Run for this long (default 1 unless --scenarios).",
-                     scenarios: str = "Run exactly this many scenarios."):
+                     scenarios: str = "Run exactly this many scenarios.", workers: int = 2):
     """The options every ``chaos`` command has beside its suite's own (the command takes the click
     context first): ``--suite``, ``--minutes``, ``--scenarios``, ``--seed``, ``--json``, ``--out``
     (default: a new run directory named for ``kind``), ``--workers``, ``--overwrite``, ``--junit`` (``junit``: what a suite's testcase
@@ -85,7 +85,7 @@ def campaign_options(suite: str, kind: str, junit: str, until_failure: str, resu
                      help="Write the campaign JSON here (default OUT/chaos.json)."),
         click.option("--out", default=None, help=f"Results directory (default: a new runs/<UTC time>-{kind}-seed<N>; "
                      "runs/latest links to it)."),
-        click.option("--workers", type=AT_LEAST_ONE, default=2, show_default=True, help="Scenarios run at once."),
+        click.option("--workers", type=AT_LEAST_ONE, default=workers, show_default=True, help="Scenarios run at once."),
         click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP),
         click.option("--junit", "junit_path", default=None, help=f"{JUNIT_HELP} {junit}"),
         click.option("--until-failure", is_flag=True, help=until_failure),

@@ -91,6 +91,7 @@ class ScenarioView:
     history: str | None = None
     events: list[Event] | None = None  # loaded for failing scenarios only
     timed: bool = False  # the events' time is seconds (else the history's seq)
+    keeps_history: bool = True  # False: its result says it records none (``"history": null``)
 
     @property
     def failed(self) -> bool:
@@ -139,10 +140,11 @@ class RunView:
     stopped: dict | None = None
     problems: list[Problem] = field(default_factory=list)
     timelines_left_out: int = 0
+    subject: str | None = None  # what its results ran on, as the campaign JSON names it (``store``, ``system``)
 
     @property
     def subject_word(self) -> str:
-        return {"spark": "configuration", "metadata": "system"}.get(self.suite, "store")
+        return self.subject or {"spark": "configuration", "metadata": "system"}.get(self.suite, "store")
 
     @property
     def total(self) -> int:
@@ -433,7 +435,8 @@ def _lifecycle_scenario(r: dict, directory: Path, expected: str | None) -> Scena
         faults=[_fault_kind(f) for f in schedule] or ["(no fault)"], schedule=schedule, seed=r.get("seed"),
         workload=r.get("workload"), violations=list(r.get("violations", [])), repro=str(r.get("repro", "")),
         error=r.get("error"), seconds=r.get("seconds"), started_at=r.get("started_at"),
-        recovery=list(r.get("recovery", [])), history=r.get("history"))
+        recovery=list(r.get("recovery", [])), history=r.get("history"),
+        keeps_history="history" not in r or r["history"] is not None)
 
 
 def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]) -> RunView:
@@ -450,7 +453,8 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
     scenarios = [_lifecycle_scenario(r, directory, expected.get(r.get("store", r.get("system"))) or UNKNOWN)
                  for r in rows]
     view = RunView(suite, "campaign", directory, seed=campaign.get("seed"), seconds=campaign.get("seconds"),
-                   broker=campaign.get("broker"), scenarios=scenarios, stopped=campaign.get("stopped"))
+                   broker=campaign.get("broker"), scenarios=scenarios, stopped=campaign.get("stopped"),
+                   subject=campaign.get("subject") if isinstance(campaign.get("subject"), str) else None)
     computed = _tally(scenarios, lambda s: s.subject)
     if summary:
         for store, t in stores_json.items():
@@ -479,8 +483,8 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
         view.not_run = sorted(set(asked) - set(computed))
     typed = _marker_command(directory)
     stores = list(stores_json) or list(campaign.get("asked") or []) or sorted({s.subject for s in scenarios})
-    fallback = (["eos-harness", "chaos", "--suite", "metadata", "--systems", ",".join(stores)] if suite == "metadata"
-                else ["eos-harness", "chaos", "--stores", ",".join(stores)])
+    listed = "--systems" if "systems" in (summary or {}) or campaign.get("subject") == "system" else "--stores"
+    fallback = ["eos-harness", "chaos", *([] if suite == "lifecycle" else ["--suite", suite]), listed, ",".join(stores)]
     if view.broker and view.broker != "embedded":
         fallback += ["--broker", str(view.broker)]
     view.command = reproduce_command(typed if typed and " chaos" in typed else None, view.seed, len(scenarios),
@@ -623,6 +627,8 @@ def _history_path(scenario: ScenarioView, directory: Path) -> Path | None:
     """The scenario's history: the recorded path, or the same file under ``directory`` (a run
     directory that was moved or copied keeps its layout)."""
     candidates = []
+    if not scenario.keeps_history:
+        return None
     if scenario.history:
         recorded = Path(scenario.history)
         candidates += [directory / recorded.parent.name / recorded.name, directory / recorded.name, recorded]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
@@ -52,6 +53,7 @@ from eos_harness.suites.offsets.checks import CAPABILITIES, PROMISES
 from eos_harness.suites.offsets.runner import replay_command, verify_offsets
 from eos_harness.suites.offsets.runner import scenarios as offsets_scenarios_known
 from eos_harness.verdict import Violation, finding_violation, verdict_of
+from eos_harness.verdict import error_result as verdict_error_result
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.reporting import with_reporter
@@ -66,8 +68,8 @@ from .plan import WORKLOADS, machine_for, matrix_cases
 # The checks ``--allow`` may waive: the conformance suite's, and the offsets suite's promises.
 ALLOWABLE = (*WAIVABLE, *PROMISES)
 
-__all__ = ["ALLOWABLE", "CHECKS", "MAX_FINDINGS", "PROBE", "ConformanceViolation", "StoreAbandoned", "machine_for", "matrix_cases",
-           "not_checked", "run_case", "verify"]
+__all__ = ["ALLOWABLE", "CHECKS", "MAX_FINDINGS", "PROBE", "ConformanceViolation", "StoreAbandoned", "error_result",
+           "machine_for", "matrix_cases", "not_checked", "run_case", "run_one", "verify"]
 
 # The checks (promises) of the suite, by their public names (violations' ``check``; JUnit testcases).
 CHECKS = tuple(checks.CHECKS)
@@ -224,6 +226,22 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
     if error:
         result["error"] = error
     return result
+
+
+def run_one(scenario, directory: Path) -> dict:
+    """One scenario of a campaign (:class:`.plan.Scenario`): :func:`verify`, the store's output in
+    ``directory/store.log``."""
+    started = time.monotonic()
+    directory.mkdir(exist_ok=True)
+    result = verify(scenario.store, scenario.seed, scenario.examples, scenario.steps,
+                    store_timeout=scenario.store_timeout, log=directory / "store.log")
+    return {"suite": "conformance", **result, "seconds": round(time.monotonic() - started, 3)}
+
+
+def error_result(scenario, exc: BaseException) -> dict:
+    """The result of a campaign's scenario that could not be run to its end."""
+    return verdict_error_result({"store": scenario.store}, scenario.seed, verify_repro(
+        scenario.store, scenario.seed, scenario.examples, scenario.steps, scenario.store_timeout), exc)
 
 
 _OFFSETS_VIEW = ("verdict", "cases", "checks", "not_applicable", "not_checked", "notes")

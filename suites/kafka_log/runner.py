@@ -4,17 +4,20 @@ partition to its end; :mod:`.checks` judges what was sent and read."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
 from eos_harness.broker.spec import BrokerSpec
 from eos_harness.suites.kafka_log.checks import Anomaly, LogEnd, Read, Sent, Transaction, check, summarize
+from eos_harness.verdict import error_result as verdict_error_result
 from eos_harness.verdict import verdict_of
 
-__all__ = ["WorkloadResult", "run_workload"]
+__all__ = ["WorkloadResult", "campaign_session", "error_result", "run_one", "run_workload"]
 
 
 # -- the workload against a real broker ---------------------------------------------------------
@@ -141,3 +144,34 @@ def run_workload(broker: BrokerSpec | str, seed: int, transactions: int = 60, pa
         result.ends.append(LogEnd(p, high[p], stable[p], max(positions.get(p, 0), 0)))
     result.seconds = time.monotonic() - started
     return result
+
+
+# -- a scenario: one workload, one reader ------------------------------------------------------------
+
+
+def run_one(scenario, directory=None) -> dict:
+    """One workload read by ``scenario.system`` (:class:`.plan.Scenario`), as a complete result: the
+    reader (``system``), its expected result, the verdict, the anomalies, the replay."""
+    from .plan import expected
+
+    result = run_workload(scenario.opened or scenario.broker, scenario.seed, transactions=scenario.transactions,
+                          partitions=scenario.partitions, abort_ratio=scenario.abort_ratio,
+                          isolation=scenario.system)
+    return {"suite": "kafka-log", "system": scenario.system,
+            "expected": "fail" if expected(scenario.system)[0] else "pass", "seed": scenario.seed,
+            "broker": scenario.broker, "repro": scenario.repro(), **result.to_json()}
+
+
+def error_result(scenario, exc: BaseException) -> dict:
+    """The result of a scenario that could not be run to its end."""
+    return {"suite": "kafka-log", **verdict_error_result({"system": scenario.system}, scenario.seed,
+                                                         scenario.repro(), exc), "broker": scenario.broker}
+
+
+@contextlib.contextmanager
+def campaign_session(options: Mapping) -> Iterator[dict]:
+    """The campaign's broker, opened once for every scenario (``kafka-local`` started and always stopped)."""
+    from eos_harness.broker.opening import open_broker
+
+    with open_broker(options["broker"]) as opened:
+        yield {**options, "opened": opened.spec.text}

@@ -45,8 +45,9 @@ from eos_harness.suites.kafka_metadata.checks import (
     transactions_of,
 )
 from eos_harness.verdict import ERROR, Violation, error_reason, verdict_of
+from eos_harness.verdict import error_result as verdict_error_result
 
-__all__ = ["Plan", "broker_topics", "run"]
+__all__ = ["Plan", "broker_topics", "error_result", "run", "run_one"]
 
 # The longest any step waits for the quorum (nodes up, a leader elected, a restarted controller caught
 # up): reached only when it is broken. These take 2 to 50 s on 2 cores with a load average of 30 (JVMs
@@ -570,3 +571,17 @@ def run(plan: Plan, directory: Path | None = None) -> dict:
         "violations": [v.to_json() for v in violations[:200]],
         "seconds": round(time.monotonic() - started, 1),
     }
+
+
+# -- a campaign's scenario (``eos-harness chaos --suite kafka-metadata``) ------------------------------
+
+
+def run_one(plan: Plan, directory: Path | None = None) -> dict:
+    """One run of ``plan`` as a campaign's result: the system (the KRaft quorum), expected to pass. Its
+    nodes' directories are removed at its end (a run to read them is ``kafka-metadata --keep DIR``)."""
+    return {"system": "kraft", "expected": "pass", **run(plan)}
+
+
+def error_result(plan: Plan, exc: BaseException) -> dict:
+    """The result of a run that could not be run to its end."""
+    return {"suite": "kafka-metadata", **verdict_error_result({"system": "kraft"}, plan.seed, plan.repro(), exc)}

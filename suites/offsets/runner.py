@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -39,7 +40,7 @@ from eos_harness.verdict import (
 from .checks import CAPABILITIES, PROMISES
 from .scenario import Scenario, features_of
 
-__all__ = ["SCENARIO_MODULES", "replay_command", "scenarios", "verify_offsets"]
+__all__ = ["SCENARIO_MODULES", "error_result", "replay_command", "run_one", "scenarios", "verify_offsets"]
 
 SCENARIO_MODULES = ("partitions", "migration", "closing")
 
@@ -210,3 +211,22 @@ def _once_per_check(spec: str, seed: int, store_timeout: float, allowed: tuple[s
         times = len(fired_in[check])
         v["fired"] = {"cases": times, "of": max(times, cases_checking.get(check, times))}
     return list(reported.values())
+
+
+# -- a campaign's scenario (``eos-harness chaos --suite offsets``) -------------------------------------
+
+def run_one(scenario, directory: Path) -> dict:
+    """One scenario of a campaign (:class:`.plan.Scenario`): the offsets scenario it names, alone."""
+    started = time.monotonic()
+    result = verify_offsets(scenario.store, scenario.seed, scenario.store_timeout, only=[scenario.name],
+                            repro=replay_command(scenario.store, scenario.seed, scenario.store_timeout, scenario.name))
+    return {**result, "scenario": scenario.name, "seconds": round(time.monotonic() - started, 3)}
+
+
+def error_result(scenario, exc: BaseException) -> dict:
+    """The result of a campaign's scenario that could not be run to its end."""
+    from eos_harness.verdict import error_result as verdict_error_result
+
+    return verdict_error_result({"store": scenario.store, "scenario": scenario.name}, scenario.seed,
+                                replay_command(scenario.store, scenario.seed, scenario.store_timeout, scenario.name),
+                                exc)

@@ -3,9 +3,16 @@ crash points × workloads (pure functions of the store's config)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
 from eos_harness.models.windows import WindowConfig
 
-__all__ = ["KEYS", "VALUES", "WORKLOADS", "edge_deltas", "matrix_cases", "workload_puts"]
+from ..rotation import in_turn
+from ..store_subjects import StoreSubjects
+
+__all__ = ["KEYS", "VALUES", "WORKLOADS", "Scenario", "edge_deltas", "expected", "known_subjects", "matrix_cases", "plan",
+           "subjects", "workload_puts"]
 
 KEYS = [b"a", b"b", b"c"]
 VALUES = [b"v1", b"v2", b"v3"]
@@ -44,3 +51,26 @@ def workload_puts(name: str, config: WindowConfig) -> list[tuple[bytes, int, byt
 def matrix_cases(crash_points: list[str]) -> list[tuple[str, str | None]]:
     """(workload, crash point or None for a SIGKILL before commit), every point × every workload."""
     return [(w, p) for w in WORKLOADS for p in [None, *crash_points]]
+
+
+# -- a campaign (``eos-harness chaos --suite windows``) -------------------------------------------------
+
+STORES = StoreSubjects(("window-store", "window-mutant"), lambda spec: True,
+                       "check a key-value store with --suite conformance")
+known_subjects, subjects, expected = STORES.known, STORES.subjects, STORES.expected
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One run of the window suite on a store: validation, the crash matrix, the state machine from ``seed``."""
+
+    store: str
+    seed: int
+    examples: int
+    steps: int
+
+
+def plan(seed: int, options: Mapping) -> Iterator[Scenario]:
+    """The window stores in turn, each with a seed drawn from ``seed``."""
+    for store, _, drawn in in_turn(seed, options["stores"]):
+        yield Scenario(store, drawn, options["examples"], options["steps"])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from eos_harness.suites.store_faults import crash_then_check, store_fault_rules
 from eos_harness.suites.windows.checks import check_validation, compare_records, recovered_windows, show
 from eos_harness.suites.windows.plan import KEYS, VALUES, edge_deltas, matrix_cases, workload_puts
 from eos_harness.verdict import Violation, finding_violation, verdict_of
+from eos_harness.verdict import error_result as verdict_error_result
 from eos_harness.window_store import WindowCapabilities
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
@@ -492,3 +494,18 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
         "violations": [{**v.to_json(), "replay": repro} for v in violations],
         "repro": repro,
     }
+
+
+# -- a campaign's scenario (``eos-harness chaos --suite windows``) -------------------------------------
+
+def run_one(scenario, directory: Path) -> dict:
+    """One scenario of a campaign (:class:`.plan.Scenario`): :func:`verify`."""
+    started = time.monotonic()
+    result = verify(scenario.store, scenario.seed, scenario.examples, scenario.steps)
+    return {**result, "seconds": round(time.monotonic() - started, 3)}
+
+
+def error_result(scenario, exc: BaseException) -> dict:
+    """The result of a campaign's scenario that could not be run to its end."""
+    return verdict_error_result({"store": scenario.store}, scenario.seed,
+                                verify_repro(scenario.store, scenario.seed, scenario.examples, scenario.steps), exc)

@@ -1,0 +1,126 @@
+"""``eos-harness chaos --suite S``, written once for every suite that keeps the suite contract
+(:mod:`eos_harness.suite`): its options are the shared campaign options (:func:`toolkit.campaign_options`),
+the list of its subjects (``--stores`` or ``--systems``) and the suite's own (:class:`eos_harness.suite.Option`).
+It parses them, resumes a stopped campaign, calls :func:`eos_harness.suite_campaign.run_suite_campaign`,
+renders the tallies and writes the JSON, JUnit and report. No suite logic here."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from eos_harness.faces import toolkit
+from eos_harness.faces.params import STORE_LIST, BrokerParam, NameList, require_extra
+from eos_harness.faces.toolkit import console
+from eos_harness.suite import Option, Suite
+
+__all__ = ["chaos_command_for"]
+
+UNTIL_FAILURE_HELP = ("Stop at the first failure of a subject expected to pass (a bug found; a mutant caught is "
+                      "expected and does not stop it); when every subject is a mutant, at the first failure. "
+                      "Everything that finished is written.")
+RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM, --until-failure) with its seed and "
+               "options, kept there when it started: the same plan, the scenarios that finished are not run again, "
+               "a --minutes campaign gets the time it had left; the JSON holds every scenario. --json, --junit, "
+               "--workers, --until-failure and the options that do not decide the plan may be given anew.")
+
+
+def _param_type(option: Option):
+    if option.kind == "int":
+        return click.IntRange(min=None if option.minimum is None else int(option.minimum))
+    if option.kind == "float":
+        return click.FloatRange(min=option.minimum, min_open=option.minimum == 0)
+    if option.kind == "choice":
+        return click.Choice(option.choices)
+    if option.kind == "list":
+        return NameList(option.name.rstrip("s"), lambda: option.choices)
+    if option.kind == "broker":
+        return BrokerParam(needs_kafka="this suite")
+    return str
+
+
+def _value(option: Option, value):
+    """What the campaign keeps of an option's value (JSON: a broker as it was written)."""
+    return value.cli_text if option.kind == "broker" and value is not None else value
+
+
+def chaos_command_for(entry: Suite) -> click.Command:
+    """The ``chaos`` command of ``entry`` (see the module)."""
+    plan = entry.part("plan")
+    subjects = Option(entry.tallies, "subjects", None,
+                      f"Comma-separated {entry.tallies} (default: {', '.join(plan.subjects(None))}).")
+    # Any built-in store or factory (a store of a kind the suite does not check is refused by its plan, naming
+    # the suite that does); any other subject among the suite's own.
+    subject_type = STORE_LIST if entry.subject == "store" else NameList(entry.subject, plan.known_subjects)
+    own = (subjects, *entry.options)
+
+    def command(ctx: click.Context, minutes, scenarios, seed, json_path, out, workers, overwrite, junit_path,
+                until_failure, resume_dir, no_report, **given) -> None:
+        for extra in entry.extras:
+            require_extra(extra, f"--suite {entry.name}")
+        values = {o.name: _value(o, given[o.name]) for o in own}
+        if resume_dir is not None:
+            state = toolkit.resumed_state(ctx, resume_dir, entry.name,
+                                          ("minutes", "scenarios", "seed", "out", "overwrite",
+                                           *(o.name for o in own if o.plan)),
+                                          " (start a new one, or give a longer one --minutes/--scenarios)")
+            seed, minutes, scenarios = state["seed"], state.get("minutes"), state.get("scenarios")
+            for o in own:  # as the campaign kept them, read as if given: a damaged one is a usage error
+                kept = state.get(o.name) if o.plan else toolkit.given_or_kept(ctx, state, o.name, values[o.name])
+                param = next(p for p in ctx.command.params if p.name == o.name)
+                try:
+                    shown = ",".join(kept) if isinstance(kept, list) else kept
+                    values[o.name] = _value(o, kept if kept is None else param.type_cast_value(ctx, shown))
+                except click.BadParameter as exc:
+                    raise click.UsageError(f"--resume {resume_dir}: its {o.flag}: {exc.format_message()}") from None
+            workers = toolkit.given_or_kept(ctx, state, "workers", workers)
+            until_failure = until_failure or state.get("until_failure", False)
+            json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
+        try:
+            values[entry.tallies] = plan.subjects(values[entry.tallies])
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        seed = toolkit.seed_or_drawn(seed)
+        out_dir = toolkit.campaign_outputs(json_path, junit_path, out, resume_dir, f"{entry.name}-chaos", seed,
+                                           overwrite)
+        console.print(f"seed: {seed}   results: {out_dir}")
+        from eos_harness.cluster import ClusterError
+        from eos_harness.suite_campaign import run_suite_campaign
+
+        try:
+            with toolkit.campaign_progress(out_dir, scenarios, resume_dir is not None) as on_result:
+                campaign = run_suite_campaign(entry, seed, values, out_dir, minutes=minutes, scenarios=scenarios,
+                                              workers=workers, on_result=on_result, until_failure=until_failure,
+                                              resume=resume_dir is not None,
+                                              outputs=toolkit.kept_outputs(json_path, junit_path))
+        except ClusterError as exc:
+            raise toolkit.incomplete(exc) from None
+        toolkit.finish_campaign(campaign, out_dir, json_path, junit_path, not no_report, _junit_suites(entry),
+                                _show, asked=subjects.flag if given[entry.tallies] else None)
+        sys.exit(toolkit.campaign_exit(campaign))
+
+    command.__doc__ = f"Run a chaos campaign of the {entry.title} suite: its scenarios, seeds drawn from the campaign seed."
+    for option in reversed(own):
+        command = click.option(option.flag, option.name, type=subject_type if option is subjects else _param_type(option),
+                               default=option.default, show_default=option.default is not None,
+                               help=option.help)(command)
+    command = toolkit.campaign_options(entry.name, f"{entry.name}-chaos",
+                                       "A mutant caught is an expected failure (skipped, with its evidence); a mutant "
+                                       "not caught is the failure of its testcase 'caught'.",
+                                       UNTIL_FAILURE_HELP, RESUME_HELP, workers=entry.workers)(command)
+    return click.command("chaos")(command)
+
+
+def _junit_suites(entry: Suite):
+    from eos_harness import junit
+
+    def suites(campaign: dict) -> list:
+        return junit.tally_suites(campaign, entry.checks(), entry.subject, campaign["summary"][entry.tallies])
+
+    return suites
+
+
+def _show(campaign: dict) -> None:
+    console.print(toolkit.tallies_table(campaign))
+    summary = campaign["summary"]
+    console.print(f"{summary['total']} scenarios in {campaign['seconds']} s", highlight=False)

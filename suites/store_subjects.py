@@ -1,0 +1,41 @@
+"""The stores a store suite's campaign runs on (its ``--stores``): the built-in ones of the kinds it
+checks, a user's factory ``module:function``, and what each is expected to do (a mutant must be caught
+by one of the checks that name its mistake, :attr:`eos_harness.stores.StoreSpec.caught_by`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from eos_harness.stores import StoreSpec
+from eos_harness.stores.registry import builtin_spec, builtin_specs
+
+__all__ = ["StoreSubjects"]
+
+
+@dataclass(frozen=True)
+class StoreSubjects:
+    """``kinds``: the store kinds the suite checks; ``default``: which of them a campaign runs when none
+    are named; ``elsewhere``: what to say of a built-in store of another kind (the suite that checks it)."""
+
+    kinds: tuple[str, ...]
+    default: Callable[[StoreSpec], bool]
+    elsewhere: str
+
+    def known(self) -> list[str]:
+        return [s.name for s in builtin_specs() if s.kind in self.kinds]
+
+    def subjects(self, given: Iterable[str] | None) -> list[str]:
+        """The stores given (each of a kind the suite checks, or a factory), or the default ones."""
+        if given is None:
+            return [s.name for s in builtin_specs() if s.kind in self.kinds and self.default(s)]
+        for name in given:
+            spec = builtin_spec(name)
+            if spec is not None and spec.kind not in self.kinds:
+                raise ValueError(f"--stores: {name!r} is a {spec.kind}; {self.elsewhere}")
+        return list(given)
+
+    @staticmethod
+    def expected(store: str) -> tuple[bool, tuple[str, ...]]:
+        spec = builtin_spec(store)
+        return (False, ()) if spec is None else (spec.expected_to_fail, spec.caught_by)

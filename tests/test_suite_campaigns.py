@@ -1,0 +1,100 @@
+"""``chaos --suite S`` for the suites whose campaign is written once against the suite contract
+(``eos_harness.suite_campaign``): conformance, offsets, windows, and on real Kafka kafka-log and
+kafka-metadata. Each campaign is short (a real store and a mutant), and shows what a user reads: the
+real store passes, the mutant is caught by the check that names its mistake, the JSON has ``suite``,
+``seconds``, ``repro`` and ``summary.errors`` (a list), the JUnit file has a testsuite per subject, the
+exit code follows, and a campaign stopped by ``--until-failure`` is resumed with its plan."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+
+def _campaign(cli, tmp_path: Path, suite: str, *args: str) -> tuple[dict, ET.Element]:
+    out, junit = tmp_path / "run", tmp_path / "junit.xml"
+    done = cli("chaos", "--suite", suite, "--seed", "5", "--out", out, "--junit", junit, "--no-report", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    campaign = json.loads((out / "chaos.json").read_text())
+    assert campaign["suite"] == suite and isinstance(campaign["seconds"], float)
+    assert campaign["summary"]["errors"] == [] and campaign["summary"]["unexpected"] == []
+    assert campaign["repro"].startswith(f"eos-harness chaos --suite {suite} --seed 5 ")
+    for result in campaign["scenarios"]:
+        assert result["suite"] == suite and result["repro"].startswith("eos-harness ")
+        assert isinstance(result["seconds"], float) and result["expected"] in ("pass", "fail")
+    return campaign, ET.parse(junit).getroot()
+
+
+@pytest.mark.parametrize(("suite", "stores", "mutant_check", "args"), [
+    ("conformance", "memory,mutant-read-committed-sees-overlay", "read_committed_isolation",
+     ("--examples", "3", "--steps", "10")),
+    ("windows", "memory-window,mutant-window-grace-off-by-one", "late_write_dropped",
+     ("--examples", "3", "--steps", "10")),
+    ("offsets", "rocksdb-indexed,mutant-offsets-first-partition-only", "partition_offset_survives_reopen", ()),
+])
+def test_a_store_suites_campaign_passes_its_store_and_catches_its_mutant(cli, tmp_path, suite, stores,
+                                                                         mutant_check, args):
+    real, mutant = stores.split(",")
+    campaign, junit = _campaign(cli, tmp_path, suite, "--stores", stores, "--scenarios", "2", *args)
+    tallies = campaign["summary"]["stores"]
+    assert (tallies[real]["status"], tallies[mutant]["status"]) == ("ok", "caught")
+    assert tallies[mutant]["checks"].get(mutant_check) == 1 and tallies[mutant]["caught_by_its_check"] == 1
+    failing = next(r for r in campaign["scenarios"] if r["store"] == mutant)
+    assert mutant_check in {v["check"] for v in failing["violations"]}
+    assert f"eos-harness verify {mutant} --seed {failing['seed']}" in failing["repro"]
+    assert {s.get("name") for s in junit.iter("testsuite")} == {real, mutant}
+    caught = junit.find(f"./testsuite[@name='{mutant}']/testcase[@name='caught']")
+    assert caught is not None and len(caught) == 0  # passed: the mutant was caught
+    report = cli.invoke("report", tmp_path / "run")  # from the run's files: no history to draw, none missing
+    assert report.returncode == 0 and "No unexpected result" in report.stdout, report.stdout
+
+
+def test_a_campaign_stopped_at_its_first_failure_is_resumed_with_its_plan(cli, tmp_path):
+    out = tmp_path / "run"
+    mutant = "mutant-offsets-first-partition-only"
+    first = cli("chaos", "--suite", "offsets", "--stores", mutant, "--scenarios", "3", "--seed", "9",
+                "--workers", "1", "--until-failure", "--out", out, "--no-report")
+    assert first.returncode == 0, first.stdout + first.stderr
+    stopped = json.loads((out / "chaos.json").read_text())
+    assert stopped["stopped"]["why"] == "until-failure" and len(stopped["scenarios"]) == 1
+    assert f"eos-harness chaos --suite offsets --resume {out}" in first.stdout
+    refused = cli("chaos", "--suite", "offsets", "--resume", out, "--stores", "memory")
+    assert refused.returncode == 2 and "--stores" in refused.stderr
+    resumed = cli("chaos", "--suite", "offsets", "--resume", out, "--no-report")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    again = json.loads((out / "chaos.json").read_text())
+    assert [r["index"] for r in again["scenarios"]] == [0, 1]
+    assert again["scenarios"][0] == stopped["scenarios"][0]  # kept, not run again
+    assert again["scenarios"][1]["scenario"] != again["scenarios"][0]["scenario"]  # the plan's next scenario
+
+
+def test_a_store_of_another_kind_is_refused_before_anything_runs(cli, tmp_path):
+    done = cli.invoke("chaos", "--suite", "conformance", "--stores", "memory-window", "--out", tmp_path / "run")
+    assert done.returncode == 2 and "--suite windows" in done.stdout + done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.kafka
+def test_a_kafka_log_campaign_catches_the_uncommitted_reader(cli, eos_kafka_cluster, tmp_path):
+    campaign, junit = _campaign(cli, tmp_path, "kafka-log", "--broker", eos_kafka_cluster.spec,
+                                "--scenarios", "2", "--transactions", "12")
+    tallies = campaign["summary"]["systems"]
+    assert (tallies["read_committed"]["status"], tallies["read_uncommitted"]["status"]) == ("ok", "caught")
+    broken = next(r for r in campaign["scenarios"] if r["system"] == "read_uncommitted")
+    assert broken["repro"] == (f"eos-harness kafka-log --broker {eos_kafka_cluster.spec} --seed {broken['seed']} "
+                               "--transactions 12 --partitions 2 --abort-ratio 0.3 --isolation read_uncommitted")
+    assert {s.get("name") for s in junit.iter("testsuite")} == {"read_committed", "read_uncommitted"}
+
+
+@pytest.mark.kafka
+def test_a_kafka_metadata_campaign_runs_on_a_kraft_quorum(cli, tmp_path):
+    campaign, junit = _campaign(cli, tmp_path, "kafka-metadata", "--scenarios", "1", "--topics", "1",
+                                "--partitions", "10", "--brokers", "1", "--bootstrap-kills", "0")
+    [result] = campaign["scenarios"]
+    assert result["verdict"] == "pass" and result["controller_kills"] == 1
+    assert campaign["summary"]["systems"]["kraft"]["status"] == "ok"
+    assert result["repro"].startswith(f"eos-harness kafka-metadata --seed {result['seed']} --topics 1 --partitions 10")
+    assert [s.get("name") for s in junit.iter("testsuite")] == ["kraft"]
