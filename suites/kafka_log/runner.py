@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
-from eos_harness.broker.spec import BrokerSpec
+from eos_harness.broker.spec import BrokerSpec, parse
 from eos_harness.suites.kafka_log.checks import Anomaly, LogEnd, Read, Sent, Transaction, check, summarize
 from eos_harness.verdict import error_result as verdict_error_result
 from eos_harness.verdict import verdict_of
@@ -154,7 +154,7 @@ def run_one(scenario, directory=None) -> dict:
     reader (``system``), its expected result, the verdict, the anomalies, the replay."""
     from .plan import expected
 
-    result = run_workload(scenario.opened or scenario.broker, scenario.seed, transactions=scenario.transactions,
+    result = run_workload(parse(scenario.opened or scenario.broker), scenario.seed, transactions=scenario.transactions,
                           partitions=scenario.partitions, abort_ratio=scenario.abort_ratio,
                           isolation=scenario.system)
     return {"suite": "kafka-log", "system": scenario.system,
