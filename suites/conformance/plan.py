@@ -11,19 +11,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 from eos_harness.process.server import StoreServer
 from eos_harness.store import Capabilities
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from ..rotation import in_turn
 from ..store_faults import store_fault_rules
-from ..store_subjects import StoreSubjects
+from ..store_subjects import StoreRun, StoreSubjects, store_runs
 from .driver import KEYS, VALUES, StoreUnderTest
 
-__all__ = ["WORKLOADS", "Scenario", "expected", "known_subjects", "machine_for", "matrix_cases", "plan", "subjects"]
+__all__ = ["WORKLOADS", "expected", "known_subjects", "machine_for", "matrix_cases", "plan", "subjects"]
 
 
 def machine_for(spec: str, server: StoreServer, crash_points: list[str], allowed: frozenset[str] = frozenset(),
@@ -109,18 +107,6 @@ STORES = StoreSubjects(("store", "mutant"), lambda spec: spec.suite is None,
 known_subjects, subjects, expected = STORES.known, STORES.subjects, STORES.expected
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """One ``verify`` of a store: the crash matrix, the state machine from ``seed``, the offsets suite."""
-
-    store: str
-    seed: int
-    examples: int
-    steps: int
-    store_timeout: float
-
-
-def plan(seed: int, options: Mapping) -> Iterator[Scenario]:
+def plan(seed: int, options: Mapping) -> Iterator[StoreRun]:
     """The stores in turn, each verified with a seed drawn from ``seed``."""
-    for store, _, drawn in in_turn(seed, options["stores"]):
-        yield Scenario(store, drawn, options["examples"], options["steps"], options["store_timeout"])
+    return store_runs(seed, options)

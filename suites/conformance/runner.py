@@ -229,7 +229,7 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
 
 
 def run_one(scenario, directory: Path) -> dict:
-    """One scenario of a campaign (:class:`.plan.Scenario`): :func:`verify`, the store's output in
+    """One scenario of a campaign (:class:`eos_harness.suites.store_subjects.StoreRun`): :func:`verify`, the store's output in
     ``directory/store.log``."""
     started = time.monotonic()
     directory.mkdir(exist_ok=True)

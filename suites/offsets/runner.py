@@ -216,7 +216,7 @@ def _once_per_check(spec: str, seed: int, store_timeout: float, allowed: tuple[s
 # -- a campaign's scenario (``eos-harness chaos --suite offsets``) -------------------------------------
 
 def run_one(scenario, directory: Path) -> dict:
-    """One scenario of a campaign (:class:`.plan.Scenario`): the offsets scenario it names, alone."""
+    """One scenario of a campaign (:class:`eos_harness.suites.store_subjects.StoreRun`): the offsets scenario it names, alone."""
     started = time.monotonic()
     result = verify_offsets(scenario.store, scenario.seed, scenario.store_timeout, only=[scenario.name],
                             repro=replay_command(scenario.store, scenario.seed, scenario.store_timeout, scenario.name))

@@ -4,14 +4,12 @@ crash points × workloads (pure functions of the store's config)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 from eos_harness.models.windows import WindowConfig
 
-from ..rotation import in_turn
-from ..store_subjects import StoreSubjects
+from ..store_subjects import StoreRun, StoreSubjects, store_runs
 
-__all__ = ["KEYS", "VALUES", "WORKLOADS", "Scenario", "edge_deltas", "expected", "known_subjects", "matrix_cases", "plan",
+__all__ = ["KEYS", "VALUES", "WORKLOADS", "edge_deltas", "expected", "known_subjects", "matrix_cases", "plan",
            "subjects", "workload_puts"]
 
 KEYS = [b"a", b"b", b"c"]
@@ -60,17 +58,6 @@ STORES = StoreSubjects(("window-store", "window-mutant"), lambda spec: True,
 known_subjects, subjects, expected = STORES.known, STORES.subjects, STORES.expected
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """One run of the window suite on a store: validation, the crash matrix, the state machine from ``seed``."""
-
-    store: str
-    seed: int
-    examples: int
-    steps: int
-
-
-def plan(seed: int, options: Mapping) -> Iterator[Scenario]:
+def plan(seed: int, options: Mapping) -> Iterator[StoreRun]:
     """The window stores in turn, each with a seed drawn from ``seed``."""
-    for store, _, drawn in in_turn(seed, options["stores"]):
-        yield Scenario(store, drawn, options["examples"], options["steps"])
+    return store_runs(seed, options)

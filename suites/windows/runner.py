@@ -499,7 +499,7 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
 # -- a campaign's scenario (``eos-harness chaos --suite windows``) -------------------------------------
 
 def run_one(scenario, directory: Path) -> dict:
-    """One scenario of a campaign (:class:`.plan.Scenario`): :func:`verify`."""
+    """One scenario of a campaign (:class:`eos_harness.suites.store_subjects.StoreRun`): :func:`verify`."""
     started = time.monotonic()
     result = verify(scenario.store, scenario.seed, scenario.examples, scenario.steps)
     return {**result, "seconds": round(time.monotonic() - started, 3)}
