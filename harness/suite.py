@@ -9,7 +9,7 @@ imported: ``run`` (one scenario, or the suite's one command) and ``chaos`` (a ca
 
 The contract every suite keeps, so that a campaign is written once (:mod:`eos_harness.suite_campaign`):
 
-- ``suites/<package>/plan.py``: ``plan(seed, options)``, the campaign's scenarios in order, a pure
+- ``suites/<package>/plan.py``: ``campaign(seed, options)``, the campaign's scenarios in order, a pure
   function of the seed and the options (a dict: the suite's :class:`Option` values, and its subjects
   under the key ``tallies``); ``expected(subject)``, whether that subject must fail (a mutant) and the
   checks of which one must catch it (any one suffices; empty: any check); ``subjects()``, the
@@ -42,7 +42,7 @@ GENERIC_CHAOS = "eos_harness.faces.chaos:chaos_command_for"  # the chaos command
 @dataclass(frozen=True)
 class Option:
     """One of a suite's own campaign options (``--NAME``): its kind (``int``, ``float``, ``text``, ``list``: a
-    comma-separated list of names, ``choice``), its default, its help, and for ``int``/``float`` its lower
+    comma-separated list of names, ``choice``, ``broker``, ``kafka-broker``: a broker that must be Kafka), its default, its help, and for ``int``/``float`` its lower
     bound, for ``choice``/``list`` the values it may take (empty: any). ``plan``: whether it decides the
     plan (a resumed campaign keeps it); else it may be given anew on ``--resume``."""
 
@@ -81,7 +81,7 @@ class Suite:
 
     def plan(self, seed: int, options: Mapping) -> Iterable:
         """The campaign's scenarios, in order (see the module)."""
-        return self.part("plan").plan(seed, options)
+        return self.part("plan").campaign(seed, options)
 
     def run_one(self, scenario, directory: Path) -> dict:
         """One scenario's complete result (see the module)."""
@@ -114,7 +114,7 @@ _STEPS = Option("steps", "int", 25, "Steps per example.", minimum=1)
 _STORE_TIMEOUT = Option("store_timeout", "float", 60.0,  # process.guard.STORE_TIMEOUT_S
                          "Bound on each call into the store (seconds); a call that "
                         "takes longer is a store_hang finding.", minimum=0, plan=False)
-_KAFKA_BROKER = Option("broker", "broker", "kafka-local", "kafka-local | kafka-local:3 | kafka-quorum[:N] | "
+_KAFKA_BROKER = Option("broker", "kafka-broker", "kafka-local", "kafka-local | kafka-local:3 | kafka-quorum[:N] | "
                        "kafka://HOST:PORT: started once for the campaign (the embedded broker is not Kafka).")
 SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("lifecycle", "EOS task lifecycle", "a store (key-value, or window with a windowed workload) under the "
@@ -133,7 +133,9 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("metadata", "metadata transactions (KIP-868)", "a metadata system: the controller and its readers over "
           "a metadata log (embedded or Kafka), or a mutant", "metadata",
           run=f"{_FACES}.metadata:metadata_run_command", chaos=f"{_FACES}.metadata:metadata_chaos_command",
-          subject="system", tallies="systems", pytest_entry=True),
+          subject="system", tallies="systems", pytest_entry=True, options=(
+              Option("broker", "broker", "embedded", "Where the metadata log lives: embedded | kafka-local | "
+                     "kafka-quorum[:N] | kafka://HOST:PORT."),)),
     Suite("spark", "Spark Structured Streaming", "a Spark pipeline (pipeline x sink x state store x checkpoint "
           "format), its driver killed in each crash window", "spark",
           run=f"{_FACES}.spark:spark_run_command", chaos=f"{_FACES}.spark:spark_chaos_command",

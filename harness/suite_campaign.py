@@ -30,11 +30,15 @@ def _expected(entry: Suite) -> Callable[[str], tuple[bool, tuple[str, ...]]]:
 def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path, *, minutes: float | None = None,
                        scenarios: int | None = None, workers: int | None = None,
                        on_result: Callable[[dict], None] = lambda result: None, until_failure: bool = False,
-                       resume: bool = False, outputs: Mapping | None = None) -> dict:
+                       resume: bool = False, outputs: Mapping | None = None, running: Mapping | None = None,
+                       log: Path | None = None, fatal: tuple[type[BaseException], ...] = ()) -> dict:
     """Run a campaign of ``entry`` in the (prepared) run directory ``out_dir``; returns its JSON object.
-    ``options``: the suite's own options, its subjects under ``entry.tallies``; ``resume``: continue the
-    stopped campaign of ``out_dir`` (the same plan, the scenarios that finished are not run again, a
-    ``minutes`` campaign gets the time it had left)."""
+    ``options``: the suite's own options, its subjects under ``entry.tallies`` (kept in ``out_dir`` with
+    ``outputs``, the JSON and JUnit paths); ``resume``: continue the stopped campaign of ``out_dir`` (the same
+    plan, the scenarios that finished are not run again, a ``minutes`` campaign gets the time it had left).
+    ``running``: what the plan runs with besides its options, never kept (a broker opened for this start);
+    ``log``: where the processes the scenarios start write their output (the JSON's ``log``); ``fatal``:
+    exceptions that mean the campaign's own input is wrong (they stop it and propagate)."""
     runner = entry.part("runner")
     expected = _expected(entry)
     subjects = list(options[entry.tallies])
@@ -61,10 +65,16 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
 
     stop_after = until_failure_rule(subjects, expected_to_fail, entry.subject) if until_failure else lambda r: None
     session = getattr(runner, "campaign_session", None)
-    with session(options) if session is not None else contextlib.nullcontext(options) as running:
-        run = run_plan(entry.plan(seed, running), one, workers=workers, more=budget(scenarios, deadline),
+    with contextlib.ExitStack() as stack:
+        if log is not None:
+            from eos_harness.process.server import children_output
+
+            stack.enter_context(children_output(log))  # resumed: appended to
+        given = {**options, **(running or {})}
+        planned = stack.enter_context(session(given) if session is not None else contextlib.nullcontext(given))
+        run = run_plan(entry.plan(seed, planned), one, workers=workers, more=budget(scenarios, deadline),
                        error_result=error_result, on_result=kept.recorded(on_result),
-                       results_file=out_dir / "results.jsonl", skip=kept.skip, stop_after=stop_after)
+                       results_file=out_dir / "results.jsonl", fatal=fatal, skip=kept.skip, stop_after=stop_after)
     kept.end(stopped=run.stopped is not None)
     results = kept.results(run)
     plan_options = ("seed", entry.tallies, *(o.name for o in entry.options if o.plan), "minutes", "scenarios")
@@ -73,7 +83,7 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
                 "scenarios": results,
                 "summary": campaign_summary.summarize(results, subjects, entry.subject, entry.tallies,
                                                       expected_to_fail, caught_by),
-                "seconds": round(kept.seconds, 1)}
+                "seconds": round(kept.seconds, 1), **({"log": str(log)} if log is not None else {})}
     if until_failure:
         campaign["until_failure"] = True
     if run.stopped is not None:

@@ -34,14 +34,14 @@ def _param_type(option: Option):
         return click.Choice(option.choices)
     if option.kind == "list":
         return NameList(option.name.rstrip("s"), lambda: option.choices)
-    if option.kind == "broker":
-        return BrokerParam(needs_kafka="this suite")
+    if option.kind in ("broker", "kafka-broker"):
+        return BrokerParam(needs_kafka="this suite" if option.kind == "kafka-broker" else None)
     return str
 
 
 def _value(option: Option, value):
     """What the campaign keeps of an option's value (JSON: a broker as it was written)."""
-    return value.cli_text if option.kind == "broker" and value is not None else value
+    return value.cli_text if option.kind in ("broker", "kafka-broker") and value is not None else value
 
 
 def chaos_command_for(entry: Suite) -> click.Command:

@@ -21,7 +21,7 @@ from ..store_faults import store_fault_rules
 from ..store_subjects import StoreRun, StoreSubjects, store_runs
 from .driver import KEYS, VALUES, StoreUnderTest
 
-__all__ = ["WORKLOADS", "expected", "known_subjects", "machine_for", "matrix_cases", "plan", "subjects"]
+__all__ = ["WORKLOADS", "expected", "campaign", "known_subjects", "machine_for", "matrix_cases", "subjects"]
 
 
 def machine_for(spec: str, server: StoreServer, crash_points: list[str], allowed: frozenset[str] = frozenset(),
@@ -107,6 +107,6 @@ STORES = StoreSubjects(("store", "mutant"), lambda spec: spec.suite is None,
 known_subjects, subjects, expected = STORES.known, STORES.subjects, STORES.expected
 
 
-def plan(seed: int, options: Mapping) -> Iterator[StoreRun]:
+def campaign(seed: int, options: Mapping) -> Iterator[StoreRun]:
     """The stores in turn, each verified with a seed drawn from ``seed``."""
     return store_runs(seed, options)

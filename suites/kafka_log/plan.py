@@ -11,7 +11,7 @@ from eos_harness.commands import command_line
 
 from ..rotation import in_turn
 
-__all__ = ["READERS", "Scenario", "expected", "known_subjects", "plan", "subjects"]
+__all__ = ["READERS", "Scenario", "expected", "campaign", "known_subjects", "subjects"]
 
 # Each reader (the consumer's isolation level): whether it must fail, and the checks that name its mistake.
 READERS = {"read_committed": (False, ()), "read_uncommitted": (True, ("aborted_read",))}
@@ -48,7 +48,7 @@ def expected(system: str) -> tuple[bool, tuple[str, ...]]:
     return READERS.get(system, (False, ()))
 
 
-def plan(seed: int, options: Mapping) -> Iterator[Scenario]:
+def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     for system, _, drawn in in_turn(seed, options["systems"]):
         yield Scenario(system, drawn, options["transactions"], options["partitions"], options["abort_ratio"],
                        options["broker"], options.get("opened"))

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from ..rotation import in_turn
 from .runner import Plan
 
-__all__ = ["QUORUM", "expected", "known_subjects", "plan", "subjects"]
+__all__ = ["QUORUM", "expected", "campaign", "known_subjects", "subjects"]
 
 QUORUM = "kraft"  # the system: Kafka's KRaft quorum, from the pinned jars
 
@@ -27,7 +27,7 @@ def expected(system: str) -> tuple[bool, tuple[str, ...]]:
     return False, ()
 
 
-def plan(seed: int, options: Mapping) -> Iterator[Plan]:
+def campaign(seed: int, options: Mapping) -> Iterator[Plan]:
     for _, _, drawn in in_turn(seed, options["systems"]):
         yield Plan(seed=drawn, topics=options["topics"], partitions=options["partitions"],
                    controller_kills=options["controller_kills"], bootstrap_kills=options["bootstrap_kills"],

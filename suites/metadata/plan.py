@@ -9,9 +9,9 @@ driver kill); then random schedules of one to three faults, forever.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
-from eos_harness.broker.spec import EMBEDDED, BrokerSpec
+from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.faults import kinds, points
 from eos_harness.metadata.controller import (
     ABORT_KEEPS_STATE,
@@ -27,9 +27,9 @@ from eos_harness.metadata.controller import (
 )
 from eos_harness.metadata.reader import PUBLISHES_BATCHES, SNAPSHOT_MID_TRANSACTION
 from eos_harness.suites.lifecycle.schedule import Fault
-from eos_harness.suites.metadata.runner import REAL, Scenario
+from eos_harness.suites.metadata.runner import REAL, SYSTEMS, Scenario
 
-__all__ = ["MUTANTS", "expected_to_fail", "plan"]
+__all__ = ["MUTANTS", "campaign", "expected", "expected_to_fail", "known_subjects", "plan", "subjects"]
 
 # Each mutant: its mistake, and the check that names it (the one that must catch it).
 MUTANTS = {
@@ -111,3 +111,25 @@ def plan(seed: int, broker: BrokerSpec | str = EMBEDDED,
         sc = scenario(system, schedule)
         if system in chosen:
             yield sc
+
+
+# -- the suite contract (:mod:`eos_harness.suite`) ------------------------------------------------------
+
+
+def known_subjects() -> list[str]:
+    return list(SYSTEMS)
+
+
+def subjects(given: list[str] | None) -> list[str]:
+    """The systems given, or every one (the real controller and every mutant)."""
+    return list(given) if given else list(SYSTEMS)
+
+
+def expected(system: str) -> tuple[bool, tuple[str, ...]]:
+    """A mutant must fail, caught by the check that names its mistake (:data:`MUTANTS`)."""
+    return (True, (MUTANTS[system][1],)) if system in MUTANTS else (False, ())
+
+
+def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
+    """:func:`plan` of the campaign's ``systems`` on its broker (``opened``: the broker opened for it)."""
+    return plan(seed, options.get("opened") or parse(options["broker"], internal=True), tuple(options["systems"]))

@@ -37,8 +37,8 @@ from eos_harness.suites.metadata.checks import check_all
 from eos_harness.suites.metadata.instance import ControllerInstance, LiveReader
 from eos_harness.verdict import PASS, Violation, error_reason, verdict_of
 
-__all__ = ["REAL", "SYSTEMS", "Scenario", "ScheduleError", "commands_for", "error_verdict", "parse_metadata_schedule",
-           "run_scenario"]
+__all__ = ["REAL", "SYSTEMS", "Scenario", "ScheduleError", "commands_for", "error_result", "error_verdict",
+           "parse_metadata_schedule", "run_one", "run_scenario"]
 
 REAL = "controller"  # the real controller and readers
 SYSTEMS = (REAL, *READER_MISTAKES, *CONTROLLER_MISTAKES)
@@ -213,3 +213,11 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
 def error_verdict(scenario: Scenario, exc: BaseException) -> dict:
     """The verdict object of a scenario that could not be run to its end."""
     return verdict(scenario, [], [], error=error_reason(exc))
+
+
+def run_one(scenario: Scenario, directory: Path) -> dict:
+    """One scenario of a campaign (the suite contract): its snapshots dropped when it passed."""
+    return run_scenario(scenario, directory, keep=False)
+
+
+error_result = error_verdict  # the suite contract's name for it

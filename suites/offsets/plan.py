@@ -9,12 +9,12 @@ from collections.abc import Iterator, Mapping
 from ..store_subjects import StoreRun, StoreSubjects, store_runs
 from .runner import scenarios
 
-__all__ = ["expected", "known_subjects", "plan", "subjects"]
+__all__ = ["expected", "campaign", "known_subjects", "subjects"]
 
 STORES = StoreSubjects(("store", "mutant"), lambda spec: spec.kind == "store" or spec.suite == "offsets",
                        "check a window store with --suite windows, an unsafe runtime variant with the lifecycle suite")
 known_subjects, subjects, expected = STORES.known, STORES.subjects, STORES.expected
 
 
-def plan(seed: int, options: Mapping) -> Iterator[StoreRun]:
+def campaign(seed: int, options: Mapping) -> Iterator[StoreRun]:
     return store_runs(seed, options, [s.name for s in scenarios()])

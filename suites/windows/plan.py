@@ -9,7 +9,7 @@ from eos_harness.models.windows import WindowConfig
 
 from ..store_subjects import StoreRun, StoreSubjects, store_runs
 
-__all__ = ["KEYS", "VALUES", "WORKLOADS", "edge_deltas", "expected", "known_subjects", "matrix_cases", "plan",
+__all__ = ["KEYS", "VALUES", "WORKLOADS", "edge_deltas", "expected", "known_subjects", "matrix_cases", "campaign",
            "subjects", "workload_puts"]
 
 KEYS = [b"a", b"b", b"c"]
@@ -58,6 +58,6 @@ STORES = StoreSubjects(("window-store", "window-mutant"), lambda spec: True,
 known_subjects, subjects, expected = STORES.known, STORES.subjects, STORES.expected
 
 
-def plan(seed: int, options: Mapping) -> Iterator[StoreRun]:
+def campaign(seed: int, options: Mapping) -> Iterator[StoreRun]:
     """The window stores in turn, each with a seed drawn from ``seed``."""
     return store_runs(seed, options)
