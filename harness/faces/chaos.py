@@ -100,6 +100,8 @@ def chaos_command_for(entry: Suite) -> click.Command:
         sys.exit(toolkit.campaign_exit(campaign))
 
     command.__doc__ = f"Run a chaos campaign of the {entry.title} suite: its scenarios, seeds drawn from the campaign seed."
+    if entry.subject == "store":  # its stores run in processes forked by the zygote (a socket under TMPDIR)
+        command = toolkit.starts_store_processes(command)
     for option in reversed(own):
         command = click.option(option.flag, option.name, type=subject_type if option is subjects else _param_type(option),
                                default=option.default, show_default=option.default is not None,
