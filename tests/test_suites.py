@@ -22,3 +22,28 @@ def test_suites_lists_every_suite_of_the_registry_with_its_checks_and_its_comman
     assert all(f"{name}:" in text for name in SUITES) and "no_partial_publish" in text
     wrong = cli.invoke("run", "--suite", "nope", "--store", "memory")
     assert wrong.returncode == 2 and "'lifecycle'" in wrong.stderr  # the choices come from the registry
+
+
+def test_every_suite_keeps_the_contract_its_campaign_is_planned_from_the_seed_alone():
+    """``Suite.plan(seed, options)`` of every suite: the same seed gives the same scenarios, another seed
+    others; each names a subject the suite tallies, and the runner has ``run_one`` and ``error_result``."""
+    import itertools
+
+    for entry in SUITES.values():
+        plan, runner = entry.part("plan"), entry.part("runner")
+        subjects = plan.subjects(None)
+        options = {entry.tallies: subjects, **{option.name: option.default for option in entry.options}}
+        if entry.name == "lifecycle":  # its stores' crash points, as their probes would give them
+            options.update(reached={store: [] for store in subjects}, workloads=["counter"])
+        if entry.name == "spark":
+            options.update(source="file", strict=False, scenarios=None)
+
+        def first(seed: int, options: dict = options, entry=entry) -> list:
+            return list(itertools.islice(entry.plan(seed, options), 4))
+
+        assert first(3) == first(3) and first(3) != first(4), entry.name
+        field = {"store": "store", "system": "system", "sink": "sink"}[entry.subject]
+        named = {getattr(s, field, None) for s in first(3)} - {None}
+        assert named <= set(subjects), (entry.name, named)
+        assert callable(runner.run_one) and callable(runner.error_result), entry.name
+        assert all(isinstance(plan.expected(s)[0], bool) for s in subjects), entry.name

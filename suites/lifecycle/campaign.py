@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 from eos_harness import campaign_summary
@@ -44,13 +43,13 @@ from eos_harness.stores.probe import probe_store
 from eos_harness.stores.registry import base_store
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
-    campaign_plan,
     default_stores,
     expected_to_fail,
     kafka_faults,
     out_of_reach,
 )
-from eos_harness.suites.lifecycle.runner import Scenario, ScheduleError, error_verdict, run_scenario, verdict
+from eos_harness.suites.lifecycle.plan import campaign as scenarios_of
+from eos_harness.suites.lifecycle.runner import Scenario, ScheduleError, error_verdict, run_one, verdict
 from eos_harness.verdict import finding_violation
 
 SUITE = "lifecycle"  # how campaign.json names this suite (``--suite lifecycle``)
@@ -118,15 +117,14 @@ def run_campaign(
         # (once: a resumed campaign goes on past it, as past a scenario that failed).
         stopped_by_probe = None if resume else next((r for r in map(stop_after, probed) if r is not None), None)
         planned = [s for s in stores if s in reached]
-        source = (replace(scenario, store_timeout=store_timeout)
-                  for scenario in campaign_plan(seed, planned, workloads, broker=broker, broker_faults=faults,
-                                                reached=reached)) if planned else iter(())
+        source = scenarios_of(seed, {"stores": planned, "workloads": workloads, "opened": broker, "reached": reached,
+                                 "store_timeout": store_timeout}) if planned else iter(())
         if stopped_by_probe is not None:
             source = iter(())
 
         # A fault that kills or stops a broker hits every scenario on the cluster, not only its own:
         # such a scenario runs alone, after the running ones finish.
-        run = run_plan(source, lambda index, scenario: run_scenario(scenario, out_dir / f"scenario-{index:05d}", False),
+        run = run_plan(source, lambda index, scenario: run_one(scenario, out_dir / f"scenario-{index:05d}"),
                        workers=workers, more=budget(scenarios, deadline), run_alone=affects_cluster, on_result=recorded,
                        error_result=error_verdict, results_file=out_dir / "results.jsonl",
                        fatal=(ScheduleError, StoreFactoryError), skip=kept.skip,

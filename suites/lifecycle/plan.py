@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
@@ -265,3 +265,31 @@ def _workload_order(store: str, workloads: list[str], number: int) -> list[str]:
 
 def _nth(items: list[str], n: int) -> str:
     return items[n % len(items)]
+
+
+# -- the suite contract (:mod:`eos_harness.suite`) ------------------------------------------------------
+
+
+def known_subjects() -> list[str]:
+    return [s.name for s in builtin_specs()]
+
+
+def subjects(given: list[str] | None) -> list[str]:
+    """The stores given, or the default ones (:func:`default_stores`)."""
+    return list(given) if given else default_stores()
+
+
+def expected(store: str) -> tuple[bool, tuple[str, ...]]:
+    """A mutant or unsafe variant must fail (caught by any check)."""
+    return expected_to_fail(store), ()
+
+
+def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
+    """:func:`campaign_plan` of the campaign's ``stores`` and ``workloads`` on its broker (``opened``: the
+    broker opened for it; ``reached``: the crash points each store's probe reached, else probed here), with
+    its Kafka faults and its ``store_timeout``."""
+    broker = parse(options.get("opened") or options.get("broker") or EMBEDDED, internal=True)
+    planned = campaign_plan(seed, list(options["stores"]), list(options.get("workloads") or DEFAULT_WORKLOADS),
+                            broker=broker, broker_faults=kafka_faults(broker), reached=options.get("reached"))
+    timeout = options.get("store_timeout")
+    return planned if timeout is None else (replace(scenario, store_timeout=timeout) for scenario in planned)

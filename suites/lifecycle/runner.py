@@ -46,7 +46,7 @@ from eos_harness.suites.lifecycle.instance import Instance, _run_instance
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
 from eos_harness.verdict import PASS, Violation, error_reason, unfired_is_error, verdict_of
 
-__all__ = ["Scenario", "broker_spec", "error_verdict", "run_scenario", "verdict"]
+__all__ = ["Scenario", "broker_spec", "error_result", "error_verdict", "run_one", "run_scenario", "verdict"]
 
 
 @dataclass(frozen=True)
@@ -254,3 +254,11 @@ def error_verdict(scenario: Scenario, exc: BaseException, run_dir: Path | None =
         result["history"] = str(run_dir / "history.jsonl")
     return result
 
+
+
+def run_one(scenario: Scenario, directory: Path) -> dict:
+    """One scenario of a campaign (the suite contract): its run directory kept only when it did not pass."""
+    return run_scenario(scenario, directory, False)
+
+
+error_result = error_verdict  # the suite contract's name for it

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from eos_harness import campaign_summary
 from eos_harness.campaign import KeptCampaign, run_plan, until_failure_rule
-from eos_harness.suites.spark.plan import MATRIX_SINKS, MUTANT_SINK, matrix, plan
+from eos_harness.suites.spark.plan import MATRIX_SINKS, MUTANT_SINK, matrix
+from eos_harness.suites.spark.plan import campaign as scenarios_of
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, verdict_of
 
 SUITE = "spark"  # how campaign.json names this suite (``--suite spark``)
@@ -57,7 +58,7 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
     needs, the broker and output paths), ``resume`` continues the stopped campaign of ``out`` with
     the scenarios that have no result yet, and ``until_failure`` stops at the first unexpected
     failure (a real sink failing; the mutant sink is expected to fail)."""
-    from eos_harness.suites.spark.runner import error_result, run_spark_scenario
+    from eos_harness.suites.spark.runner import error_result, run_one
 
     kept = KeptCampaign.start(out, {"suite": SUITE, "seed": seed, "minutes": minutes, "scenarios": count,
                                     "source": source, "strict": strict, "workers": workers, "sinks": list(sinks),
@@ -68,7 +69,7 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
         return "caught" if scenario.sink == MUTANT_SINK else "pass"
 
     def one(i: int, scenario) -> dict:
-        result = run_spark_scenario(scenario, out / f"{i:03d}-{scenario.pipeline}-{scenario.sink}", kafka=kafka)
+        result = run_one(scenario, out / f"{i:03d}-{scenario.pipeline}-{scenario.sink}", kafka=kafka)
         result["expected"] = expected(scenario)
         return result
 
@@ -78,7 +79,8 @@ def run_campaign(seed: int, out: Path, minutes: float | None, count: int | None,
     def more(count_started: int) -> bool:  # the first scenario always runs, however short --minutes is
         return minutes is None or not count_started or kept.seconds <= minutes * 60
 
-    run = run_plan(plan(seed, count, source, sinks=sinks, strict=strict), one, workers=workers, more=more,
+    planned = scenarios_of(seed, {"scenarios": count, "source": source, "sinks": list(sinks), "strict": strict})
+    run = run_plan(planned, one, workers=workers, more=more,
                    error_result=error, on_result=recorded, results_file=out / "results.jsonl",
                    skip=kept.skip, stop_after=until_failure_rule(_sinks(sinks), expected_to_fail, "sink",
                                                                  lambda result: judge(result, strict))

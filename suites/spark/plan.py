@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from eos_harness.commands import command_line
@@ -134,3 +135,26 @@ def plan(seed: int, count: int | None, source: str = "file", batches: int = 5,
                                            case["changelog"], source, tuple(schedule), rng.randrange(2**31), batches,
                                            strict))
     return scenarios[:count] if count else scenarios
+
+
+# -- the suite contract (:mod:`eos_harness.suite`) ------------------------------------------------------
+
+
+def known_subjects() -> list[str]:
+    return list(MATRIX_SINKS)
+
+
+def subjects(given: list[str] | None) -> list[str]:
+    """The sinks of the matrix given (every one by default), the mutant sink first: it is always planned."""
+    return [MUTANT_SINK, *(s for s in (given or MATRIX_SINKS) if s != MUTANT_SINK)]
+
+
+def expected(sink: str) -> tuple[bool, tuple[str, ...]]:
+    """The mutant sink must be caught (by any check); every real sink must pass."""
+    return sink == MUTANT_SINK, ()
+
+
+def campaign(seed: int, options: Mapping) -> list:
+    """:func:`plan` of the campaign's ``source``, ``sinks`` and ``strict``, its first ``scenarios``."""
+    return plan(seed, options.get("scenarios"), options.get("source", "file"),
+                sinks=tuple(s for s in options["sinks"] if s != MUTANT_SINK), strict=bool(options.get("strict")))

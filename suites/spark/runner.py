@@ -38,7 +38,7 @@ from eos_harness.suites.spark.checks import (
 from eos_harness.suites.spark.plan import SparkScenario
 from eos_harness.verdict import ERROR, NOT_APPLICABLE, PASS, Violation, error_reason, verdict_of
 
-__all__ = ["SparkScenario", "error_result", "run_spark_scenario"]
+__all__ = ["SparkScenario", "error_result", "run_one", "run_spark_scenario"]
 
 RUN_TIMEOUT_S = 300.0
 RESTART_BOUND_S = 120.0
@@ -363,3 +363,9 @@ def _latencies(files: dict[str, list[str]], roots: dict[str, Path]) -> dict:
             if offsets.exists():
                 out.append((step[1], commit.stat().st_mtime - offsets.stat().st_mtime))
     return {"batch_latencies": sorted(out)}
+
+
+def run_one(scenario: SparkScenario, directory: Path, kafka: str | None = None) -> dict:
+    """One scenario of a campaign (the suite contract); ``kafka``: the bootstrap servers of its Kafka source
+    or sink, when it has one."""
+    return run_spark_scenario(scenario, directory, kafka=kafka)
