@@ -129,7 +129,7 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           chaos=GENERIC_CHAOS, subject="store", tallies="stores", pytest_entry=True, options=(_STORE_TIMEOUT,)),
     Suite("windows", "window store (KIP-428)", "a window store (a built-in window store or module:function)",
           "windows", run=f"{_FACES}.cli:verify_command", chaos=GENERIC_CHAOS, subject="store", tallies="stores",
-          pytest_entry=True, options=(_EXAMPLES, _STEPS)),
+          pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT)),
     Suite("metadata", "metadata transactions (KIP-868)", "a metadata system: the controller and its readers over "
           "a metadata log (embedded or Kafka), or a mutant", "metadata",
           run=f"{_FACES}.metadata:metadata_run_command", chaos=f"{_FACES}.metadata:metadata_chaos_command",

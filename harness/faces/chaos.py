@@ -78,7 +78,12 @@ def chaos_command_for(entry: Suite) -> click.Command:
             json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
         try:
             values[entry.tallies] = plan.subjects(values[entry.tallies])
-        except ValueError as exc:
+            if entry.subject == "store":  # each store resolved once, here (kept for the command): a bad one is a usage error
+                from eos_harness.stores.child_probe import store_ref
+
+                for store in values["stores"]:
+                    store_ref(store, *([values["store_timeout"]] if values.get("store_timeout") else []))
+        except ValueError as exc:  # StoreFactoryError included
             raise click.UsageError(str(exc)) from None
         seed = toolkit.seed_or_drawn(seed)
         out_dir = toolkit.campaign_outputs(json_path, junit_path, out, resume_dir, f"{entry.name}-chaos", seed,
