@@ -57,7 +57,13 @@ def verify(cli, tmp_path: Path, spec: str, *extra: str):
 
 
 @pytest.mark.parametrize("case", sorted(CONSTRUCTORS))
-def test_what_a_stores_constructor_does_is_a_finding_of_verify(cli, tmp_path, case):
+def test_what_a_stores_constructor_does_is_a_finding_of_verify(cli, tmp_path, monkeypatch, case):
+    """verify called in this process (the CLI for one case: exit 1, the verdict printed): the finding, and
+    the module never imported here."""
+    import sys
+
+    from eos_harness.suites.verify import verify_store
+
     body, check, observed = CONSTRUCTORS[case]
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / f"ctor_{case}.py").write_text(STORE_HEAD + f"""
@@ -68,12 +74,17 @@ class Store(MemoryStore):
 def make_store():
     return Store()
 """)
-    proc, result = verify(cli, tmp_path, f"ctor_{case}:make_store")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    if case == "system_exit":
+        proc, result = verify(cli, tmp_path, f"ctor_{case}:make_store")
+        assert proc.returncode == 1 and "verdict: fail" in proc.stdout, proc.stdout + proc.stderr
+    else:
+        monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+        result = verify_store(f"ctor_{case}:make_store", 1, examples=1, steps=5, shrink=False, store_timeout=TIMEOUT,
+                              log=tmp_path / "verify.log")
+        assert f"ctor_{case}" not in sys.modules
     assert result["verdict"] == "fail"
     [violation] = result["violations"]
     assert violation["check"] == check and observed in violation["observed"], violation
-    assert "verdict: fail" in proc.stdout
 
 
 IMPORTS = {
