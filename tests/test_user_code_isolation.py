@@ -96,17 +96,30 @@ IMPORTS = {
 
 
 @pytest.mark.parametrize("case", sorted(IMPORTS))
-def test_a_store_module_that_cannot_be_imported_is_a_usage_error_naming_it(cli, tmp_path, case):
+def test_a_store_module_that_cannot_be_imported_is_a_usage_error_naming_it(cli, tmp_path, monkeypatch, case):
+    """Through the CLI for one case (exit 2, the message on stderr, no verdict), the others in this process."""
+    import sys
+
+    from eos_harness.stores import StoreFactoryError
+    from eos_harness.stores.child_probe import store_ref
+
     source, message = IMPORTS[case]
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / f"imp_{case}.py").write_text(source)
-    proc, result = verify(cli, tmp_path, f"imp_{case}:make_store")
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert result is None
-    flat = " ".join(proc.stderr.split())
+    if case == "syntax_error":
+        proc, result = verify(cli, tmp_path, f"imp_{case}:make_store")
+        assert proc.returncode == 2 and result is None, proc.stdout + proc.stderr
+        error = proc.stderr
+    else:
+        monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+        with pytest.raises(StoreFactoryError) as raised:
+            store_ref(f"imp_{case}:make_store", TIMEOUT)
+        error = str(raised.value)
+        assert f"imp_{case}" not in sys.modules
+    flat = " ".join(error.split())
     assert f"module 'imp_{case}'" in flat and message.format(file=tmp_path / "mods" / f"imp_{case}.py") in flat, flat
     if case == "sleep":  # where the import was, in the module's own code
-        assert f"imp_{case}.py\", line 2 in <module>" in proc.stderr
+        assert f"imp_{case}.py\", line 2 in <module>" in error
 
 
 def test_processes_a_store_starts_die_with_it(cli, tmp_path):
