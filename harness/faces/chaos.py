@@ -79,10 +79,12 @@ def chaos_command_for(entry: Suite) -> click.Command:
         try:
             values[entry.tallies] = plan.subjects(values[entry.tallies])
             if entry.subject == "store":  # each store resolved once, here (kept for the command): a bad one is a usage error
+                from eos_harness.process.server import held_output
                 from eos_harness.stores.child_probe import store_ref
 
-                for store in values["stores"]:
-                    store_ref(store, *([values["store_timeout"]] if values.get("store_timeout") else []))
+                with held_output(children=True):  # its module's output on import: for the run's log, off the terminal
+                    for store in values["stores"]:
+                        store_ref(store, *([values["store_timeout"]] if values.get("store_timeout") else []))
         except ValueError as exc:  # StoreFactoryError included
             raise click.UsageError(str(exc)) from None
         seed = toolkit.seed_or_drawn(seed)

@@ -35,7 +35,7 @@ from eos_harness.commands import command_line
 from eos_harness.faults import points
 from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S
-from eos_harness.process.server import children_output
+from eos_harness.process.server import children_output, held_output
 from eos_harness.runtime.store_duties import store_metrics
 from eos_harness.stores import StoreFactoryError
 from eos_harness.stores.child_probe import store_ref
@@ -84,8 +84,9 @@ def run_campaign(
     yet, and for ``minutes`` the time it had left; its JSON holds every result. ``until_failure``:
     stop at the first failure :func:`until_failure_rule` looks for."""
     stores = stores or default_stores()
-    for store in stores:
-        store_ref(base_store(store), store_timeout)  # a usage error for a bad store, learned in a child
+    with held_output(children=True):  # its module's output on import: for the run's log, off the terminal
+        for store in stores:
+            store_ref(base_store(store), store_timeout)  # a usage error for a bad store, learned in a child
     workloads = workloads or list(DEFAULT_WORKLOADS)
     for wl in workloads:
         if wl not in WORKLOADS:
