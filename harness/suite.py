@@ -19,7 +19,10 @@ The contract every suite keeps, so that a campaign is written once (:mod:`eos_ha
   ``seconds``; ``directory`` is the scenario's own, for what it keeps); ``error_result(scenario, exc)``,
   the result of a scenario that could not be run to its end; optionally ``campaign_session(options)``,
   a context manager around the whole campaign that yields the options it runs with (a broker started
-  once for every scenario).
+  once for every scenario); optionally ``CHILDREN_LOG`` (the file in the run directory that the processes
+  its scenarios start write to) and ``FATAL`` (exceptions that mean the campaign's input is wrong).
+- optionally ``plan.check_options(options)``: a ValueError for options the suite cannot run with (a usage
+  error before anything runs).
 
 The CLI takes its ``run``/``chaos`` dispatch and ``eos-harness suites`` from :data:`SUITES`: a new
 suite is one more entry here and its package (``checks.py``, ``plan.py``, ``runner.py``, its pytest
@@ -74,6 +77,7 @@ class Suite:
     options: tuple[Option, ...] = ()  # its own campaign options (a chaos command written once reads them)
     workers: int = 2  # scenarios a campaign runs at once by default
     extras: tuple[str, ...] = ()  # the optional extras it needs installed (``kafka``)
+    forks_children: bool = False  # its scenarios run processes forked by the zygote (its socket is under TMPDIR)
 
     def part(self, module: str):
         """The suite's ``plan`` or ``runner`` module."""
@@ -123,19 +127,23 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           subject="store", tallies="stores", pytest_entry=True),
     Suite("conformance", "store conformance (KIP-844/KIP-892)", "a key-value store (a built-in name or "
           "module:function)", "conformance", run=f"{_FACES}.cli:verify_command", chaos=GENERIC_CHAOS,
-          subject="store", tallies="stores", pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT)),
+          subject="store", tallies="stores", pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT),
+          forks_children=True),
     Suite("offsets", "offsets in the store (KIP-892/KIP-1035)", "a key-value store that manages its offsets (run "
           "by verify beside conformance)", "offsets", checks_name="PROMISES", run=f"{_FACES}.cli:verify_command",
-          chaos=GENERIC_CHAOS, subject="store", tallies="stores", pytest_entry=True, options=(_STORE_TIMEOUT,)),
+          chaos=GENERIC_CHAOS, subject="store", tallies="stores", pytest_entry=True, options=(_STORE_TIMEOUT,),
+          forks_children=True),
     Suite("windows", "window store (KIP-428)", "a window store (a built-in window store or module:function)",
           "windows", run=f"{_FACES}.cli:verify_command", chaos=GENERIC_CHAOS, subject="store", tallies="stores",
-          pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT)),
+          pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT), forks_children=True),
     Suite("metadata", "metadata transactions (KIP-868)", "a metadata system: the controller and its readers over "
           "a metadata log (embedded or Kafka), or a mutant", "metadata",
-          run=f"{_FACES}.metadata:metadata_run_command", chaos=f"{_FACES}.metadata:metadata_chaos_command",
+          run=f"{_FACES}.metadata:metadata_run_command", chaos=GENERIC_CHAOS,
           subject="system", tallies="systems", pytest_entry=True, options=(
-              Option("broker", "broker", "embedded", "Where the metadata log lives: embedded | kafka-local | "
-                     "kafka-quorum[:N] | kafka://HOST:PORT."),)),
+              Option("broker", "broker", "embedded", "Where the metadata log lives: embedded (a topic of the SQLite "
+                     "log) | kafka-local (start a local Kafka on 127.0.0.1) | kafka-quorum[:N] (start 3 dedicated "
+                     "KRaft controllers and N brokers) | kafka://HOST:PORT (a running cluster)."),),
+          forks_children=True),
     Suite("spark", "Spark Structured Streaming", "a Spark pipeline (pipeline x sink x state store x checkpoint "
           "format), its driver killed in each crash window", "spark",
           run=f"{_FACES}.spark:spark_run_command", chaos=f"{_FACES}.spark:spark_chaos_command",

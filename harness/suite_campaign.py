@@ -40,6 +40,9 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
     ``log``: where the processes the scenarios start write their output (the JSON's ``log``); ``fatal``:
     exceptions that mean the campaign's own input is wrong (they stop it and propagate)."""
     runner = entry.part("runner")
+    if log is None and getattr(runner, "CHILDREN_LOG", None):
+        log = out_dir / runner.CHILDREN_LOG
+    fatal = fatal or tuple(getattr(runner, "FATAL", ()))
     expected = _expected(entry)
     subjects = list(options[entry.tallies])
     workers = workers or entry.workers

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 import click
+from eos_harness.broker.spec import parse
 from eos_harness.faces import toolkit
 from eos_harness.faces.params import STORE_LIST, BrokerParam, NameList, require_extra
 from eos_harness.faces.toolkit import console
@@ -76,8 +77,13 @@ def chaos_command_for(entry: Suite) -> click.Command:
             workers = toolkit.given_or_kept(ctx, state, "workers", workers)
             until_failure = until_failure or state.get("until_failure", False)
             json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
+        for option in entry.options:
+            if option.kind in ("broker", "kafka-broker"):
+                toolkit.require_kafka_extra(parse(values[option.name]))
         try:
             values[entry.tallies] = plan.subjects(values[entry.tallies])
+            if hasattr(plan, "check_options"):
+                plan.check_options(values)
             if entry.subject == "store":  # each store resolved once, here (kept for the command): a bad one is a usage error
                 from eos_harness.process.server import held_output
                 from eos_harness.stores.child_probe import store_ref
@@ -103,11 +109,12 @@ def chaos_command_for(entry: Suite) -> click.Command:
         except ClusterError as exc:
             raise toolkit.incomplete(exc) from None
         toolkit.finish_campaign(campaign, out_dir, json_path, junit_path, not no_report, _junit_suites(entry),
-                                _show, asked=subjects.flag if given[entry.tallies] else None)
+                                _show, outputs="the output of the processes it started",
+                                asked=subjects.flag if given[entry.tallies] else None)
         sys.exit(toolkit.campaign_exit(campaign))
 
     command.__doc__ = f"Run a chaos campaign of the {entry.title} suite: its scenarios, seeds drawn from the campaign seed."
-    if entry.subject == "store":  # its stores run in processes forked by the zygote (a socket under TMPDIR)
+    if entry.forks_children:  # a TMPDIR too long for the zygote's socket: a usage error before anything runs
         command = toolkit.starts_store_processes(command)
     for option in reversed(own):
         command = click.option(option.flag, option.name, type=subject_type if option is subjects else _param_type(option),
@@ -132,4 +139,5 @@ def _junit_suites(entry: Suite):
 def _show(campaign: dict) -> None:
     console.print(toolkit.tallies_table(campaign))
     summary = campaign["summary"]
-    console.print(f"{summary['total']} scenarios in {campaign['seconds']} s", highlight=False)
+    points = f"; crash points hit: {', '.join(summary['points_hit'])}" if summary["points_hit"] else ""
+    console.print(f"{summary['total']} scenarios in {campaign['seconds']} s{points}", soft_wrap=True, highlight=False)

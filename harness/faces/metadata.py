@@ -1,27 +1,17 @@
-"""CLI of the metadata suite (KIP-868): ``eos-harness run --suite metadata …`` (one scenario) and
-``eos-harness chaos --suite metadata …`` (a campaign). The CLI's group sends ``run``/``chaos``
-with ``--suite metadata`` here (:data:`eos_harness.suite.SUITES`)."""
+"""CLI of the metadata suite (KIP-868): ``eos-harness run --suite metadata …`` (one scenario). Its
+campaign, ``eos-harness chaos --suite metadata …``, is the chaos command written once for every suite
+(:mod:`eos_harness.faces.chaos`)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import click
 from eos_harness.broker.opening import open_broker
-from eos_harness.broker.spec import BrokerSpec, parse
 from eos_harness.faces import toolkit
-from eos_harness.faces.params import AT_LEAST_ONE, BrokerParam, NameList
+from eos_harness.faces.params import AT_LEAST_ONE, BrokerParam
 from eos_harness.faces.toolkit import console
+from eos_harness.suites.metadata.plan import check_options
 from eos_harness.verdict import ERROR
 
-UNTIL_FAILURE_HELP = ("Stop at the first failure of the real controller (a bug found; a mutant caught is expected "
-                      "and does not stop it); when only mutants run, at the first failure (caught). Everything that "
-                      "finished is written.")
-RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM, --until-failure) with its seed and "
-               "options, kept there when it started: the same plan, the scenarios that finished are not run again, "
-               "a --minutes campaign gets the time it had left; the JSON holds every scenario. --json, --junit, "
-               "--workers and --until-failure may be given anew.")
 BROKER_HELP = ("Where the metadata log lives: embedded (a topic of the SQLite log) | kafka-local (start a local "
                "Kafka on 127.0.0.1) | kafka-quorum[:N] (start 3 dedicated KRaft controllers and N brokers) | "
                "kafka://HOST:PORT (a running cluster).")
@@ -31,15 +21,6 @@ def _systems() -> list[str]:
     from eos_harness.suites.metadata.runner import SYSTEMS
 
     return list(SYSTEMS)
-
-
-SYSTEM_LIST = NameList("system", _systems)
-
-
-def _check_broker(broker: BrokerSpec) -> None:
-    if broker.kind == "kafka-local" and broker.brokers != 1:
-        raise ValueError(f"--broker {broker.cli_text!r}: the metadata suite runs on embedded, kafka-local, "
-                         "kafka-quorum[:N] or kafka://HOST:PORT")
 
 
 @click.command("run")
@@ -75,7 +56,7 @@ def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, se
     seed = toolkit.seed_or_drawn(seed)
     console.print(f"seed: {seed}")
     try:
-        _check_broker(broker)
+        check_options({"broker": broker.cli_text})
         scenario = Scenario(system, seed, parse_metadata_schedule(list(crash_at)), max_batch_bytes, commands)
         out_dir = toolkit.run_outputs(json_path, junit_path, out, "metadata-run", seed, overwrite)
         with open_broker(broker, say=console.print) as opened:
@@ -113,67 +94,3 @@ def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, se
         toolkit.print_violations(result, f"violations of {result['system']}", "where")
     toolkit.finish_run(result, out_dir, json_error, not no_report,
                        ("children_log", "the controllers' and readers' output"))
-
-
-@click.command("chaos")
-@toolkit.campaign_options("metadata", "metadata-chaos", "A mutant caught by the check that names its "
-                          "mistake is an expected failure (skipped, with its evidence); one not caught so is the "
-                          "failure of its testcase 'caught'.", UNTIL_FAILURE_HELP, RESUME_HELP)
-@click.option("--systems", type=SYSTEM_LIST, default=None,
-              help="Comma-separated systems (default: the real controller and every mutant).")
-@click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP)
-@toolkit.starts_store_processes
-def metadata_chaos_command(ctx, systems, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
-                           junit_path, until_failure, resume_dir, no_report):
-    """Run a metadata chaos campaign: the real controller under every crash window, and every mutant,
-    which must be caught by the check that names its mistake."""
-    from eos_harness.cluster import ClusterError
-    from eos_harness.suites.metadata.campaign import SUITE
-
-    if resume_dir is not None:
-        state = toolkit.resumed_state(ctx, resume_dir, SUITE, ("systems", "minutes", "scenarios", "seed", "out",
-                                                               "broker", "overwrite"),
-                                      " (start a new one, or give a longer one --minutes/--scenarios)")
-        seed, systems, minutes, scenarios = state["seed"], state["systems"], state["minutes"], state["scenarios"]
-        try:
-            broker = parse(state["broker"])
-        except ValueError as exc:
-            raise click.UsageError(f"--resume {resume_dir}: {exc}") from None
-        workers = toolkit.given_or_kept(ctx, state, "workers", workers)  # not the plan: these may be given anew
-        until_failure = until_failure or state.get("until_failure", False)
-        json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
-    toolkit.require_kafka_extra(broker)
-    seed = toolkit.seed_or_drawn(seed)
-    try:
-        _check_broker(broker)
-        out_dir = toolkit.campaign_outputs(json_path, junit_path, out, resume_dir, "metadata-chaos", seed, overwrite)
-        with open_broker(broker, say=console.print) as opened:
-            campaign = _run_chaos(seed, systems, minutes, scenarios, out_dir, workers, opened.spec, until_failure,
-                                  resume_dir is not None, json_path, junit_path)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    except ClusterError as exc:
-        raise toolkit.incomplete(exc) from None
-    from eos_harness.suites.metadata.junit import campaign_suites
-
-    toolkit.finish_campaign(campaign, out_dir, json_path, junit_path, not no_report, campaign_suites, _show_chaos,
-                            outputs="the controllers' and readers' output", asked="--systems" if systems else None)
-    sys.exit(toolkit.campaign_exit(campaign))
-
-
-def _run_chaos(seed, systems, minutes, scenarios, out_dir: Path, workers, broker: BrokerSpec, until_failure, resume,
-               json_path, junit_path) -> dict:
-    from eos_harness.suites.metadata.campaign import run_campaign
-
-    console.print(f"seed: {seed}   broker: {broker.cli_text}   results: {out_dir}")
-    with toolkit.campaign_progress(out_dir, scenarios, resume) as on_result:
-        return run_campaign(seed, out_dir, minutes, scenarios, workers, on_result, broker,
-                            tuple(systems) if systems else None, until_failure=until_failure, resume=resume,
-                            outputs=toolkit.kept_outputs(json_path, junit_path))
-
-
-def _show_chaos(campaign: dict) -> None:
-    summary = campaign["summary"]
-    console.print(toolkit.tallies_table(campaign))
-    console.print(f"{summary['total']} scenarios in {campaign['seconds']} s; crash points hit: "
-                  f"{', '.join(summary['points_hit']) or 'none'}", soft_wrap=True)

@@ -1,4 +1,5 @@
-"""The metadata suite's chaos campaign: the plan's scenarios on the campaign engine, and judged.
+"""How the metadata suite's chaos campaign is judged (it runs on the shared campaign loop,
+:mod:`eos_harness.suite_campaign`, through the suite's plan and runner).
 
 The real controller (and its readers) must pass every scenario. Each mutant must be caught, and by
 the check that names its mistake (:data:`~eos_harness.suites.metadata.plan.MUTANTS`): a mutant
@@ -9,41 +10,13 @@ scenario that could not be run to its end means the campaign did not test what i
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 from eos_harness import campaign_summary
-from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.suites.metadata.plan import expected, expected_to_fail
-from eos_harness.suites.metadata.runner import SYSTEMS, ScheduleError
+from eos_harness.suites.metadata.runner import CHILDREN_LOG, SYSTEMS
 
-__all__ = ["SUITE", "campaign_exit_code", "run_campaign", "summarize"]
+__all__ = ["CHILDREN_LOG", "SUITE", "campaign_exit_code", "summarize"]
 
 SUITE = "metadata"  # how campaign.json names this suite (``--suite metadata``)
-CHILDREN_LOG = "children.log"  # in the run directory: the controllers' and readers' stdout and stderr
-
-
-def run_campaign(seed: int, out_dir: Path, minutes: float | None = None, scenarios: int | None = None,
-                 workers: int = 2, on_result: Callable[[dict], None] = lambda r: None,
-                 broker: BrokerSpec | str = EMBEDDED, systems: tuple[str, ...] | None = None,
-                 until_failure: bool = False, resume: bool = False, outputs: dict | None = None) -> dict:
-    """Run a campaign (:func:`eos_harness.suite_campaign.run_suite_campaign`: the suite's plan and runner on
-    the shared campaign loop); returns the chaos JSON object (``suite``, ``seed``, ``scenarios``, ``summary``).
-
-    As every campaign: the options are kept in ``out_dir`` (with ``outputs``: the JSON and JUnit paths),
-    ``resume`` continues the stopped campaign of ``out_dir`` (the same plan) with the scenarios that have no
-    result yet, and for ``minutes`` the time it had left; ``until_failure`` stops at the first failure of
-    the real controller (of any system when only mutants run). ``broker``: the broker the metadata log is on,
-    opened (its name as asked is what the campaign keeps)."""
-    from eos_harness.suite import suite
-    from eos_harness.suite_campaign import run_suite_campaign
-
-    broker = parse(broker, internal=True)
-    options = {"systems": list(systems or SYSTEMS), "broker": broker.cli_text}
-    return run_suite_campaign(suite(SUITE), seed, options, out_dir, minutes=minutes, scenarios=scenarios,
-                              workers=workers, on_result=on_result, until_failure=until_failure, resume=resume,
-                              outputs=outputs, running={"opened": broker}, log=out_dir / CHILDREN_LOG,
-                              fatal=(ScheduleError,))
 
 
 def summarize(results: list[dict], systems: tuple[str, ...] = SYSTEMS) -> dict:

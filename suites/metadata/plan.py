@@ -29,7 +29,7 @@ from eos_harness.metadata.reader import PUBLISHES_BATCHES, SNAPSHOT_MID_TRANSACT
 from eos_harness.suites.lifecycle.schedule import Fault
 from eos_harness.suites.metadata.runner import REAL, SYSTEMS, Scenario
 
-__all__ = ["MUTANTS", "campaign", "expected", "expected_to_fail", "known_subjects", "plan", "subjects"]
+__all__ = ["MUTANTS", "campaign", "check_options", "expected", "expected_to_fail", "known_subjects", "plan", "subjects"]
 
 # Each mutant: its mistake, and the check that names it (the one that must catch it).
 MUTANTS = {
@@ -133,3 +133,11 @@ def expected(system: str) -> tuple[bool, tuple[str, ...]]:
 def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     """:func:`plan` of the campaign's ``systems`` on its broker (``opened``: the broker opened for it)."""
     return plan(seed, options.get("opened") or parse(options["broker"], internal=True), tuple(options["systems"]))
+
+
+def check_options(options: Mapping) -> None:
+    """The metadata suite runs on embedded, kafka-local (one broker), kafka-quorum[:N] or kafka://HOST:PORT."""
+    broker = parse(options["broker"])
+    if broker.kind == "kafka-local" and broker.brokers != 1:
+        raise ValueError(f"--broker {broker.cli_text!r}: the metadata suite runs on embedded, kafka-local, "
+                         "kafka-quorum[:N] or kafka://HOST:PORT")

@@ -11,12 +11,14 @@ and the checks judge the history against the model.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import shutil
 import time
 import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +39,7 @@ from eos_harness.suites.metadata.checks import check_all
 from eos_harness.suites.metadata.instance import ControllerInstance, LiveReader
 from eos_harness.verdict import PASS, Violation, error_reason, verdict_of
 
-__all__ = ["REAL", "SYSTEMS", "Scenario", "ScheduleError", "commands_for", "error_result", "error_verdict",
+__all__ = ["CHILDREN_LOG", "FATAL", "REAL", "SYSTEMS", "Scenario", "campaign_session", "ScheduleError", "commands_for", "error_result", "error_verdict",
            "parse_metadata_schedule", "run_one", "run_scenario"]
 
 REAL = "controller"  # the real controller and readers
@@ -213,6 +215,20 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
 def error_verdict(scenario: Scenario, exc: BaseException) -> dict:
     """The verdict object of a scenario that could not be run to its end."""
     return verdict(scenario, [], [], error=error_reason(exc))
+
+
+CHILDREN_LOG = "children.log"  # in the run directory: the controllers' and readers' stdout and stderr
+FATAL = (ScheduleError,)  # a campaign whose schedule cannot be read stops: its input is wrong
+
+
+@contextlib.contextmanager
+def campaign_session(options: Mapping) -> Iterator[dict]:
+    """The campaign's broker (the metadata log's), opened once for every scenario: ``kafka-local`` and
+    ``kafka-quorum`` started and always stopped, ``kafka://`` checked to answer."""
+    from eos_harness.broker.opening import open_broker
+
+    with open_broker(options["broker"]) as opened:
+        yield {**options, "opened": opened.spec}
 
 
 def run_one(scenario: Scenario, directory: Path) -> dict:
