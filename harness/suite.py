@@ -17,7 +17,7 @@ The contract every suite keeps, so that a campaign is written once (:mod:`eos_ha
 - ``suites/<package>/runner.py``: ``run_one(scenario, directory)``, one scenario run to its complete
   result (``suite``, its subject field, ``expected``, ``verdict``, ``violations``, ``repro``, ``seed``,
   ``seconds``; ``directory`` is the scenario's own, for what it keeps); ``error_result(scenario, exc)``,
-  the result of a scenario that could not be run to its end; optionally ``campaign_session(options)``,
+  the result of a scenario that could not be run to its end; optionally ``campaign_session(options, say)``,
   a context manager around the whole campaign that yields the options it runs with (a broker started
   once for every scenario); optionally ``CHILDREN_LOG`` (the file in the run directory that the processes
   its scenarios start write to) and ``FATAL`` (exceptions that mean the campaign's input is wrong).

@@ -31,14 +31,16 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
                        scenarios: int | None = None, workers: int | None = None,
                        on_result: Callable[[dict], None] = lambda result: None, until_failure: bool = False,
                        resume: bool = False, outputs: Mapping | None = None, running: Mapping | None = None,
-                       log: Path | None = None, fatal: tuple[type[BaseException], ...] = ()) -> dict:
+                       log: Path | None = None, fatal: tuple[type[BaseException], ...] = (),
+                       say: Callable[[str], object] = lambda text: None) -> dict:
     """Run a campaign of ``entry`` in the (prepared) run directory ``out_dir``; returns its JSON object.
     ``options``: the suite's own options, its subjects under ``entry.tallies`` (kept in ``out_dir`` with
     ``outputs``, the JSON and JUnit paths); ``resume``: continue the stopped campaign of ``out_dir`` (the same
     plan, the scenarios that finished are not run again, a ``minutes`` campaign gets the time it had left).
     ``running``: what the plan runs with besides its options, never kept (a broker opened for this start);
     ``log``: where the processes the scenarios start write their output (the JSON's ``log``); ``fatal``:
-    exceptions that mean the campaign's own input is wrong (they stop it and propagate)."""
+    exceptions that mean the campaign's own input is wrong (they stop it and propagate); ``say``: where the
+    suite's session says what it starts (a Kafka cluster)."""
     runner = entry.part("runner")
     if log is None and getattr(runner, "CHILDREN_LOG", None):
         log = out_dir / runner.CHILDREN_LOG
@@ -74,7 +76,7 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
 
             stack.enter_context(children_output(log))  # resumed: appended to
         given = {**options, **(running or {})}
-        planned = stack.enter_context(session(given) if session is not None else contextlib.nullcontext(given))
+        planned = stack.enter_context(session(given, say) if session is not None else contextlib.nullcontext(given))
         run = run_plan(entry.plan(seed, planned), one, workers=workers, more=budget(scenarios, deadline),
                        error_result=error_result, on_result=kept.recorded(on_result),
                        results_file=out_dir / "results.jsonl", fatal=fatal, skip=kept.skip, stop_after=stop_after)

@@ -105,7 +105,7 @@ def chaos_command_for(entry: Suite) -> click.Command:
                 campaign = run_suite_campaign(entry, seed, values, out_dir, minutes=minutes, scenarios=scenarios,
                                               workers=workers, on_result=on_result, until_failure=until_failure,
                                               resume=resume_dir is not None,
-                                              outputs=toolkit.kept_outputs(json_path, junit_path))
+                                              outputs=toolkit.kept_outputs(json_path, junit_path), say=console.print)
         except ClusterError as exc:
             raise toolkit.incomplete(exc) from None
         toolkit.finish_campaign(campaign, out_dir, json_path, junit_path, not no_report, _junit_suites(entry),

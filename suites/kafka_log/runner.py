@@ -9,7 +9,7 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
 from eos_harness.broker.spec import BrokerSpec, parse
@@ -169,9 +169,9 @@ def error_result(scenario, exc: BaseException) -> dict:
 
 
 @contextlib.contextmanager
-def campaign_session(options: Mapping) -> Iterator[dict]:
+def campaign_session(options: Mapping, say: Callable[[str], object] = lambda text: None) -> Iterator[dict]:
     """The campaign's broker, opened once for every scenario (``kafka-local`` started and always stopped)."""
     from eos_harness.broker.opening import open_broker
 
-    with open_broker(options["broker"]) as opened:
+    with open_broker(options["broker"], say=say) as opened:
         yield {**options, "opened": opened.spec.text}

@@ -18,7 +18,7 @@ import random
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -222,12 +222,12 @@ FATAL = (ScheduleError,)  # a campaign whose schedule cannot be read stops: its 
 
 
 @contextlib.contextmanager
-def campaign_session(options: Mapping) -> Iterator[dict]:
+def campaign_session(options: Mapping, say: Callable[[str], object] = lambda text: None) -> Iterator[dict]:
     """The campaign's broker (the metadata log's), opened once for every scenario: ``kafka-local`` and
     ``kafka-quorum`` started and always stopped, ``kafka://`` checked to answer."""
     from eos_harness.broker.opening import open_broker
 
-    with open_broker(options["broker"]) as opened:
+    with open_broker(options["broker"], say=say) as opened:
         yield {**options, "opened": opened.spec}
 
 
