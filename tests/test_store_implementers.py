@@ -27,7 +27,8 @@ def test_verify_imports_a_user_store_module_once_and_keeps_its_output_off_the_te
     proc, result = _verify(cli, tmp_path, "slow_noisy_store:make_store", seed=3, examples=4, exit_code=0)
     assert result["verdict"] == "pass"
     # Every case restarted the store in a new child, many times over; the module was imported by the
-    # command itself (to check the factory) and once more, by the zygote all children are forked from.
+    # probe's child (to learn what the store is) and once more, by the zygote all children are forked
+    # from; never by the command's own process (tests/test_user_code_isolation).
     crashes = sum(p["crashes"] for p in result["points"])
     assert crashes >= 5, result["points"]  # and each crash restarted the store in a new child
     importers = [line.split()[-1] for line in imports.read_text().splitlines()]
