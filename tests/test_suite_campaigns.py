@@ -71,10 +71,15 @@ def test_a_campaign_stopped_at_its_first_failure_is_resumed_with_its_plan(cli, t
     assert again["scenarios"][1]["scenario"] != again["scenarios"][0]["scenario"]  # the plan's next scenario
 
 
-def test_a_store_of_another_kind_is_refused_before_anything_runs(cli, tmp_path):
+def test_a_store_of_another_kind_or_a_directory_not_ours_is_refused_before_anything_runs(cli, tmp_path):
     done = cli.invoke("chaos", "--suite", "conformance", "--stores", "memory-window", "--out", tmp_path / "run")
     assert done.returncode == 2 and "--suite windows" in done.stdout + done.stderr
     assert not (tmp_path / "run").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("a user's file")
+    done = cli.invoke("chaos", "--suite", "offsets", "--stores", "memory", "--out", tmp_path / "mine")
+    assert done.returncode == 2 and "Traceback" not in done.stdout + done.stderr
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
 
 
 @pytest.mark.kafka

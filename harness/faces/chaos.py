@@ -91,11 +91,11 @@ def chaos_command_for(entry: Suite) -> click.Command:
                 with held_output(children=True):  # its module's output on import: for the run's log, off the terminal
                     for store in values["stores"]:
                         store_ref(store, *([values["store_timeout"]] if values.get("store_timeout") else []))
-        except ValueError as exc:  # StoreFactoryError included
+            seed = toolkit.seed_or_drawn(seed)
+            out_dir = toolkit.campaign_outputs(json_path, junit_path, out, resume_dir, f"{entry.name}-chaos", seed,
+                                               overwrite)
+        except ValueError as exc:  # StoreFactoryError and RunDirError included: nothing has run
             raise click.UsageError(str(exc)) from None
-        seed = toolkit.seed_or_drawn(seed)
-        out_dir = toolkit.campaign_outputs(json_path, junit_path, out, resume_dir, f"{entry.name}-chaos", seed,
-                                           overwrite)
         console.print(f"seed: {seed}   results: {out_dir}")
         from eos_harness.cluster import ClusterError
         from eos_harness.suite_campaign import run_suite_campaign
