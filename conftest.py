@@ -22,6 +22,8 @@ HEAVY = {
     "tests/test_metadata.py::test_each_mutant_is_caught_by_the_check_that_names_it",
     "tests/test_metadata.py::test_the_chaos_campaign_exits_0_when_the_controller_passes_and_its_mutants_are_caught",
     "tests/test_verify.py::test_every_mutant_is_caught_by_the_check_naming_its_mistake",
+    "tests/test_verify.py::test_verify_exercises_every_check_that_applies_to_the_store",
+    "tests/test_window_stores.py::test_a_window_store_exercises_every_check_that_applies",
     "tests/test_verify.py::test_a_user_store_outside_the_package_passes_verify_and_the_pytest_suite",
     "tests/test_implementers.py::test_two_independent_bugs_are_both_reported_each_shrunk_with_a_replay_that_reproduces_it",
     "tests/test_implementers.py::test_the_same_seed_generates_the_same_steps_from_the_command_line_and_in_a_test",

@@ -12,6 +12,7 @@ not be injected, or a campaign stopped early means the campaign did not test wha
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -41,9 +42,11 @@ class Tally:
     checks: dict[str, int] = field(default_factory=dict)  # check -> scenarios it fired in
     caught_by_its_check: int = 0
     first_catch: int | None = None  # how many of its scenarios ran, in plan order, up to its first failure
+    exercised: Counter = field(default_factory=Counter)  # check -> scenarios that met its condition
 
     def add(self, result: dict, verdict: str) -> None:
         self.total += 1
+        self.exercised.update(result.get("exercised", []))
         if verdict == ERROR:
             self.errors += 1
         if verdict == FAIL:
@@ -76,23 +79,30 @@ class Tally:
             return "CAUGHT BY OTHER CHECKS" if self.failed else "ERROR" if self.errors else "NOT CAUGHT"
         return "FAILED" if self.failed else "ERROR" if self.errors else "ok"
 
-    def to_json(self) -> dict:
+    def to_json(self, checks: Iterable[str] = ()) -> dict:
+        """The tally as the summary shows it; with the suite's ``checks``, the scenarios that met each
+        one's condition (``exercised``) and those no scenario met (``not_exercised``: never passed)."""
+        checks = list(checks)
+        coverage = {"exercised": {c: self.exercised[c] for c in checks},
+                    "not_exercised": [c for c in checks if self.total and not self.exercised[c]]} if checks else {}
         caught_by = self.caught_by if not isinstance(self.caught_by, tuple) else " or ".join(self.caught_by)
         return {"expected": "fail" if self.expected_fail else "pass", "caught_by": caught_by,
                 "scenarios": self.total, "failed": self.failed, "caught_by_its_check": self.caught_by_its_check,
-                "errors": self.errors, "status": self.status, "checks": self.checks,
+                "errors": self.errors, "status": self.status, "checks": self.checks, **coverage,
                 **({"scenarios_to_first_catch": self.first_catch} if self.expected_fail else {})}
 
 
 def summarize(results: list[dict], subjects: Iterable[str], subject: str, tallies_key: str,
               expected_to_fail: Callable[[str], bool],
               caught_by: Callable[[str], str | tuple[str, ...] | None] = lambda s: None,
-              judge: Judge = _recorded) -> dict:
+              judge: Judge = _recorded, checks: Iterable[str] = ()) -> dict:
     """A campaign's ``summary``: counts, the crash points hit, the faults that could not be injected,
     the scenarios that could not be run to their end (``errors``: a line each, with its replay), the
-    tally of each of ``subjects`` (under ``tallies_key``; ``subject``: the results' field naming it),
-    the ``unexpected`` subjects and those ``not_run``."""
+    tally of each of ``subjects`` (under ``tallies_key``; ``subject``: the results' field naming it;
+    with the suite's ``checks``, the scenarios whose result lists each in its ``exercised``), the
+    ``unexpected`` subjects and those ``not_run``."""
     tallies = {s: Tally(s, expected_to_fail(s), caught_by(s) if expected_to_fail(s) else None) for s in subjects}
+    checks = list(checks)
     fault_errors: list[str] = []
     verdicts = [judge(r) for r in results]
     for r, verdict in zip(results, verdicts, strict=True):
@@ -104,7 +114,7 @@ def summarize(results: list[dict], subjects: Iterable[str], subject: str, tallie
         "points_hit": points_hit(results),
         "fault_errors": fault_errors,
         "errors": error_lines([r for r, v in zip(results, verdicts, strict=True) if v == ERROR], subject),
-        tallies_key: {s: t.to_json() for s, t in tallies.items()},
+        tallies_key: {s: t.to_json(checks) for s, t in tallies.items()},
         "unexpected": sorted(s for s, t in tallies.items() if t.unexpected),
         "not_run": sorted(s for s, t in tallies.items() if not t.total),  # not reached: not judged
     }

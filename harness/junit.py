@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,14 +105,25 @@ def _scenario_lines(scenarios: Sequence[Scenario], check: str | None) -> str:
 
 
 def check_cases(classname: str, checks: Iterable[str], scenarios: Sequence[Scenario], total: int,
-                expected_to_fail: bool = False, unit: str = "scenario") -> list[Case]:
+                expected_to_fail: bool = False, unit: str = "scenario", coverage: Mapping | None = None) -> list[Case]:
     """A case per check (``checks`` first, in their order, then any other check that fired): passed
     when no scenario broke it, else failed (``expected-failure`` for a store expected to fail) with
-    the first violation and its replay command in the message."""
+    the first violation and its replay command in the message. With the run's ``coverage``
+    (:func:`eos_harness.verdict.check_coverage`), a check no case exercised is skipped, never passed,
+    with its condition; one that does not apply to the store, skipped with why."""
     names = list(dict.fromkeys([*checks, *(v.get("check") for s in scenarios for v in s.violations)]))
+    unexercised = dict((coverage or {}).get("not_exercised", {}))
+    not_applicable = dict((coverage or {}).get("not_applicable", {}))
     cases = []
     for check in names:
         broke = [s for s in scenarios if any(v.get("check") == check for v in s.violations)]
+        if not broke and check in not_applicable:
+            cases.append(Case(check, classname, SKIPPED, f"not applicable: {not_applicable[check]}"))
+            continue
+        if not broke and check in unexercised:
+            cases.append(Case(check, classname, SKIPPED, f"not exercised: no {unit} met its condition "
+                                                          f"({unexercised[check]})"))
+            continue
         if not broke:
             cases.append(Case(check, classname))
             continue

@@ -12,7 +12,7 @@ Tables, summaries and exit codes are computed from these fields, never from mess
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "PASS",
     "VERDICTS",
     "Violation",
+    "check_coverage",
     "error_reason",
     "error_result",
     "exit_code",
@@ -103,6 +104,19 @@ def error_result(subject: dict, seed: int | None, repro: str, exc: BaseException
     """The result of a scenario an exception cut short: ``subject`` (the field naming what it ran, e.g.
     ``{"store": name}``), its seed and replay, verdict ``error`` with the reason, no violation."""
     return {**subject, "seed": seed, "verdict": ERROR, "error": error_reason(exc), "violations": [], "repro": repro}
+
+
+def check_coverage(checks: Iterable[str], conditions: Mapping[str, str], exercised: Mapping[str, int],
+                   not_applicable: Mapping[str, str] | None = None) -> dict:
+    """How far a run exercised its checks (the verdict JSON's ``coverage``): ``exercised``, per check, the
+    cases that met its condition (``conditions``: the condition of each, in words); ``not_exercised``,
+    each check no case met, with its condition: it is reported so, never as passed; ``not_applicable``,
+    each check that cannot fire on this store (what it declares or is), with why."""
+    not_applicable = dict(not_applicable or {})
+    applying = [c for c in checks if c not in not_applicable]
+    return {"exercised": {c: int(exercised.get(c, 0)) for c in applying},
+            "not_exercised": {c: conditions[c] for c in applying if not exercised.get(c)},
+            "not_applicable": not_applicable}
 
 
 def error_reason(exc: BaseException) -> str:

@@ -193,14 +193,20 @@ def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> Non
     """``verify --list-checks``: every check ``verify`` may report, by suite, with its one-line meaning."""
     if not value or ctx.resilient_parsing:
         return
+    from eos_harness.stores.registry import caught_alone_by
     from eos_harness.suite import SUITES
 
-    for name, note in (("conformance", "every key-value store"),
-                       ("offsets", "checks a store does not qualify for are not_applicable, with the reason"),
-                       ("windows", "window stores")):
+    for name, note, kind in (("conformance", "every key-value store", "mutant"),
+                             ("offsets", "checks a store does not qualify for are not_applicable, with the reason",
+                              "mutant"),
+                             ("windows", "window stores", "window-mutant")):
         click.echo(f"{name} suite, {SUITES[name].title} ({note}):")
         for check, meaning in SUITES[name].checks().items():
             click.echo(f"  {check:<34} {meaning}")
+            mutants = caught_alone_by(check, kind)
+            alone = (f"alone catches the built-in {', '.join(mutants)}" if mutants
+                     else "no built-in mutant that it alone catches yet")
+            click.echo(f"  {'':<34} {alone}")
     from eos_harness.suites.offsets.runner import scenarios
 
     click.echo("offsets scenarios (verify STORE --offsets-scenario NAME runs one alone):")
@@ -214,7 +220,7 @@ def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> Non
 @click.option("--list-checks", cls=_GivesWayToHelp, is_flag=True, is_eager=True, expose_value=False,
               callback=_list_checks,
               help="List every check verify reports (conformance, offsets and window suites), each with its "
-                   "one-line meaning, and exit.")
+                   "one-line meaning and the built-in mutant it alone catches, and exit.")
 @click.option("--seed", type=int, default=None, help="Seed of the state machine (printed when not given).")
 @click.option("--examples", type=AT_LEAST_ONE, default=40, show_default=True, help="Hypothesis examples.")
 @click.option("--steps", type=AT_LEAST_ONE, default=25, show_default=True, help="Steps per example.")
@@ -329,6 +335,16 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
             console.print(f"#{number} replay: {v['replay']}", **plain)
     for line in result.get("not_checked", []):
         console.print(f"not checked: {line}", markup=False, highlight=False, soft_wrap=True)
+    coverage = result.get("coverage") or {}
+    for check, why in coverage.get("not_applicable", {}).items():
+        console.print(f"not applicable: {check}: {why}", markup=False, highlight=False, soft_wrap=True)
+    for check, condition in coverage.get("not_exercised", {}).items():
+        console.print(f"not exercised: {check} (not passed: no case met its condition: {condition})",
+                      markup=False, highlight=False, soft_wrap=True)
+    if coverage.get("exercised"):
+        console.print("checks exercised (cases that met each one's condition): " + ", ".join(
+            f"{check} {n}" for check, n in coverage["exercised"].items() if n), markup=False, highlight=False,
+            soft_wrap=True)
     for skipped in result.get("offsets", {}).get("not_applicable", []):
         console.print(f"not applicable: offsets {skipped['scenario']} ({', '.join(skipped['checks'])}): "
                       f"{skipped['reason']}", markup=False, highlight=False, soft_wrap=True)
@@ -360,7 +376,9 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
                       f"{len(offsets.get('not_applicable', []))} scenario(s) not applicable)",
                       markup=False, highlight=False, soft_wrap=True)
     if result["verdict"] == "pass":
-        console.print(f"[green]verdict: pass[/] ({len(result['cases'])} cases)")
+        unexercised = len(coverage.get("not_exercised", {}))
+        console.print(f"[green]verdict: pass[/] ({len(result['cases'])} cases"
+                      + (f"; {unexercised} check(s) not exercised, not passed" if unexercised else "") + ")")
     else:
         console.print(f"[{colour}]verdict: {result['verdict']}[/]  replay: {result['repro']}", soft_wrap=True)
     if json_error:

@@ -161,6 +161,17 @@ def _show_chaos(campaign: dict) -> None:
     summary = campaign["summary"]
     console.print(f"{summary['total']} scenarios in {campaign['seconds']} s "
                   f"({summary['total'] / max(campaign['seconds'], 1e-9):.1f}/s); crash points hit: {len(summary['points_hit'])}")
+    unexercised: dict[str, list[str]] = {}  # check -> the stores none of whose scenarios met its condition
+    for store, tally in summary["stores"].items():
+        for check in tally.get("not_exercised", []):
+            unexercised.setdefault(check, []).append(store)
+    if unexercised:
+        from eos_harness.suites.lifecycle.coverage import CONDITIONS
+
+        ran = [s for s, t in summary["stores"].items() if t["scenarios"]]
+        console.print("not exercised (no scenario met the check's condition: not passed): " + "; ".join(
+            f"{check} ({CONDITIONS[check][0]}) on {'every store' if set(on) >= set(ran) else ', '.join(on)}"
+            for check, on in unexercised.items()), soft_wrap=True, highlight=False, markup=False)
 
 
 @click.command("chaos")

@@ -38,12 +38,16 @@ class StoreSpec:
     # For unsafe runtime variants: the store it runs on, and the TaskConfig settings it changes.
     base: str | None = None
     runtime: dict[str, object] = field(default_factory=dict)
-    # For a mutant whose mistake only one suite can see (``"offsets"``: run by ``eos-harness verify``):
-    # left out of the lifecycle campaigns' default stores, which could never catch it.
+    # For a mutant whose mistake only one suite can see (``"offsets"``: run by ``eos-harness verify``), or
+    # that ``verify`` alone is to catch (``"conformance"``, ``"windows"``: a mistake in the protocol
+    # itself): left out of the lifecycle campaigns' default stores.
     suite: str | None = None
     # For a mutant whose mistake lies in some store operations only (e.g. ``{"range"}``): a campaign
     # whose workloads use none of them could never catch it, so it is left out, with the reason.
     operations: frozenset[str] = field(default=frozenset())
+    # For a mutant ``verify`` catches by one check alone (no other fires; one of ``caught_by``): that
+    # check, and ``verify --list-checks`` names the mutant as the one it alone catches (tested).
+    alone: str | None = None
 
     @property
     def expected_to_fail(self) -> bool:

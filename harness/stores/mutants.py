@@ -3,10 +3,11 @@ a mutant that survives the suites is a hole in the harness (tests/test_verify.py
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from eos_harness.faults.points import crash_point, declare
-from eos_harness.store import TopicPartition
+from eos_harness.store import ChangelogRecord, CommitFromProcessorError, StoreContext, TopicPartition
 from eos_harness.store_kit import LatestView
 from eos_harness.stores import StoreSpec, register
 from eos_harness.stores.indexed import (
@@ -17,6 +18,7 @@ from eos_harness.stores.indexed import (
     offset_key,
     scan,
 )
+from eos_harness.stores.legacy import LegacyRocksStore
 from eos_harness.stores.secondary import (
     P_AFTER_COPY,
     P_AFTER_MARKER,
@@ -161,12 +163,85 @@ class DeleteDropsFromOverlay(IndexedRocksStore):
             super().put(key, value)
 
 
+class GetIndexesTheDatabase(IndexedRocksStore):
+    """Reads a key it does not hold in its overlay with ``db[key]``, which raises KeyError for a key
+    never written, where the protocol says ``get`` returns None."""
+
+    def get(self, key: bytes) -> bytes | None:
+        if key in self._overlay:
+            return self._overlay[key]
+        return self._db[key]
+
+
+class GetReturnsBytearray(IndexedRocksStore):
+    """Hands out a mutable copy of the value (a bytearray), where the protocol requires bytes."""
+
+    def get(self, key: bytes) -> bytes | None:
+        value = super().get(key)
+        return None if value is None else bytearray(value)
+
+
+class EmptyCommitWaitsForSync(IndexedRocksStore):
+    """An empty commit waits for the write-ahead log's sync of its batch, which never comes for a batch
+    with nothing in it: the call never returns."""
+
+    def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        if not self._overlay:
+            threading.Event().wait()
+        super().commit(changelog_offsets)
+
+
+class SecondCommitRefused(IndexedRocksStore):
+    """Marks itself as reached through a processor once it committed (the flag set in ``commit``, not
+    where a processor gets the store): every later commit of the instance is refused with
+    CommitFromProcessorError, though the runtime commits it."""
+
+    def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        if getattr(self, "_committed_once", False):
+            raise CommitFromProcessorError(f"store {self.name!r}: processors must not commit stores (KIP-892)")
+        super().commit(changelog_offsets)
+        self._committed_once = True
+
+
+class RestoreRecordsLastOffset(IndexedRocksStore):
+    """Its own ``restore`` records the offset of the last record restored, not ``end_offset`` (the next
+    one to read): the runtime then restores that record a second time."""
+
+    def init(self, context: StoreContext) -> None:
+        super().init(context)
+        self._changelog = context.changelog
+
+    def restore(self, records: Sequence[ChangelogRecord], end_offset: int) -> None:
+        self.put_all([(record.key, record.value) for record in records])
+        self.commit({self._changelog: records[-1].offset if records else end_offset})
+
+
+class LegacyTrustsItself(LegacyRocksStore):
+    """Not transactional, yet ``recover`` says its contents can be trusted after a crash (True): the
+    runtime would keep what the crash left (uncommitted writes included) instead of wiping it."""
+
+    def recover(self, changelog_offset: int | None) -> bool:
+        super().recover(changelog_offset)
+        return True
+
+
 # The store operations a mutant's mistake lies in (the others' lie in commit and recovery, used by all).
 MISTAKE_IN = {
     "mutant-put-all-bypasses-txn": frozenset({"put_all"}),
     "mutant-range-ignores-tombstones": frozenset({"range"}),
     "mutant-delete-drops-from-overlay": frozenset({"delete"}),
 }
+
+# The mutants verify catches by one check alone, no other firing (measured; tests/test_verify.py holds
+# each to it): verify --list-checks names each as the mutant that check alone catches.
+CAUGHT_ALONE = {"mutant-range-ignores-tombstones": "read_your_own_writes", "mutant-marker-deleted-early": "atomic_commit",
+                "mutant-get-indexes-database": "store_raised", "mutant-get-returns-bytearray": "store_return_type",
+                "mutant-empty-commit-waits": "store_hang", "mutant-second-commit-refused": "store_error",
+                "mutant-restore-records-last-offset": "offset_convention", "mutant-legacy-trusts-itself": "recover_trust"}
+# Mutants of the protocol itself, caught by verify (each by its one check alone): left out of the chaos
+# campaigns (StoreSpec.suite), whose plans and timings stay as they are.
+VERIFY_ONLY = ("mutant-get-indexes-database", "mutant-get-returns-bytearray", "mutant-empty-commit-waits",
+               "mutant-second-commit-refused", "mutant-restore-records-last-offset", "mutant-legacy-trusts-itself")
 
 for name, cls, caught_by, description in (
     ("mutant-split-offsets-write", SplitOffsetsWrite, ("atomic_commit", "no_wipe"),
@@ -187,6 +262,19 @@ for name, cls, caught_by, description in (
      "committed_offset() reports the last put, not the last commit"),
     ("mutant-delete-drops-from-overlay", DeleteDropsFromOverlay, ("read_your_own_writes",),
      "delete() drops the overlay entry instead of writing a tombstone"),
+    ("mutant-get-indexes-database", GetIndexesTheDatabase, ("store_raised",),
+     "get() reads the database with db[key]: KeyError for a key never written"),
+    ("mutant-get-returns-bytearray", GetReturnsBytearray, ("store_return_type",),
+     "get() returns a bytearray, not bytes"),
+    ("mutant-empty-commit-waits", EmptyCommitWaitsForSync, ("store_hang",),
+     "an empty commit waits forever for a write-ahead-log sync"),
+    ("mutant-second-commit-refused", SecondCommitRefused, ("store_error",),
+     "after its first commit the store refuses every commit as if from a processor"),
+    ("mutant-restore-records-last-offset", RestoreRecordsLastOffset, ("offset_convention",),
+     "its own restore() records the last restored record's offset, not end_offset"),
+    ("mutant-legacy-trusts-itself", LegacyTrustsItself, ("recover_trust",),
+     "a persistent store that is not transactional says recover() True"),
 ):
     factory = cls if not issubclass(cls, SecondaryRocksStore) else (lambda c=cls: c(copy_chunk=4))
-    register(StoreSpec(name, "mutant", description, factory, caught_by, operations=MISTAKE_IN.get(name, frozenset())))
+    register(StoreSpec(name, "mutant", description, factory, caught_by, operations=MISTAKE_IN.get(name, frozenset()),
+                       alone=CAUGHT_ALONE.get(name), suite="conformance" if name in VERIFY_ONLY else None))

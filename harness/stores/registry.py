@@ -17,7 +17,7 @@ from eos_harness.store import StateStore
 from eos_harness.stores import BUILTIN, KINDS, StoreFactoryError, StoreSpec, check_store
 from eos_harness.window_store import WindowStore
 
-__all__ = ["WINDOW_METHODS", "base_store", "builtin_spec", "builtin_specs", "is_window_store",
+__all__ = ["WINDOW_METHODS", "base_store", "builtin_spec", "builtin_specs", "caught_alone_by", "is_window_store",
            "not_a_store", "resolve", "resolve_window", "task_store_factory"]
 
 
@@ -26,6 +26,13 @@ def builtin_specs() -> list[StoreSpec]:
     unsafe variants, each by name."""
     _load_builtins()
     return sorted(BUILTIN.values(), key=lambda s: (KINDS.index(s.kind), s.name))
+
+
+def caught_alone_by(check: str, kind: str) -> list[str]:
+    """The built-in mutants of ``kind`` (``mutant``, ``window-mutant``) that ``check`` alone catches in
+    ``verify``: their mistake breaks that promise and no other (``alone``; tests/test_verify.py and
+    tests/test_window_stores.py hold each to it)."""
+    return [s.name for s in builtin_specs() if s.kind == kind and s.alone == check]
 
 
 def builtin_spec(name: str) -> StoreSpec | None:

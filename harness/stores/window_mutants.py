@@ -4,13 +4,25 @@ catch each (tests/test_window_stores.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from eos_harness.faults.points import crash_point, declare
 from eos_harness.models.windows import KIP428_PROPOSAL, RETENTION_ONLY, WindowConfig, validate_window_store
+from eos_harness.store import StoreContext, TopicPartition
 from eos_harness.stores import StoreSpec, register
+from eos_harness.stores.indexed import encode_offset, offset_key
 from eos_harness.stores.window_base import DEFAULTS, window_config_of
 from eos_harness.stores.window_memory import MemoryWindowStore
-from eos_harness.stores.window_rocksdb import RocksWindowStore
+from eos_harness.stores.window_rocksdb import (
+    P_AFTER_DROP,
+    P_AFTER_WRITE,
+    P_BEFORE_WRITE,
+    SEGMENT_PREFIX,
+    STREAM_TIME,
+    RocksWindowStore,
+)
+from rocksdict import WriteBatch
 
 
 class GraceOffByOne(MemoryWindowStore):
@@ -74,6 +86,106 @@ class LazyIteratorExpiry(MemoryWindowStore):
             segments.popitem(0)
 
 
+class ListsByKey(MemoryWindowStore):
+    """Lists every window (``all``, ``fetch_all``) by key, then window start, where KIP-428 orders them by
+    window start, then key."""
+
+    def all(self, committed: bool = False):
+        return iter(sorted(super().all(committed), key=lambda r: (r[0], r[1])))
+
+    def fetch_all(self, time_from: int, time_to: int, committed: bool = False):
+        return iter(sorted(super().fetch_all(time_from, time_to, committed), key=lambda r: (r[0], r[1])))
+
+
+class FetchExcludesEnd(MemoryWindowStore):
+    """``fetch(key, time_from, time_to)`` leaves out the window starting at ``time_to`` (a half-open
+    range, where KIP-428's bounds are inclusive)."""
+
+    def fetch(self, key: bytes, time_from: int, time_to: int, committed: bool = False):
+        return super().fetch(key, time_from, time_to - 1, committed)
+
+
+class ReadCommittedIsTheStore(MemoryWindowStore):
+    """``read_committed()`` returns the store itself: its staged writes show to every reader."""
+
+    def read_committed(self):
+        return self
+
+
+class OffsetAskedOnce(RocksWindowStore):
+    """Keeps the committed offset it was first asked for: ``committed_offset`` answers from that cache,
+    which a later commit does not update (right again only after a restart)."""
+
+    def init(self, context: StoreContext) -> None:
+        super().init(context)
+        self._asked: dict[TopicPartition, Any] = {}
+
+    def committed_offset(self, tp: TopicPartition) -> int | None:
+        if tp not in self._asked:
+            self._asked[tp] = super().committed_offset(tp)
+        return self._asked[tp]
+
+
+class RecoverTrustsItself(RocksWindowStore):
+    """Not transactional, yet ``recover`` says its contents can be trusted after a crash (True): the
+    runtime would keep what the crash left instead of wiping and restoring it."""
+
+    def recover(self, changelog_offset: int | None) -> bool:
+        super().recover(changelog_offset)
+        return True
+
+
+class RestoreSizesValues(MemoryWindowStore):
+    """Its ``restore`` counts each record's bytes (``len(value)``) for its memory accounting: a tombstone
+    in the changelog (a value of None) raises TypeError."""
+
+    def restore(self, records: Iterable[tuple[bytes, int, bytes | None]]) -> None:
+        records = list(records)
+        self._restored_bytes = sum(len(key) + len(value) for key, _, value in records)
+        super().restore(records)
+
+
+P_WINDOWS_WRITTEN = declare("window.rocksdb.commit.between_windows_and_offsets",
+                            "window mutant: windows written, stream time and offsets not yet (two writes)")
+
+
+class SplitWindowsWrite(RocksWindowStore):
+    """Writes a commit's windows and its stream time and offsets in two separate writes: a crash between
+    them commits the windows without their offsets."""
+
+    def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        self._refuse_commit_from_processor()
+        windows = WriteBatch(raw_mode=True)
+        for (start, key), value in self._staged.items():
+            self._add_write(windows, key, value, start)
+        stream_time = self._observed()
+        crash_point(P_BEFORE_WRITE)
+        self._db.write(windows, self._sync)
+        crash_point(P_WINDOWS_WRITTEN)
+        meta = WriteBatch(raw_mode=True)
+        meta.put(STREAM_TIME, encode_offset(stream_time), self._meta_handle)
+        for tp, offset in changelog_offsets.items():
+            meta.put(offset_key(tp), encode_offset(offset), self._meta_handle)
+        self._db.write(meta, self._sync)
+        crash_point(P_AFTER_WRITE)
+        self._stream_time, self._staged = stream_time, {}
+        self._drop_expired_segments()
+        crash_point(P_AFTER_DROP)
+
+
+class CloseDropsSegments(RocksWindowStore):
+    """Takes its segments for a cache the changelog rebuilds: ``close`` drops them, keeping its stream
+    time and offsets, so a clean close and reopen loses every committed window (a crash does not)."""
+
+    def close(self) -> None:
+        if self._db is not None:
+            for segment_id in list(self._segments):
+                family, _ = self._segments.pop(segment_id)
+                family.close()
+                self._db.drop_column_family(f"{SEGMENT_PREFIX}{segment_id:012d}")
+        super().close()
+
+
 def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
     """Validates everything but ``grace_period > retention_period``."""
     args = {**DEFAULTS, **kwargs}
@@ -81,6 +193,10 @@ def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
     validate_window_store(name, retention, size, grace if retention < 0 or grace <= retention else retention)
     return MemoryWindowStore(WindowConfig(name, retention, size, grace, RETENTION_ONLY))
 
+
+VERIFY_ONLY = ("mutant-window-lists-by-key", "mutant-window-fetch-excludes-end", "mutant-window-read-committed-is-the-store",
+               "mutant-window-offset-asked-once", "mutant-window-recover-trusts-itself",
+               "mutant-window-restore-sizes-values", "mutant-window-split-write", "mutant-window-close-drops-segments")
 
 for name, factory, caught_by, description in (
     ("mutant-window-grace-off-by-one", lambda **kw: GraceOffByOne(window_config_of(KIP428_PROPOSAL, kw)),
@@ -99,5 +215,28 @@ for name, factory, caught_by, description in (
      ("tombstone_deletes_window",), "a committed tombstone deletes the window one window size earlier, not its own"),
     ("mutant-window-lazy-iterator", lambda **kw: LazyIteratorExpiry(window_config_of(RETENTION_ONLY, kw)),
      ("held_iterator",), "expiry does not wait for open iterators: windows expired while one is open vanish from it"),
+    ("mutant-window-lists-by-key", lambda **kw: ListsByKey(window_config_of(RETENTION_ONLY, kw)),
+     ("fetch_order",), "all() and fetch_all() list windows by key, then window start"),
+    ("mutant-window-fetch-excludes-end", lambda **kw: FetchExcludesEnd(window_config_of(RETENTION_ONLY, kw)),
+     ("read_your_own_writes",), "fetch(key, from, to) leaves out the window starting at to"),
+    ("mutant-window-read-committed-is-the-store",
+     lambda **kw: ReadCommittedIsTheStore(window_config_of(KIP428_PROPOSAL, kw), transactional=True),
+     ("read_committed_isolation",), "read_committed() returns the store itself: staged writes show"),
+    ("mutant-window-offset-asked-once",
+     lambda **kw: OffsetAskedOnce(window_config_of(RETENTION_ONLY, kw), transactional=True),
+     ("committed_offset_durable",), "committed_offset() answers the offset it was first asked for"),
+    ("mutant-window-recover-trusts-itself", lambda **kw: RecoverTrustsItself(window_config_of(RETENTION_ONLY, kw)),
+     ("recover_trust",), "a persistent store that is not transactional says recover() True"),
+    ("mutant-window-restore-sizes-values", lambda **kw: RestoreSizesValues(window_config_of(RETENTION_ONLY, kw)),
+     ("store_error",), "restore() takes len() of every value: a tombstone raises"),
+    ("mutant-window-split-write",
+     lambda **kw: SplitWindowsWrite(window_config_of(RETENTION_ONLY, kw), transactional=True),
+     ("atomic_commit",), "a commit writes its windows, then its stream time and offsets, in two writes"),
+    ("mutant-window-close-drops-segments",
+     lambda **kw: CloseDropsSegments(window_config_of(RETENTION_ONLY, kw), transactional=True),
+     ("clean_close_durable",), "close() drops the segments (a cache, it thinks), keeping stream time and offsets"),
 ):
-    register(StoreSpec(name, "window-mutant", description, factory, caught_by))
+    # A window mutant is caught by its first caught_by check alone (tests/test_window_stores.py); those of
+    # the protocol itself are verify's alone (StoreSpec.suite): the chaos campaigns stay as they are.
+    register(StoreSpec(name, "window-mutant", description, factory, caught_by, alone=caught_by[0],
+                       suite="windows" if name in VERIFY_ONLY else None))

@@ -16,6 +16,7 @@ from eos_harness.verdict import Violation
 
 __all__ = [
     "CHECKS",
+    "CONDITIONS",
     "GUARD_CHECKS",
     "WAIVABLE",
     "clean_close_durable",
@@ -50,6 +51,24 @@ CHECKS = {
     "store_return_type": "the store returns the types the protocol requires",
     "store_hang": "every call returns within --store-timeout",
     "store_error": "the store answers a call as the protocol says",
+}
+# The condition under which each check can fire: a case that met it exercised the check (the verdict's
+# ``coverage`` counts the cases; a check no case met is "not exercised", never passed).
+CONDITIONS = {
+    "read_your_own_writes": "a read (get, delete, range, all) after a write",
+    "read_committed_isolation": "a read_committed() read while the store holds data (uncommitted writes, for a "
+                                "transactional store)",
+    "no_uncommitted_survives": "a crash with uncommitted writes",
+    "atomic_commit": "a crash inside a commit",
+    "committed_durable": "a crash after a commit of at least one write",
+    "committed_offset_durable": "committed_offset asked after a commit",
+    "clean_close_durable": "a clean close and reopen after a commit of at least one write",
+    "recover_trust": "a recover() after a crash",
+    "offset_convention": "a restore of changelog records",
+    "store_raised": "any call into the store",
+    "store_return_type": "any call into the store",
+    "store_hang": "any call into the store",
+    "store_error": "any call into the store",
 }
 # The checks about the calls themselves: after one, the store cannot be driven on (never waivable).
 GUARD_CHECKS = frozenset({"store_raised", "store_return_type", "store_hang", "store_error"})

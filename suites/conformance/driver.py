@@ -23,8 +23,8 @@ from eos_harness.verdict import Violation, finding_violation
 
 from . import checks
 
-__all__ = ["CONTEXT", "KEYS", "NEVER_COMMITTED", "PARTITIONS", "TASK_CONTEXT", "TP", "VALUES", "ConformanceViolation", "StoreAbandoned",
-           "StoreUnderTest", "commit_offsets", "features_of"]
+__all__ = ["CONTEXT", "KEYS", "NEVER_COMMITTED", "PARTITIONS", "TASK_CONTEXT", "TP", "VALUES", "ConformanceViolation",
+           "StoreAbandoned", "StoreUnderTest", "commit_offsets", "features_and_kind_of", "features_of", "not_applicable"]
 
 # The changelog partition the store's context names (the store server opens every store with the
 # default context): the suite commits offsets for it, as a task commits for its store's changelog.
@@ -87,6 +87,7 @@ class StoreUnderTest:
         self.server, self.spec, self.case = server, spec, case
         self.allowed, self.waived = allowed, waived if waived is not None else Counter()
         self.story: list[str] = []
+        self.exercised: set[str] = set(checks.GUARD_CHECKS)  # checks whose condition this case met (CONDITIONS)
         self.commits = 0  # commits asked so far (commit #n in the story)
         self.writes = 0  # writes since the last commit, restart or restore
         self.root = Path(tempfile.mkdtemp(prefix="eos-conformance-"))
@@ -130,6 +131,10 @@ class StoreUnderTest:
     # -- plumbing -------------------------------------------------------------------------------
     def told(self, line: str) -> None:
         self.story.append(line)
+
+    def met(self, *names: str) -> None:
+        """This case met the condition of the checks ``names`` (:data:`.checks.CONDITIONS`)."""
+        self.exercised.update(names)
 
     def judge(self, violation: Violation | None) -> bool:
         """Raise ``violation`` (with what happened just before) unless it is None or waived; True
@@ -188,6 +193,7 @@ class StoreUnderTest:
         self.told(f"delete {checks.show(key)}")
         expected = self.model.delete(key)
         self.writes += 1
+        self.met("read_your_own_writes")
         self.judge(checks.delete_returns(key, expected, self.call("delete", key)))
 
     def put_all(self, entries: list[tuple[bytes, bytes | None]]) -> None:
@@ -201,6 +207,8 @@ class StoreUnderTest:
         self.writes += len(entries)
 
     def check_reads(self) -> None:
+        if self.writes or self.model.committed:
+            self.met("read_your_own_writes")
         expected = dict(self.model.all())
         gets = {key: self.call("get", key) for key in KEYS}
         listing = dict(self.call("all")) if self.offers.range_scans else None
@@ -210,11 +218,15 @@ class StoreUnderTest:
         if not self.offers.range_scans:
             return
         self.told(f"range({checks.show(lo)}, {checks.show(hi)})")
+        if self.writes or self.model.committed:
+            self.met("read_your_own_writes")
         self.judge(checks.range_matches(lo, hi, self.model.range(lo, hi), self.call("range", lo, hi)))
 
     def check_read_committed(self) -> None:
         model = self.model
         expected = dict(model.read_committed_all() if model.transactional else model.all())
+        if model.overlay if model.transactional else expected:
+            self.met("read_committed_isolation")
         scans = self.offers.range_scans
         listing = dict(self.call("rc_all")) if scans else None
         gets = {key: self.call("rc_get", key) for key in (KEYS[:3] if scans else KEYS)}
@@ -240,6 +252,7 @@ class StoreUnderTest:
         self.writes = 0
         if not self.model.manages_offsets:
             self.checkpoint = offset
+        self.met("committed_offset_durable")
         got = self.call("committed_offset", TP)
         empty_may_keep = not self.offers.empty_commit_records_offset
         verdict = checks.commit_offset(str(TP), self.commits, writes, self.model.committed_offset(TP), got,
@@ -268,6 +281,7 @@ class StoreUnderTest:
         shown = ", ".join(f"{r.offset}: {_entry(r.key, r.value)}" for r in records) or "no records"
         self.told(f"restore([{shown}], end_offset={end})")
         self.call("restore", records, end)
+        self.met("offset_convention")
         self.model.put_all(entries)
         self.model.commit({TP: end})
         self.writes = 0
@@ -293,6 +307,7 @@ class StoreUnderTest:
         except ChildCrashed:
             self.told(f"commit #{self.commits} with offset {offset} ({writes} writes since the last commit): "
                       f"the process died at crash point {point} (armed for its hit #{hit})")
+            self.met("atomic_commit")
             self.recover_after_crash(in_flight=offset)
             return
         except (StoreCallError, StoreHang) as exc:
@@ -318,6 +333,11 @@ class StoreUnderTest:
 
     def recover_after_crash(self, in_flight: int | None) -> None:
         model = self.model
+        self.met("recover_trust")
+        if model.overlay or self.writes:
+            self.met("no_uncommitted_survives")
+        if model.committed:
+            self.met("committed_durable")
         self._restart()
         offset = self.call("committed_offset", TP) if model.manages_offsets else self.checkpoint
         trusted = self.call("recover", offset)
@@ -358,6 +378,8 @@ class StoreUnderTest:
         self._restart()
         self.model.close_and_reopen()
         if self.model.persistent:
+            if self.model.committed:
+                self.met("clean_close_durable")
             data = self.contents()
             if self.judge(checks.clean_close_durable(self.model.committed, data)):
                 self.model.adopt(data, self.model.offsets)
@@ -377,8 +399,33 @@ class StoreUnderTest:
 def features_of(server: StoreServer, spec: str) -> tuple[Capabilities, bool]:
     """What the store offers (its declared capabilities) and whether it has its own ``restore``, asked
     of the store in a child; raises ConformanceViolation when it cannot even be opened and asked."""
+    offers, has_restore, _ = features_and_kind_of(server, spec)
+    return offers, has_restore
+
+
+def features_and_kind_of(server: StoreServer, spec: str) -> tuple[Capabilities, bool, KVModel]:
+    """:func:`features_of`, and the (empty) model of the store's kind: its answers to ``persistent()``,
+    ``transactional()`` and ``manages_offsets()``."""
     sut = StoreUnderTest(server, spec, "capabilities")
     try:
-        return sut.offers, sut.has_restore
+        return sut.offers, sut.has_restore, sut.model
     finally:
         sut.dispose()
+
+
+def not_applicable(model: KVModel, has_restore: bool) -> dict[str, str]:
+    """The conformance checks that cannot fire on a store of this kind, with why."""
+    found = {}
+    if not model.persistent:
+        found.update(dict.fromkeys(("atomic_commit", "committed_durable", "clean_close_durable", "recover_trust"),
+                                   "the store is not persistent: it is empty after a restart and restored from "
+                                   "the changelog by the runtime"))
+    elif not model.transactional:
+        found.update(dict.fromkeys(("no_uncommitted_survives", "atomic_commit", "committed_durable"),
+                                   "the store is not transactional: after a crash the runtime wipes it and restores "
+                                   "it from the changelog"))
+    if not has_restore:
+        found["offset_convention"] = "the store has no restore of its own (the runtime restores it through put and commit)"
+    elif not model.manages_offsets:
+        found["offset_convention"] = "the store does not manage its offsets (the runtime keeps them in .checkpoint)"
+    return found

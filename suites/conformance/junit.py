@@ -24,7 +24,8 @@ def verify_suites(result: dict, window: bool = False) -> list[Suite]:
     found = [Scenario(_label(v), v.get("replay") or result["repro"], [v]) for v in result["violations"]]
     offsets = result.get("offsets")
     mine = [s for s in found if s.violations[0].get("check") not in PROMISES] if offsets else found
-    cases = check_cases(f"verify.{store}", checks, mine, len(result["cases"]), unit="case")
+    cases = check_cases(f"verify.{store}", checks, mine, len(result["cases"]), unit="case",
+                        coverage=result.get("coverage"))
     suites = [Suite(store, cases, {"seed": result["seed"], "cases": len(result["cases"]), "verdict": result["verdict"]})]
     if offsets:
         suites.append(_offsets_suite(result, offsets, [s for s in found if s not in mine]))

@@ -26,12 +26,12 @@ __all__ = ["WORKLOADS", "expected", "campaign", "known_subjects", "machine_for",
 
 def machine_for(spec: str, server: StoreServer, crash_points: list[str], allowed: frozenset[str] = frozenset(),
                 waived: Counter | None = None, offers: Capabilities | None = None,
-                has_restore: bool = False) -> type[RuleBasedStateMachine]:
+                has_restore: bool = False, exercised: Counter | None = None) -> type[RuleBasedStateMachine]:
     """A state machine class bound to one store spec; ``allowed`` checks are waived (counted in
     ``waived``). Its rules follow what the store offers (:func:`.driver.features_of`): no range-scan
     rule for a store that declares none, a restore rule for a store with its own ``restore``; a
     store that offers everything and has no ``restore`` gets the same rules, so the same steps for a
-    seed, as before either existed."""
+    seed, as before either existed. ``exercised`` counts, per check, the examples that met its condition."""
     offers = offers or Capabilities()
     keys, values = st.sampled_from(KEYS), st.one_of(st.none(), st.sampled_from(VALUES))
 
@@ -40,6 +40,8 @@ def machine_for(spec: str, server: StoreServer, crash_points: list[str], allowed
         self.sut = StoreUnderTest(server, spec, "hypothesis", allowed, waived)
 
     def teardown(self) -> None:
+        if exercised is not None:
+            exercised.update(self.sut.exercised)
         self.sut.dispose()
 
     @rule(key=keys, value=values)

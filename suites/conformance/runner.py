@@ -52,7 +52,7 @@ from eos_harness.stores.registry import not_a_store
 from eos_harness.suites.offsets.checks import CAPABILITIES, PROMISES
 from eos_harness.suites.offsets.runner import replay_command, verify_offsets
 from eos_harness.suites.offsets.runner import scenarios as offsets_scenarios_known
-from eos_harness.verdict import Violation, finding_violation, verdict_of
+from eos_harness.verdict import Violation, check_coverage, finding_violation, verdict_of
 from eos_harness.verdict import error_result as verdict_error_result
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
@@ -62,7 +62,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from ..store_faults import crash_then_check
 from . import checks
 from .checks import GUARD_CHECKS, WAIVABLE
-from .driver import ConformanceViolation, StoreAbandoned, StoreUnderTest, features_of
+from .driver import ConformanceViolation, StoreAbandoned, StoreUnderTest, features_and_kind_of, not_applicable
 from .plan import WORKLOADS, machine_for, matrix_cases
 
 # The checks ``--allow`` may waive: the conformance suite's, and the offsets suite's promises.
@@ -93,10 +93,12 @@ def not_checked(offers: Capabilities) -> list[str]:
 
 
 def run_case(server: StoreServer, spec: str, workload: str, point: str | None,
-             allowed: frozenset[str] = frozenset(), waived: Counter | None = None) -> None:
+             allowed: frozenset[str] = frozenset(), waived: Counter | None = None,
+             exercised: Counter | None = None) -> None:
     """One matrix case: commit a base, write a workload, crash (at ``point`` inside commit, or a
     kill before it), recover, check; restore a few records (a store with its own ``restore``); then
-    commit again and close/reopen. Raises ConformanceViolation (``allowed`` checks are waived)."""
+    commit again and close/reopen. Raises ConformanceViolation (``allowed`` checks are waived);
+    ``exercised`` counts the checks whose condition the case met."""
     case = f"{workload} × {point or 'kill before commit'}"
     sut = StoreUnderTest(server, spec, case, allowed, waived)
     try:
@@ -116,6 +118,8 @@ def run_case(server: StoreServer, spec: str, workload: str, point: str | None,
         sut.commit()
         sut.close_and_reopen()
     finally:
+        if exercised is not None:
+            exercised.update(sut.exercised)
         sut.dispose()
 
 
@@ -175,6 +179,7 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
     crashes: Counter[str] = Counter()
     stopped = None
     offsets = None
+    coverage = None
     with children_output(log):
         probe = probe_store(ref, store_timeout)
         reached = [*probe.points, *probe.undeclared]
@@ -189,6 +194,8 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
             except StoreAbandoned as exc:
                 suite.add(exc.violation, suite.replay_now)
             violations, replays, stopped = suite.violations, suite.replays, suite.stopped
+            if suite.exercised:  # the store could be opened and driven
+                coverage = check_coverage(CHECKS, checks.CONDITIONS, suite.exercised, suite.not_applicable)
             if not any(v.check in GUARD_CHECKS for v in violations):  # a store that could be driven to the end
                 offsets = verify_offsets(spec, seed, store_timeout, allow=allowed, repro=repro)
     error = probe.error
@@ -214,6 +221,8 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
         "warnings": [w for w in [probe.undeclared_warning(spec)] if w],
         "log": str(log),
     }
+    if coverage is not None:
+        result["coverage"] = coverage
     if offsets is not None:
         result["offsets"] = {key: offsets[key] for key in _OFFSETS_VIEW}
         features = offsets.get("features") or {}
@@ -292,6 +301,8 @@ class _Suite:
         self.replays: list[str] = []
         self.found_by_machine: list[str] = []  # checks the state machine found, in order (waived after)
         self.stopped: str | None = None
+        self.exercised: Counter = Counter()  # per check, the cases that met its condition
+        self.not_applicable: dict[str, str] = {}  # the checks that cannot fire on this store, with why
 
     @property
     def replay_now(self) -> str:
@@ -312,15 +323,16 @@ class _Suite:
         self._points = crash_points
         with StoreServer(timeout=self.store_timeout, crashes=self.crashes) as server:
             try:
-                offers, self._has_restore = features_of(server, self.spec)
+                offers, self._has_restore, kind = features_and_kind_of(server, self.spec)
             except ConformanceViolation as exc:  # the store cannot even be opened and asked
                 self.add(exc.violation, self.repro)
                 return Capabilities()
             self._offers = offers
+            self.not_applicable = not_applicable(kind, self._has_restore)
             for workload, point in matrix_cases(crash_points):
                 cases.append(f"matrix: {workload} × {point or 'kill before commit'}")
                 try:
-                    run_case(server, self.spec, workload, point, self.allowed, self.waived)
+                    run_case(server, self.spec, workload, point, self.allowed, self.waived, self.exercised)
                 except ConformanceViolation as exc:
                     self.add(exc.violation, self.repro)
             cases.append(f"hypothesis: state machine, {self.examples} examples × {self.steps} steps, "
@@ -339,7 +351,8 @@ class _Suite:
             return offers
 
     def _machine_round(self, server: StoreServer, allowed: frozenset[str]) -> Violation | None:
-        machine = machine_for(self.spec, server, self._points, allowed, self.waived, self._offers, self._has_restore)
+        machine = machine_for(self.spec, server, self._points, allowed, self.waived, self._offers, self._has_restore,
+                              self.exercised)
         hypothesis_seed(self.seed)(machine)
         report: list[str] = []
         try:

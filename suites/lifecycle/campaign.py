@@ -41,6 +41,7 @@ from eos_harness.stores import StoreFactoryError
 from eos_harness.stores.child_probe import store_ref
 from eos_harness.stores.probe import probe_store
 from eos_harness.stores.registry import base_store
+from eos_harness.suites.lifecycle.checks import CHECKS
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
     default_stores,
@@ -192,8 +193,9 @@ def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: Bro
 
 
 def summarize(results: list[dict], stores: list[str]) -> dict:
-    """The campaign's summary (:func:`eos_harness.campaign_summary.summarize`), a tally per store."""
-    return campaign_summary.summarize(results, stores, "store", "stores", expected_to_fail)
+    """The campaign's summary (:func:`eos_harness.campaign_summary.summarize`), a tally per store with the
+    scenarios that met each check's condition (:mod:`.coverage`)."""
+    return campaign_summary.summarize(results, stores, "store", "stores", expected_to_fail, checks=CHECKS)
 
 
 def campaign_exit_code(campaign: dict) -> int:

@@ -42,6 +42,7 @@ from eos_harness.runtime.store_duties import metrics_of, warnings_of
 from eos_harness.stores.child_probe import store_ref
 from eos_harness.stores.registry import builtin_spec
 from eos_harness.suites.lifecycle.checks import broker_failure, check_all, recovery_report
+from eos_harness.suites.lifecycle.coverage import exercised
 from eos_harness.suites.lifecycle.instance import Instance, _run_instance
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
 from eos_harness.verdict import PASS, Violation, error_reason, unfired_is_error, verdict_of
@@ -237,6 +238,7 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
         "violations": [v.to_json() for v in violations],
         "recovery": recovery,
         "repro": scenario.repro(),
+        "exercised": exercised(events),  # the checks whose condition the history met (suites/lifecycle/coverage.py)
         "metrics": metrics_of(events),  # KIP-892 commit metrics per store and instance (harness/runtime/metrics.py)
         "warnings": warnings_of(events),
     }

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from eos_harness.models.windows import WindowStoreModel, is_expired, validate_window_store
 from eos_harness.verdict import Violation
 
-__all__ = ["CHECKS", "VALIDATION_CASES", "check_validation", "compare_records", "explain", "recovered_windows", "show", "stream_time_behind"]
+__all__ = ["CHECKS", "CONDITIONS", "VALIDATION_CASES", "check_validation", "compare_records", "explain",
+           "recovered_windows", "show", "stream_time_behind"]
 
 CHECKS = {
     "argument_validation": "invalid (name, retention, window size, grace) raises with KIP-428's message",
@@ -37,6 +38,31 @@ CHECKS = {
     "clean_close_durable": "after a clean close and reopen, a persistent store holds every committed window",
     "recover_trust": "recover() is True for a transactional store, False for a persistent non-transactional one",
     "store_error": "the store raised where the protocol says it must not",
+}
+
+# The condition under which each check can fire (a case that met it exercised the check; the verdict's
+# ``coverage`` counts them, and names a check no case met "not exercised", never passed).
+CONDITIONS = {
+    "argument_validation": "the store's factory is called with the invalid argument combinations",
+    "late_write_dropped": "a put at or before stream time - grace, then a read (the proposal's semantics)",
+    "expired_write_dropped": "a put at or before stream time - retention, then a read",
+    "expired_never_fetched": "a read while a window once written lies at or before stream time - retention",
+    "stream_time_rebuilt": "a read after a restart (a restore from the changelog, a reopen, a crash and recover), "
+                           "before a put reaches the stream time before it, with a window expired under that "
+                           "stream time",
+    "tombstone_deletes_window": "a put of None on a live window, then a read",
+    "read_your_own_writes": "a read after a put",
+    "fetch_order": "a read that returns two windows or more",
+    "held_iterator": "an iterator held open while stream time moves past a window it is still to yield",
+    "read_committed_isolation": "a read_committed() read while windows are stored (staged ones, for a "
+                                "transactional store)",
+    "no_uncommitted_survives": "a crash with writes since the last commit",
+    "atomic_commit": "a crash inside a commit with writes in it",
+    "committed_durable": "a crash after a commit of at least one window",
+    "committed_offset_durable": "committed_offset asked after a commit (a store that manages its offsets)",
+    "clean_close_durable": "a clean close and reopen of a persistent store holding committed windows",
+    "recover_trust": "a recover() after a crash of a persistent store",
+    "store_error": "any call into the store",
 }
 
 # Invalid argument combinations (and two valid edges), in the order KIP-428 checks them.

@@ -22,10 +22,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from eos_harness.models.windows import NO_TIMESTAMP, WindowConfig, WindowStoreModel
+from eos_harness.models.windows import KIP428_PROPOSAL, NO_TIMESTAMP, WindowConfig, WindowStoreModel
 from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.process.server import ChildCrashed, StoreCallError
 from eos_harness.process.window_server import WindowStoreServer
@@ -37,9 +38,16 @@ from eos_harness.stores.probe import reached_window_points as reached_points
 from eos_harness.stores.registry import resolve_window
 from eos_harness.suites.conformance.runner import verify_repro
 from eos_harness.suites.store_faults import crash_then_check, store_fault_rules
-from eos_harness.suites.windows.checks import check_validation, compare_records, recovered_windows, show
+from eos_harness.suites.windows.checks import (
+    CHECKS,
+    CONDITIONS,
+    check_validation,
+    compare_records,
+    recovered_windows,
+    show,
+)
 from eos_harness.suites.windows.plan import KEYS, VALUES, edge_deltas, matrix_cases, workload_puts
-from eos_harness.verdict import Violation, finding_violation, verdict_of
+from eos_harness.verdict import Violation, check_coverage, finding_violation, verdict_of
 from eos_harness.verdict import error_result as verdict_error_result
 from eos_harness.window_store import WindowCapabilities
 from hypothesis import HealthCheck, Phase, settings
@@ -96,6 +104,8 @@ class WindowStoreUnderTest:
         # After a restart: the stream time a store that lost its own would have (the greatest window start
         # put since), until a put reaches the stream time of the restart (then None).
         self.restarted: int | None = None
+        self.exercised: set[str] = {"store_error"}  # the checks whose condition this case met (checks.CONDITIONS)
+        self.written: set[int] = set()  # the window starts of every put the store took
 
     def _has(self, method: str) -> bool:
         try:
@@ -118,7 +128,25 @@ class WindowStoreUnderTest:
         self.proc.kill()
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def met(self, *checks: str) -> None:
+        """This case met the condition of ``checks`` (:data:`.checks.CONDITIONS`)."""
+        self.exercised.update(checks)
+
+    def _expired_stored(self, committed: bool = False) -> bool:
+        """Whether a window once written now lies at or before stream time - retention (a read must not
+        show it)."""
+        model = self.model
+        now = model.committed_stream_time if committed or not model.transactional else model.stream_time
+        return bool(self.written) and min(self.written) < model.config.lower_bound(now)
+
+    def _read(self) -> None:
+        """A read: it meets the conditions of the checks about expired windows."""
+        if self._expired_stored():
+            self.met("expired_never_fetched", *(["stream_time_rebuilt"] if self.restarted is not None else []))
+
     def expect(self, what: str, expected: list, observed: list, **how) -> None:
+        if len(expected) > 1:
+            self.met("fetch_order")
         found = compare_records(self.model, what, expected, observed, restarted=self.restarted, **how)
         if found is not None:
             self.fail(found)
@@ -130,7 +158,13 @@ class WindowStoreUnderTest:
             self.restarted = max(self.restarted, start)
             if self.restarted >= self.model.stream_time:  # the store's own stream time is no longer in question
                 self.restarted = None
-        self.model.put(key, value, start)
+        live = self.model.fetch_window(key, start) is not None
+        dropped = self.model.put(key, value, start)
+        if dropped is None and value is not None:
+            self.written.add(start)
+        self.met({"late": "late_write_dropped", "expired": "expired_write_dropped"}.get(dropped, "read_your_own_writes"))
+        if dropped is None and value is None and live:
+            self.met("tombstone_deletes_window")
         if self.iterator is not None:
             self.iterator[2].add((key, start))
         got = self.call("fetch_window", key, start)
@@ -141,10 +175,14 @@ class WindowStoreUnderTest:
             self.expect(f"fetch_window({show(key)}, {start}) after put", expected, observed)
 
     def check_all(self, after_restore: bool = False, default: str = "read_your_own_writes") -> None:
+        self._read()
+        if after_restore and self._expired_stored():
+            self.met("stream_time_rebuilt")
         self.expect("all()", self.model.all(), self.call("all"), after_restore=after_restore, default=default)
 
     def check_fetches(self, key: bytes, time_from: int, time_to: int) -> None:
         model = self.model
+        self._read()
         expected = model.fetch(key, time_from, time_to)
         self.expect(f"fetch({show(key)}, {time_from}, {time_to})", expected,
                     self.call("fetch", key, time_from, time_to), single_key=key)
@@ -166,6 +204,8 @@ class WindowStoreUnderTest:
 
     def check_read_committed(self) -> None:
         model = self.model
+        if model.overlay if model.transactional else model.committed:
+            self.met("read_committed_isolation")
         default = "read_committed_isolation"
         self.expect("read_committed().all()", model.all(committed_only=True), self.call("rc_all"),
                     committed=True, default=default)
@@ -183,6 +223,8 @@ class WindowStoreUnderTest:
         self.check_offset()
 
     def check_offset(self) -> None:
+        if self.model.committed_offset(TP) is not None:
+            self.met("committed_offset_durable")
         got = self.call("committed_offset", TP)
         if got != self.model.committed_offset(TP):
             self.fail(Violation("committed_offset_durable", str(TP), self.model.committed_offset(TP), got))
@@ -198,6 +240,10 @@ class WindowStoreUnderTest:
         seen = seen + list(self.call("iter_next", number, 10**9))
         self.call("iter_close", number)
         seen = [tuple(r) for r in seen]
+        model = self.model
+        applied = model.stream_time if not model.transactional else model.committed_stream_time
+        if any(model.config.lower_bound(applied) > start and (key, start) not in written for key, start, _ in snapshot):
+            self.met("held_iterator")
         if seen != sorted(seen, key=lambda r: (r[1], r[0])):
             self.fail(Violation("fetch_order", "iterator held open", "by window start, then key", show(seen)))
         for record in snapshot:
@@ -217,6 +263,8 @@ class WindowStoreUnderTest:
         try:
             self.proc.call("commit", {TP: offset})
         except ChildCrashed:
+            if self.model.overlay or self.model.pending:
+                self.met("atomic_commit")
             self.recover_after_crash(in_flight=offset)
             return
         except StoreCallError as exc:
@@ -243,6 +291,12 @@ class WindowStoreUnderTest:
 
     def recover_after_crash(self, in_flight: int | None) -> None:
         model = self.model
+        if model.overlay or model.pending:
+            self.met("no_uncommitted_survives")
+        if model.committed:
+            self.met("committed_durable")
+        if model.persistent:
+            self.met("recover_trust")
         self._restart()
         if in_flight is not None and not model.persistent:
             model.commit({TP: in_flight})  # the EOS transaction (changelog) commits before the store does
@@ -302,6 +356,8 @@ class WindowStoreUnderTest:
         model.overlay, model.pending = {}, []
         model.stream_time = model.committed_stream_time
         if model.persistent:
+            if model.committed:
+                self.met("clean_close_durable")
             data = [tuple(r) for r in self.call("all")]
             if data != model.all(committed_only=True):
                 found = compare_records(model, "all() after a clean close", model.all(committed_only=True), data,
@@ -319,8 +375,9 @@ class WindowStoreUnderTest:
 # -- the state machine ------------------------------------------------------------------------------
 
 def machine_for(spec: str, server: WindowStoreServer, crash_points: list[str],
-                config: WindowConfig) -> type[RuleBasedStateMachine]:
-    """A state machine class bound to one window store spec (``config``: the store's own)."""
+                config: WindowConfig, exercised: Counter | None = None) -> type[RuleBasedStateMachine]:
+    """A state machine class bound to one window store spec (``config``: the store's own);
+    ``exercised`` counts, per check, the examples that met its condition."""
     deltas = st.sampled_from(edge_deltas(config))
     keys, values = st.sampled_from(KEYS), st.one_of(st.none(), st.sampled_from(VALUES))
     spans = st.sampled_from(sorted({0, 1, config.window_size, config.retention_period}))
@@ -331,6 +388,8 @@ def machine_for(spec: str, server: WindowStoreServer, crash_points: list[str],
             self.sut = WindowStoreUnderTest(server, spec, "hypothesis")
 
         def teardown(self) -> None:
+            if exercised is not None:
+                exercised.update(self.sut.exercised)
             self.sut.dispose()
 
         def check_contents(self) -> None:
@@ -387,11 +446,12 @@ def machine_for(spec: str, server: WindowStoreServer, crash_points: list[str],
 
 # -- the matrix --------------------------------------------------------------------------------------
 
-def run_case(server: WindowStoreServer, spec: str, workload: str, point: str | None) -> None:
+def run_case(server: WindowStoreServer, spec: str, workload: str, point: str | None,
+             exercised: Counter | None = None) -> None:
     """One matrix case: commit a base, write a workload (edges, out of order), check every fetch,
     crash (at ``point`` inside commit, or a kill before it), recover, check; commit again, close and
     reopen; then hold an iterator open while a committed put far ahead expires every window it is still
-    to yield. Raises WindowViolation."""
+    to yield. Raises WindowViolation. ``exercised``: counts the checks whose condition the case met."""
     sut = WindowStoreUnderTest(server, spec, f"{workload} × {point or 'kill before commit'}")
     try:
         for key in KEYS:
@@ -418,6 +478,8 @@ def run_case(server: WindowStoreServer, spec: str, workload: str, point: str | N
             sut.commit()
             sut.drain_iterator()
     finally:
+        if exercised is not None:
+            exercised.update(sut.exercised)
         sut.dispose()
 
 
@@ -458,15 +520,16 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
                 "violations": [{**violation.to_json(), "replay": repro}], "repro": repro}
     violations: list[Violation] = [replace(v, case="validation") for v in validation]
     cases = ["validation: KIP-428's invalid argument combinations"]
+    exercised: Counter = Counter({"argument_validation": 1})
     with WindowStoreServer(timeout=store_timeout) as server:
         for workload, point in matrix_cases(crash_points):
             name = f"matrix: {workload} × {point or 'kill before commit'}"
             cases.append(name)
             try:
-                run_case(server, spec, workload, point)
+                run_case(server, spec, workload, point, exercised)
             except WindowViolation as exc:
                 violations.append(exc.violation)
-        machine = machine_for(spec, server, crash_points, config)
+        machine = machine_for(spec, server, crash_points, config, exercised)
         hypothesis_seed(seed)(machine)
         report: list[str] = []
         cases.append(f"hypothesis: state machine, {examples} examples × {steps} steps, seed {seed}")
@@ -482,7 +545,10 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
             steps_text = "\n".join(line for line in lines if line.strip())
             label = "hypothesis (shrunk)" if shrink else "hypothesis (not shrunk)"
             violations.append(replace(exc.violation, case=f"{label}:\n{steps_text}"))
+        kind = _kind_of(server, spec)
     lacking = capabilities.lacking()
+    coverage = {} if kind is None else {"coverage": check_coverage(
+        CHECKS, CONDITIONS, exercised, not_applicable(kind, config, capabilities, crash_points))}
     return {
         "store": spec,
         "suite": "windows",
@@ -493,6 +559,7 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
         "not_checked": [f"{name} (the store declares it lacks it)" for name in lacking],
         "violations": [{**v.to_json(), "replay": repro} for v in violations],
         "repro": repro,
+        **coverage,
     }
 
 
@@ -511,3 +578,37 @@ def error_result(scenario, exc: BaseException) -> dict:
     return verdict_error_result({"store": scenario.store}, scenario.seed, verify_repro(
         scenario.store, scenario.seed, scenario.examples, scenario.steps,
         *([] if scenario.store_timeout is None else [scenario.store_timeout])), exc)
+
+
+def _kind_of(server: WindowStoreServer, spec: str) -> WindowStoreModel | None:
+    """The (empty) model of the store's kind: its answers to ``persistent()``, ``transactional()`` and
+    ``manages_offsets()``, asked in a child; None when it cannot even be opened and asked."""
+    try:
+        sut = WindowStoreUnderTest(server, spec, "kind")
+    except (StoreCallError, ChildCrashed):
+        return None
+    try:
+        return sut.model
+    finally:
+        sut.dispose()
+
+
+def not_applicable(model: WindowStoreModel, config: WindowConfig, capabilities: WindowCapabilities,
+                   crash_points: list[str]) -> dict[str, str]:
+    """The window checks that cannot fire on a store of ``model``'s kind (what it is, or declares it
+    lacks), with why."""
+    found = {}
+    if not crash_points:
+        found["atomic_commit"] = "the store reaches no crash point inside its commit"
+    if config.semantics != KIP428_PROPOSAL:
+        found["late_write_dropped"] = (f"the store declares {config.semantics} semantics: grace is the "
+                                       "processor's, the store drops no late write")
+    if not model.persistent:
+        found.update({check: "the store is not persistent: it is restored from the changelog after a restart"
+                      for check in ("clean_close_durable", "recover_trust")})
+    if not model.manages_offsets:
+        found["committed_offset_durable"] = ("the store does not manage its offsets: the runtime keeps them "
+                                             "in the task's .checkpoint")
+    if not capabilities.held_iterators:
+        found["held_iterator"] = "the store declares it lacks held iterators"
+    return found
