@@ -132,22 +132,54 @@ def test_crash_points_are_declared_by_an_explicit_load_not_by_whatever_was_impor
     assert "store.commit.after_marker" in proc.stdout
 
 
-def test_a_campaign_runs_its_early_block_then_the_pinned_plan_unchanged():
+def test_a_campaign_runs_its_early_block_then_the_pinned_plan_with_only_faults_that_can_fire():
     # The early block (each store's own crash points and the fault windows first) is drawn from an RNG
-    # of its own: after it, a campaign runs the plan pinned above, scenario for scenario.
+    # of its own: after it, a campaign runs the plan pinned above, scenario for scenario, each with the
+    # faults it can reach only (the pinned plan draws some that never fire: a scenario of a campaign
+    # whose fault never fired is an error). A scenario left with none is not run.
     from eos_harness.stores.probe import reached_points
     from eos_harness.stores.registry import base_store
     from eos_harness.suites.lifecycle.plan import campaign_plan, early
+    from eos_harness.suites.lifecycle.reach import fireable
 
     reached = {s: reached_points(base_store(s)) for s in STORES}
     block = early(7, STORES, WORKLOADS, 10, reached)
     assert len({s.store for s in block[:len(STORES)]}) == len(STORES), "every store in the first round"
-    campaign = list(itertools.islice(campaign_plan(7, STORES, WORKLOADS, reached=reached), len(block) + 300))
-    assert campaign[:len(block)] == block
-    assert fingerprint(campaign[len(block):]) == "fe805f31817036b7"
+    assert [fireable(s) for s in block] == block  # the early block draws only faults that fire
+    pinned = list(itertools.islice(plan(7, STORES, WORKLOADS, reached=reached), 300))
+    assert fingerprint(pinned) == "fe805f31817036b7"
+    kept = [k for s in pinned if (k := fireable(s)) is not None]
+    campaign = list(itertools.islice(campaign_plan(7, STORES, WORKLOADS, reached=reached), len(block) + len(kept)))
+    assert campaign == block + kept
+    left_out = {str(f) for s in pinned for f in s.schedule} - {str(f) for s in kept for f in s.schedule}
+    assert {"task.restore.mid_replay@2", "task.restore.mid_replay@3"} <= left_out  # reached once an instance
+    assert len(kept) < len(pinned) and sum(k.schedule != s.schedule for s, k in zip(pinned, map(fireable, pinned),
+                                                                                    strict=True) if k) > 0
     # Two stores sharing their points start at different ones; a mutant's first scenario crashes first
     # with uncommitted writes in the store (task.commit.before_eos), then at its own point.
     secondary, marker = (next(s for s in block if s.store == name) for name in ("rocksdb-secondary",
                                                                                  "mutant-marker-deleted-early"))
     assert secondary.schedule[1].point != marker.schedule[1].point
     assert marker.schedule[0].point == "task.commit.before_eos"
+
+
+def test_a_campaign_keeps_of_a_schedule_only_the_faults_its_scenario_reaches():
+    # Each rule as the lifecycle shows it (120 records, a commit every 10: 12 commits in a fresh instance).
+    from eos_harness.suites.lifecycle.reach import reachable_faults
+
+    def kept(text: str) -> list[str]:
+        return [str(f) for f in reachable_faults(parse_schedule(text), 120, 10)]
+
+    assert kept("task.restore.mid_replay") == []  # the first instance has no changelog to replay
+    assert kept("task.commit.after_eos@2,task.restore.mid_replay@2") == ["task.commit.after_eos@2"]  # once
+    assert kept("task.commit.after_eos@2,task.restore.mid_replay") == ["task.commit.after_eos@2",
+                                                                      "task.restore.mid_replay"]
+    assert kept("task.commit.before_eos,task.restore.mid_replay") == ["task.commit.before_eos"]  # no tail for all
+    # After a crash in close no input is left: no commit, a close again, no work for a driver's kill to cut.
+    assert kept("task.close.mid,task.commit.before_eos@2,task.close.mid,kill@3") == [
+        "task.close.mid", "task.close.mid"]
+    assert kept("task.close.mid@2,kill@19") == ["kill@19"]
+    assert kept("task.process.mid_batch@121") == [] and kept("task.commit.after_store@13") == []
+    assert kept("task.commit.after_store@12,store.commit.after_write") == ["task.commit.after_store@12"]
+    # A fault after which the task's process goes on (a broker killed) may end the instance: nothing after it.
+    assert kept("broker-kill@5,task.commit.after_eos") == ["broker-kill@5"]

@@ -84,6 +84,35 @@ def test_run_exit_codes(cli, tmp_path):
     assert real.returncode == 0, real.stdout[-2000:]
     usage = cli("run", "--suite", "metadata", "--crash-at", "task.commit.after_eos", "--out", "c", cwd=tmp_path)
     assert usage.returncode == 2 and "not a point of the metadata controller" in usage.stderr, usage.stderr
+    # A scheduled fault the run never reaches (no partial transaction for a new controller to abort): the
+    # run asked for was not run, an error (exit 3) naming it, not a pass.
+    unfired = cli("run", "--suite", "metadata", "--crash-at", "metadata.controller.abort.before_append", "--seed", "5",
+                  "--out", "d", "--json", "d.json", cwd=tmp_path)
+    assert unfired.returncode == 3, unfired.stdout[-2000:]
+    assert "scheduled fault metadata.controller.abort.before_append never fired" in " ".join(unfired.stdout.split())
+    result = json.loads((tmp_path / "d.json").read_text())
+    assert result["verdict"] == "error" and result["not_fired"] == ["metadata.controller.abort.before_append"]
+
+
+def test_the_plan_draws_only_faults_a_scenario_reaches():
+    # Abort points only after a crash that left a partial transaction, once; a transaction's point within
+    # the two transactions every scenario writes; a driver kill while commands are left.
+    from eos_harness.suites.metadata.plan import reachable_faults
+    from eos_harness.suites.metadata.runner import parse_metadata_schedule as parsed
+
+    def kept(system: str, text: str) -> list[str]:
+        return [str(f) for f in reachable_faults(system, parsed(text), 6)]
+
+    assert kept(REAL, "metadata.controller.abort.before_append") == []
+    assert kept(REAL, "metadata.controller.after_begin,metadata.controller.abort.after_append@2,"
+                      "metadata.controller.abort.before_append") == ["metadata.controller.after_begin",
+                                                                     "metadata.controller.abort.before_append"]
+    assert kept("controller-skips-abort", "metadata.controller.before_end,metadata.controller.abort.before_append") == [
+        "metadata.controller.before_end"]
+    assert kept(REAL, "metadata.controller.after_end@2,metadata.controller.after_end,kill@5,kill@2") == [
+        "metadata.controller.after_end@2", "kill@2"]
+    assert all(reachable_faults(s.system, s.schedule, s.commands) == s.schedule and (s.schedule or s.system != REAL)
+               for s in itertools.islice(plan(7), 200))
 
 
 def test_the_metadata_crash_points_are_listed(cli):

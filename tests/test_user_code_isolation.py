@@ -273,3 +273,36 @@ def test_the_pytest_plugin_names_a_store_modules_syntax_error_before_collecting(
     assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage error: nothing was collected
     assert (f"module 'plugin_syntax' has a syntax error: {tmp_path / 'plugin_syntax.py'}, line 1" in proc.stderr
             and "Traceback" not in proc.stderr), proc.stderr
+
+
+def test_a_campaign_whose_scheduled_fault_never_fires_is_an_error_naming_it(cli, tmp_path):
+    # A store whose own point is reached only in the first commit of each process (the restore's): the
+    # probe sees it, so the campaign plans it at a commit with data in flight, where it is never reached.
+    # What the campaign planned was not run: an error (exit 3) naming the fault, never a pass.
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "first_commit_store.py").write_text(textwrap.dedent("""
+        from eos_harness.faults.points import crash_point, declare
+        from eos_harness.stores.memory import MemoryStore
+
+        FIRST = declare("user.commit.first_in_process", "the first commit a process makes, before it writes")
+
+        class Store(MemoryStore):
+            committed = False
+
+            def commit(self, offsets):
+                if not Store.committed:
+                    Store.committed = True
+                    crash_point(FIRST)
+                super().commit(offsets)
+
+        def make_store():
+            return Store()
+        """))
+    out = tmp_path / "chaos"
+    proc = cli("chaos", "--stores", "first_commit_store:make_store", "--scenarios", "1", "--seed", "1",
+               "--out", out, "--no-report", env={"PYTHONPATH": str(tmp_path / "mods")})
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    [result] = json.loads((out / "chaos.json").read_text())["scenarios"]
+    [unfired] = result["not_fired"]
+    assert unfired.startswith("user.commit.first_in_process@") and result["verdict"] == "error", result
+    assert f"scheduled fault {unfired} never fired" in " ".join(proc.stdout.split())

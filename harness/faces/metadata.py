@@ -65,7 +65,7 @@ def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, se
             # directory, not written to the terminal.
             with children_output(out_dir / CHILDREN_LOG) as children_log:
                 try:
-                    result = run_scenario(scenario, out_dir)
+                    result = run_scenario(scenario, out_dir, faults_must_fire=True)
                 except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
                     result = error_verdict(scenario, exc)
             if children_log.is_file():  # named only when a child wrote something

@@ -259,8 +259,10 @@ def error_verdict(scenario: Scenario, exc: BaseException, run_dir: Path | None =
 
 
 def run_one(scenario: Scenario, directory: Path) -> dict:
-    """One scenario of a campaign (the suite contract): its run directory kept only when it did not pass."""
-    return run_scenario(scenario, directory, False)
+    """One scenario of a campaign (the suite contract): its run directory kept only when it did not pass; a
+    scheduled fault that never fired makes it an error (what was planned was not run: the campaign's plan
+    draws only faults a scenario reaches, :func:`eos_harness.suites.lifecycle.plan.campaign_plan`)."""
+    return run_scenario(scenario, directory, False, faults_must_fire=True)
 
 
 error_result = error_verdict  # the suite contract's name for it

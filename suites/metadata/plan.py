@@ -3,13 +3,15 @@
 Coverage first: every mutant, each with a fault that gives its mistake a chance to show, among
 every crash point of the controller for the real controller (a crash during the new controller's
 abort after a crash that left a partial transaction, a zombie controller frozen mid-transaction, a
-driver kill); then random schedules of one to three faults, forever.
+driver kill); then random schedules of one to three faults, forever, each fault one a scenario reaches
+(:func:`reachable_faults`).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.faults import kinds, points
@@ -29,7 +31,8 @@ from eos_harness.metadata.reader import PUBLISHES_BATCHES, SNAPSHOT_MID_TRANSACT
 from eos_harness.suites.lifecycle.schedule import Fault
 from eos_harness.suites.metadata.runner import REAL, SYSTEMS, Scenario
 
-__all__ = ["MUTANTS", "campaign", "check_options", "expected", "expected_to_fail", "known_subjects", "plan", "subjects"]
+__all__ = ["MUTANTS", "campaign", "check_options", "expected", "expected_to_fail", "known_subjects", "plan",
+           "reachable_faults", "subjects"]
 
 # Each mutant: its mistake, and the check that names it (the one that must catch it).
 MUTANTS = {
@@ -44,6 +47,9 @@ MUTANTS = {
 }
 BATCH_BYTES = (1024, 2048, 4096, 8192)
 PARTIAL = (P_AFTER_BEGIN, P_BETWEEN_BATCHES, P_BEFORE_END)  # crash points that leave a partial transaction
+# The latest event a driver's kill is drawn at: after the first command (started, activated, written), with
+# the others still to write (a controller runs its commands in milliseconds: a later kill may land after it ended).
+KILL_EVENTS = 3
 
 
 def expected_to_fail(system: str) -> bool:
@@ -57,14 +63,14 @@ def _crash(point: str, hit: int = 1) -> Fault:
 def _coverage(rng: random.Random) -> list[tuple[str, tuple[Fault, ...]]]:
     real = [
         (_crash(P_AFTER_BEGIN, rng.randint(1, 2)),),
-        (_crash(P_BETWEEN_BATCHES, rng.randint(1, 4)),),
+        (_crash(P_BETWEEN_BATCHES, rng.randint(1, 2)),),  # hits within a scenario's first two transactions
         (_crash(P_BEFORE_END, rng.randint(1, 2)),),
-        (_crash(P_AFTER_END, rng.randint(1, 3)),),
+        (_crash(P_AFTER_END, rng.randint(1, 2)),),
         (_crash(rng.choice(PARTIAL)), _crash(P_ABORT_BEFORE)),
         (_crash(rng.choice(PARTIAL)), _crash(P_ABORT_AFTER)),
         (_crash(rng.choice(PARTIAL)), _crash(P_ABORT_BEFORE), _crash(P_ABORT_BEFORE)),
         (Fault(rng.choice(PARTIAL), 1, points.FREEZE),),
-        (Fault("kill", rng.randint(2, 6)),),
+        (Fault("kill", rng.randint(2, KILL_EVENTS)),),
     ]
     mutants = [
         (PUBLISHES_BATCHES, ()),
@@ -91,25 +97,67 @@ def _random_fault(rng: random.Random) -> Fault:
                  points.FREEZE if roll > 0.92 and point in PARTIAL else points.KILL)
 
 
+def reachable_faults(system: str, schedule: tuple[Fault, ...], commands: int) -> tuple[Fault, ...]:
+    """The faults of ``schedule`` that fire, each in its turn (one per controller), on any scenario of
+    ``system`` with ``commands`` commands: a scheduled fault that never fired makes the scenario an
+    ``error``, so the plan draws none. A scenario's first two commands are always transactions of two
+    batches or more (:func:`~eos_harness.suites.metadata.runner.commands_for`); a controller runs the
+    commands not yet in the log, in order. So, counting on nothing else:
+
+    * a transaction's point (``after_begin``, ``between_batches``, ``before_end``, ``after_end``) ``@n``
+      fires while n of those transactions are still to be written (a crash before a transaction's
+      ``End`` leaves it to be written again);
+    * ``abort.*`` fires the first time in the controller after a crash that left a partial transaction
+      (a transaction's point before its ``End``, or ``abort.before_append``), except in a system that
+      does not abort;
+    * ``kill@n`` fires for n up to 3 while n commands are left (a controller's events: started,
+      activated, then one for each command, written or refused; the two transactions are the first
+      commands; the driver kills while the controller runs on, so it must have most of its commands
+      still to write); after a kill, nothing more is counted on;
+    * in ``interleaved-transactions`` the two transactions are written without their points."""
+    kept: list[Fault] = []
+    transactions, left, partial = 2, commands, False
+    for fault in schedule:
+        point, n = fault.point, fault.hit
+        if point == "kill":
+            if n <= min(KILL_EVENTS, left):
+                kept.append(fault)
+                break  # how far the killed controller got is not known
+        elif point in (P_ABORT_BEFORE, P_ABORT_AFTER):
+            if n == 1 and partial and system != SKIPS_ABORT:
+                kept.append(fault)
+                partial = point == P_ABORT_BEFORE
+        elif point in (*PARTIAL, P_AFTER_END) and n <= transactions and system != INTERLEAVES:
+            kept.append(fault)
+            transactions -= n if point == P_AFTER_END else n - 1
+            left, partial = commands - (2 - transactions), point in PARTIAL  # the two are the first commands
+    return tuple(kept)
+
+
 def plan(seed: int, broker: BrokerSpec | str = EMBEDDED,
          systems: tuple[str, ...] | None = None) -> Iterator[Scenario]:
     """The campaign's scenarios, in order, forever (the caller stops). ``systems``: only these."""
     rng = random.Random(seed)
     chosen = systems or (REAL, *MUTANTS)
 
-    def scenario(system: str, schedule: tuple[Fault, ...]) -> Scenario:
-        return Scenario(system, rng.randrange(2**31), schedule, rng.choice(BATCH_BYTES), rng.randint(6, 12),
-                        broker=broker)
+    def scenario(system: str, schedule: tuple[Fault, ...]) -> Scenario | None:
+        """The scenario with the faults it reaches only (None when it was given some, and none is left)."""
+        sc = Scenario(system, rng.randrange(2**31), schedule, rng.choice(BATCH_BYTES), rng.randint(6, 12),
+                      broker=broker)
+        reached = reachable_faults(system, schedule, sc.commands)
+        if schedule and not reached:
+            return None
+        return sc if reached == schedule else replace(sc, schedule=reached)
 
     for system, schedule in _coverage(rng):
         sc = scenario(system, schedule)
-        if system in chosen:
+        if system in chosen and sc is not None:
             yield sc
     while True:
         system = REAL if rng.random() < 0.6 else rng.choice(list(MUTANTS))
         schedule = tuple(_random_fault(rng) for _ in range(rng.randint(0 if system != REAL else 1, 3)))
         sc = scenario(system, schedule)
-        if system in chosen:
+        if system in chosen and sc is not None:
             yield sc
 
 

@@ -37,7 +37,7 @@ from eos_harness.rundir import claim
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError, parse_schedule
 from eos_harness.suites.metadata.checks import check_all
 from eos_harness.suites.metadata.instance import ControllerInstance, LiveReader
-from eos_harness.verdict import PASS, Violation, error_reason, verdict_of
+from eos_harness.verdict import PASS, Violation, error_reason, unfired_is_error, verdict_of
 
 __all__ = ["CHILDREN_LOG", "FATAL", "REAL", "SYSTEMS", "Scenario", "campaign_session", "ScheduleError", "commands_for", "error_result", "error_verdict",
            "parse_metadata_schedule", "run_one", "run_scenario"]
@@ -123,9 +123,11 @@ def broker_spec(scenario: Scenario, run_dir: Path) -> str:
     return scenario.broker.text
 
 
-def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
+def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True, faults_must_fire: bool = False) -> dict:
     """Run one scenario in ``run_dir`` (created, or emptied of the harness's earlier results) and
-    return its verdict object."""
+    return its verdict object. ``faults_must_fire``: a scheduled fault never reached makes the verdict
+    ``error`` (``run`` and ``chaos``: the plan draws only faults a scenario reaches); else it is listed in
+    ``not_fired`` only."""
     if scenario.system not in SYSTEMS:
         raise ValueError(f"unknown system {scenario.system!r}: choose among {', '.join(SYSTEMS)}")
     for fault in scenario.schedule:
@@ -177,6 +179,8 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
     history.close()
     violations = check_all(history.events, commands)
     result = verdict(scenario, history.events, violations)
+    if faults_must_fire:
+        result = unfired_is_error(result)
     result["log"] = {"entries": len(entries), "batches": len({e.batch for e in entries}),
                      "transactions": sum(e.kind == BEGIN for e in entries),
                      "ended": sum(e.kind == END for e in entries),
@@ -193,6 +197,9 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True) -> dict:
 def verdict(scenario: Scenario, events: list[dict], violations: list[Violation], error: str | None = None) -> dict:
     hit = [e["point"] if e["type"] == "crash" else kinds.FREEZE.prefix + e["point"]
            for e in events if e["type"] in ("crash", "frozen")]
+    # Faults fire in their order, one per controller: those past the ones that fired were never reached
+    # (a scenario cut short, an error, says so itself).
+    not_fired = [str(f) for f in scenario.schedule][len(hit):] if error is None else []
     result = {
         "suite": "metadata",
         "system": scenario.system,
@@ -203,6 +210,7 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
         "max_batch_bytes": scenario.max_batch_bytes,
         "crash_points": hit,
         "fault_errors": [],
+        "not_fired": not_fired,  # scheduled faults never reached (an error: unfired_is_error)
         "verdict": verdict_of(violations, error=error),
         "violations": [v.to_json() for v in violations],
         "repro": scenario.repro(),
@@ -232,8 +240,9 @@ def campaign_session(options: Mapping, say: Callable[[str], object] = lambda tex
 
 
 def run_one(scenario: Scenario, directory: Path) -> dict:
-    """One scenario of a campaign (the suite contract): its snapshots dropped when it passed."""
-    return run_scenario(scenario, directory, keep=False)
+    """One scenario of a campaign (the suite contract): its snapshots dropped when it passed; a scheduled
+    fault that never fired makes it an error (the plan draws only faults a scenario reaches)."""
+    return run_scenario(scenario, directory, keep=False, faults_must_fire=True)
 
 
 error_result = error_verdict  # the suite contract's name for it
