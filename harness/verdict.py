@@ -146,6 +146,6 @@ def unfired_is_error(result: dict) -> dict:
         return result
     many = len(not_fired) > 1
     reason = (f"scheduled fault{'s' if many else ''} {', '.join(not_fired)} never fired: the run never reached "
-              f"{'them' if many else 'it'} (a point the store does not reach, or a hit count past the run's end), "
-              "so the scenario asked for was not run")
+              f"{'them' if many else 'it'} (a point the run does not reach, or a hit count or a time past the run's "
+              "end), so the scenario asked for was not run")
     return {**result, "verdict": ERROR, "error": reason}

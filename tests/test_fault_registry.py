@@ -183,3 +183,15 @@ def test_a_campaign_keeps_of_a_schedule_only_the_faults_its_scenario_reaches():
     assert kept("task.commit.after_store@12,store.commit.after_write") == ["task.commit.after_store@12"]
     # A fault after which the task's process goes on (a broker killed) may end the instance: nothing after it.
     assert kept("broker-kill@5,task.commit.after_eos") == ["broker-kill@5"]
+
+
+def test_a_spark_campaign_lands_its_random_kill_while_the_restarted_run_has_work():
+    # The pinned Spark plan draws the second kill up to 8 s after the restarted run's first offsets file,
+    # often after that run ended (random@8000 never fired): a campaign lands it within 1 s, as random.
+    from eos_harness.suites.spark.plan import campaign_plan as spark_campaign_plan
+
+    planned, campaign = spark_plan(7, None), spark_campaign_plan(7, None)
+    assert [s.schedule[0] for s in planned] == [s.schedule[0] for s in campaign]
+    drawn = [int(t.split("@")[1]) for s in campaign for t in s.schedule[1:]]
+    assert drawn and all(500 <= ms <= 1000 for ms in drawn) and len(set(drawn)) > 1
+    assert any(int(t.split("@")[1]) > 1000 for s in planned for t in s.schedule[1:])

@@ -158,7 +158,7 @@ def spark_run_command(pipeline, sink, provider, changelog, checkpoint_format, so
     needed = scenario.uses_kafka and not unsupported(pipeline, sink, provider, int(checkpoint_format))
     try:
         with _kafka(broker, needed) as kafka:
-            result = run_spark_scenario(scenario, run_dir, keep=True, kafka=kafka)
+            result = run_spark_scenario(scenario, run_dir, keep=True, kafka=kafka, faults_must_fire=True)
     except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
         result = error_result(scenario, exc)
     json_error = toolkit.write_json(json_path, result)

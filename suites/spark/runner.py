@@ -36,7 +36,15 @@ from eos_harness.suites.spark.checks import (
     recorded_watermarks,
 )
 from eos_harness.suites.spark.plan import SparkScenario
-from eos_harness.verdict import ERROR, NOT_APPLICABLE, PASS, Violation, error_reason, verdict_of
+from eos_harness.verdict import (
+    ERROR,
+    NOT_APPLICABLE,
+    PASS,
+    Violation,
+    error_reason,
+    unfired_is_error,
+    verdict_of,
+)
 
 __all__ = ["SparkScenario", "error_result", "run_one", "run_spark_scenario"]
 
@@ -117,12 +125,15 @@ def error_result(scenario: SparkScenario, exc: BaseException) -> dict:
 
 
 def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = False,
-                       measure: dict | None = None, watch: bool = True, kafka: str | None = None) -> dict:
+                       measure: dict | None = None, watch: bool = True, kafka: str | None = None,
+                       faults_must_fire: bool = False) -> dict:
     """Run ``scenario`` in ``run_dir`` (created, or emptied of the harness's earlier results: see
     :func:`eos_harness.rundir.claim`); returns the verdict object. ``watch=False``
     (only without kills) runs without the inotify watcher; ``measure`` receives batch latencies.
     ``kafka``: bootstrap servers of the broker a Kafka source or sink uses; when None and the
-    scenario needs one, a one-node :class:`eos_harness.cluster.LocalKafka` is started for it and stopped."""
+    scenario needs one, a one-node :class:`eos_harness.cluster.LocalKafka` is started for it and stopped.
+    ``faults_must_fire``: a scheduled kill never reached makes the verdict ``error`` (``run``, ``chaos``);
+    else it is listed in ``not_fired`` only."""
     scenario.validate()
     if scenario.uses_kafka and kafka is None and not unsupported(scenario.pipeline, scenario.sink, scenario.provider,
                                                                  scenario.checkpoint_format):
@@ -130,7 +141,8 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
 
         run_dir = claim(Path(run_dir))
         with open_broker("kafka-local") as opened:
-            return run_spark_scenario(scenario, run_dir, keep, measure, watch, kafka=opened.bootstrap_servers)
+            return run_spark_scenario(scenario, run_dir, keep, measure, watch, kafka=opened.bootstrap_servers,
+                                      faults_must_fire=faults_must_fire)
     started = time.monotonic()
     started_at = round(time.time(), 3)  # wall clock (Unix time), to line scenarios up with each other
     claim(run_dir)
@@ -170,7 +182,7 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
     if follower is not None and follower.error:
         history.add({"type": "follower_error", "error": follower.error})
     return _verdict(scenario, run_dir, roots, history, (started, started_at), base, batches, model, runs,
-                    crash_windows, measure, keep, kafka_config)
+                    crash_windows, measure, keep, kafka_config, faults_must_fire)
 
 
 def _run_all(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], history: _History, started: float,
@@ -261,9 +273,11 @@ def _run_all(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
 
 def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], history: _History,
              started: tuple[float, float], base: dict, batches: list, model, runs: list[dict],
-             crash_windows: list[dict], measure: dict | None, keep: bool, kafka_config: dict | None) -> dict:
+             crash_windows: list[dict], measure: dict | None, keep: bool, kafka_config: dict | None,
+             faults_must_fire: bool = False) -> dict:
     """The verdict object (also written to ``run_dir/verdict.json``); ``started``: (monotonic, wall
-    clock) when the scenario started."""
+    clock) when the scenario started. ``faults_must_fire``: a kill of the schedule that never fired
+    makes the verdict ``error``."""
     violations: list[Violation] = []
     violations += check_restarts(runs, RESTART_BOUND_S)
     watermarks, late, recorded_model = check_watermarks(scenario.pipeline, batches, recorded_watermarks(roots["checkpoint"]))
@@ -322,12 +336,17 @@ def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
     history_path.write_text("".join(json.dumps(e) + "\n" for e in history.events))
     verdict = verdict_of(violations, scenario.strict)
     failed = {v.check for v in violations if v.counts(scenario.strict)}  # the checks whose promise was broken
+    # A run per kill, in order: a run whose target was not reached ended without it (and a kill never
+    # started, after Spark could not run at all, was not reached either).
+    targeted = [r for r in runs if r["target"] is not None]
+    not_fired = [r["target"] for r in targeted if not r.get("killed")] + list(scenario.schedule[len(targeted):])
     result = {
         **base,
         "verdict": verdict,
         "violations": [v.to_json() for v in violations],
         "crash_points": [c["target"] for c in crash_windows],
         "crash_windows": crash_windows,
+        "not_fired": not_fired,  # scheduled kills never reached (an error with faults_must_fire)
         "checks": {
             "restart_liveness": "fail" if "restart_liveness" in failed else "pass",
             "exactly_once_output": ("fail" if "exactly_once_output" in failed else "pass")
@@ -344,10 +363,12 @@ def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
         "started_at": started[1],
         "history": str(history_path),
     }
+    if faults_must_fire:
+        result = unfired_is_error(result)
     if measure is not None:
         measure.update(_latencies(final, roots))
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2))
-    if not keep and verdict == PASS:
+    if not keep and result["verdict"] == PASS:
         shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
     return result
 
@@ -367,5 +388,6 @@ def _latencies(files: dict[str, list[str]], roots: dict[str, Path]) -> dict:
 
 def run_one(scenario: SparkScenario, directory: Path, kafka: str | None = None) -> dict:
     """One scenario of a campaign (the suite contract); ``kafka``: the bootstrap servers of its Kafka source
-    or sink, when it has one."""
-    return run_spark_scenario(scenario, directory, kafka=kafka)
+    or sink, when it has one. A scheduled kill never reached makes it an error (the campaign's plan lands
+    every kill within its run: :func:`eos_harness.suites.spark.plan.campaign_plan`)."""
+    return run_spark_scenario(scenario, directory, kafka=kafka, faults_must_fire=True)
