@@ -323,3 +323,10 @@ def test_a_task_store_that_refuses_other_partitions_passes_once_it_declares_it(c
     assert "commit named app-store-changelog-1" in refused["violations"][0]["observed"], refused["violations"]
     run = cli("run", "--store", "sqlite_store:task_store", "--seed", "1", "--out", str(tmp_path / "run"))
     assert run.returncode == 0 and "verdict: pass" in run.stdout, run.stdout + run.stderr
+    # The global workload (a global store, fed by 3 changelog partitions) is not what a task's store is:
+    # refused before anything runs, saying why (never a store_raised of a store that keeps its word).
+    global_run = cli("run", "--store", "sqlite_store:task_store", "--workload", "global", "--seed", "1",
+                     "--out", str(tmp_path / "global"))
+    flat = " ".join(global_run.stderr.split())
+    assert global_run.returncode == 2 and "declares it is a task's store" in flat, global_run.stdout + flat
+    assert "Capabilities(several_changelog_partitions=False)" in flat and not (tmp_path / "global").exists()

@@ -58,7 +58,7 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
     from eos_harness.stores import StoreFactoryError
     from eos_harness.stores.child_probe import store_ref
     from eos_harness.suites.lifecycle.campaign import CHILDREN_LOG
-    from eos_harness.suites.lifecycle.runner import Scenario, error_verdict, run_scenario
+    from eos_harness.suites.lifecycle.runner import Scenario, check_workload_fits, error_verdict, run_scenario
     from eos_harness.suites.lifecycle.schedule import ScheduleError, parse_store_schedule
 
     toolkit.require_kafka_extra(broker)
@@ -68,7 +68,8 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
         # The store's module declares its own crash points: load it before reading the schedule (its
         # output is kept for the run's log, off the terminal).
         with held_output(children=True):  # and a probe's, for a point of the store's own (see below)
-            store_ref(TaskConfig.for_store(store, broker="", state_dir="", workload=workload).store, store_timeout)
+            ref = store_ref(TaskConfig.for_store(store, broker="", state_dir="", workload=workload).store, store_timeout)
+            check_workload_fits(ref, workload)  # a global workload on a task's store: refused, saying why
             schedule, warning = parse_store_schedule(store, list(crash_at), store_timeout)
         if warning:
             console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)

@@ -39,6 +39,7 @@ from eos_harness.process.zombies import zombies
 from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
 from eos_harness.runtime.store_duties import metrics_of, warnings_of
+from eos_harness.stores import StoreRef
 from eos_harness.stores.child_probe import store_ref
 from eos_harness.stores.registry import builtin_spec
 from eos_harness.suites.lifecycle.checks import broker_failure, check_all, recovery_report
@@ -47,7 +48,8 @@ from eos_harness.suites.lifecycle.instance import Instance, _run_instance
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
 from eos_harness.verdict import PASS, Violation, error_reason, unfired_is_error, verdict_of
 
-__all__ = ["Scenario", "broker_spec", "error_result", "error_verdict", "run_one", "run_scenario", "verdict"]
+__all__ = ["Scenario", "broker_spec", "check_workload_fits", "error_result", "error_verdict", "run_one", "run_scenario",
+           "verdict"]
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,20 @@ def _run_claimed(scenario: Scenario, run_dir: Path, keep: bool, scheduled: list[
     if not keep and result["verdict"] == PASS:
         shutil.rmtree(run_dir / "state", ignore_errors=True)
     return result
+
+
+def check_workload_fits(store: StoreRef, workload_name: str) -> None:
+    """Refuse (ValueError, a usage error) a workload fed by several changelog partitions (``global``) on a
+    store that declares it is a task's store, fed by its own partition only
+    (``Capabilities(several_changelog_partitions=False)``, as its reference carries it, asked in a
+    child): every commit of such a workload names several partitions, which a task's store refuses, and
+    the run would say ``store_raised`` of a store that keeps its declared promise."""
+    partitions = workload(workload_name).changelog_partitions
+    if partitions > 1 and not getattr(store.capabilities, "several_changelog_partitions", True):
+        raise ValueError(f"--workload {workload_name} is a global store fed by {partitions} changelog partitions, and "
+                         f"store {store.spec!r} declares it is a task's store, fed by its own changelog partition "
+                         "only (Capabilities(several_changelog_partitions=False)): run it with a workload of one "
+                         "partition (every other workload)")
 
 
 def _check_needs(scheduled: list[kinds.FaultKind], broker: BrokerSpec) -> None:
