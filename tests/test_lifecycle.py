@@ -173,14 +173,14 @@ def test_a_broker_fault_scenario_runs_alone_while_the_others_run_side_by_side(tm
 
     spans, lock = [], threading.Lock()
 
-    def scenario_that_records(scenario, run_dir, keep=True):
+    def scenario_that_records(scenario, run_dir):
         start = clock.monotonic()
         clock.sleep(0.05)
         with lock:
             spans.append((start, clock.monotonic(), {f.point for f in scenario.schedule}))
         return {"store": scenario.store, "verdict": "pass", "violations": [], "crash_points": []}
 
-    monkeypatch.setattr(chaos, "run_scenario", scenario_that_records)
+    monkeypatch.setattr(chaos, "run_one", scenario_that_records)  # how the campaign runs each scenario
     monkeypatch.setattr(chaos, "kafka_faults", lambda broker: ["broker-kill", "broker-pause", "coordinator-kill", "txn-timeout"])
     campaign = chaos.run_campaign(7, tmp_path, stores=["memory", "rocksdb-indexed"], scenarios=24, workers=2,
                                   broker="kafka://127.0.0.1:9")
@@ -197,16 +197,16 @@ def test_a_scenario_that_cannot_run_is_an_error_verdict_and_the_campaign_goes_on
     import eos_harness.suites.lifecycle.campaign as chaos
     from eos_harness.broker import BrokerError
 
-    real = chaos.run_scenario
+    real = chaos.run_one
     calls = []
 
-    def broker_gone_once(scenario, run_dir, keep=True):
+    def broker_gone_once(scenario, run_dir):
         calls.append(scenario)
         if len(calls) == 2:
             raise BrokerError("creating topic 'x-input' failed: Local: Broker transport failure")
-        return real(scenario, run_dir, keep)
+        return real(scenario, run_dir)
 
-    monkeypatch.setattr(chaos, "run_scenario", broker_gone_once)
+    monkeypatch.setattr(chaos, "run_one", broker_gone_once)
     campaign = chaos.run_campaign(3, tmp_path, stores=["memory"], scenarios=4, workers=1)
     verdicts = [s["verdict"] for s in campaign["scenarios"]]
     assert verdicts.count("error") == 1 and verdicts.count("pass") == 3

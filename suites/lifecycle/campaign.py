@@ -120,7 +120,7 @@ def run_campaign(
         stopped_by_probe = None if resume else next((r for r in map(stop_after, probed) if r is not None), None)
         planned = [s for s in stores if s in reached]
         source = scenarios_of(seed, {"stores": planned, "workloads": workloads, "opened": broker, "reached": reached,
-                                 "store_timeout": store_timeout}) if planned else iter(())
+                                     "broker_faults": faults, "store_timeout": store_timeout}) if planned else iter(())
         if stopped_by_probe is not None:
             source = iter(())
 

@@ -302,9 +302,10 @@ def expected(store: str) -> tuple[bool, tuple[str, ...]]:
 def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     """:func:`campaign_plan` of the campaign's ``stores`` and ``workloads`` on its broker (``opened``: the
     broker opened for it; ``reached``: the crash points each store's probe reached, else probed here), with
-    its Kafka faults and its ``store_timeout``."""
+    its Kafka faults (``broker_faults``, else those its broker meets) and its ``store_timeout``."""
     broker = parse(options.get("opened") or options.get("broker") or EMBEDDED, internal=True)
+    faults = options["broker_faults"] if "broker_faults" in options else kafka_faults(broker)
     planned = campaign_plan(seed, list(options["stores"]), list(options.get("workloads") or DEFAULT_WORKLOADS),
-                            broker=broker, broker_faults=kafka_faults(broker), reached=options.get("reached"))
+                            broker=broker, broker_faults=faults, reached=options.get("reached"))
     timeout = options.get("store_timeout")
     return planned if timeout is None else (replace(scenario, store_timeout=timeout) for scenario in planned)
