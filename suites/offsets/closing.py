@@ -1,8 +1,9 @@
 """Scenarios of closed stores, processors and names on disk (issue 15 items 4, 5 and 7), each with the
 runtime's own code (``eos_harness.runtime.closing``, ``.processor``, ``.names``) around a live store.
 
-- ``closing_checkpoint``: a task closes; its ``.checkpoint`` holds the store's ``committed_offset``
-  of every changelog partition, although the store manages its offsets; a second task crashes
+- ``closing_checkpoint``: a task's store is reopened (the usual path in production; by the seed, after
+  a reopen and a commit before), then the task closes; its ``.checkpoint`` holds the store's
+  ``committed_offset`` of every changelog partition, although the store manages its offsets; a second task crashes
   (SIGKILL, no ``.checkpoint``). The offsets cache built from the task directories then gives both
   tasks' offset sums and lags, reading the first from its ``.checkpoint`` without opening its store
   and opening the second's store exactly once.
@@ -57,7 +58,23 @@ def run_closing_checkpoint(spec: str, workdir: Path, seed: int, store_timeout: f
         live.call("recover", None)
         live.call("put", b"a", b"v1")
         live.call("commit", {**closed, SOURCE: 3})
-        live.told(f"task 0_0: put a=v1, commit {show_offsets(closed)} and the source position; close the task")
+        live.told(f"task 0_0: put a=v1, commit {show_offsets(closed)} and the source position")
+        # The usual production path: the task's store was reopened (a restart, a rebalance) before the task
+        # closes, its .checkpoint written from what the reopened store answers; the seed draws whether it
+        # was reopened and committed once before that.
+        for n in range(seed % 2):
+            live.close()
+            live.start()
+            live.call("recover", None)
+            closed = {tp: offset + 2 for tp, offset in closed.items()}
+            live.call("put", b"a", b"v%d" % (n + 2))
+            live.call("commit", {**closed, SOURCE: 4 + n})
+            live.told(f"task 0_0: close, reopen, recover; put a=v{n + 2}, commit {show_offsets(closed)}")
+        live.close()
+        live.start()
+        live.call("recover", None)
+        live.told("task 0_0: close, reopen, recover")
+        live.told("close the task")
         checkpoint = app_dir / "0_0" / ".checkpoint"
         partitions = tuple(live.own(CHANGELOGS))  # a task's store: its own partition alone
         closed, crashed = live.own(closed), live.own(crashed)
