@@ -25,6 +25,18 @@ FIXTURES = Path(__file__).parent / "fixtures"
 EOS_BIN = str(Path(sys.executable).with_name("eos-harness"))
 
 
+def every_check_exercised(result: dict, checks) -> dict:
+    """A passing verify's ``coverage``, asserted: every check of ``checks`` that applies to the store met
+    its condition in some case (none passed unexercised), each one that does not apply says why."""
+    assert result["verdict"] == "pass", result["violations"]
+    coverage = result["coverage"]
+    assert coverage["not_exercised"] == {}, coverage
+    assert all(n > 0 for n in coverage["exercised"].values()), coverage
+    assert set(coverage["exercised"]) | set(coverage["not_applicable"]) == set(checks)
+    assert all(coverage["not_applicable"].values())  # each with why
+    return coverage
+
+
 def session_processes(sid: int, wait: float) -> list[psutil.Process]:
     """Processes still in session ``sid`` after up to ``wait`` seconds (exiting ones get time to go)."""
     deadline = time.monotonic() + wait
