@@ -8,6 +8,7 @@ The stores are in ``tests/fixtures/implementer_stores.py`` (users' stores, outsi
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -330,3 +331,17 @@ def test_a_task_store_that_refuses_other_partitions_passes_once_it_declares_it(c
     flat = " ".join(global_run.stderr.split())
     assert global_run.returncode == 2 and "declares it is a task's store" in flat, global_run.stdout + flat
     assert "Capabilities(several_changelog_partitions=False)" in flat and not (tmp_path / "global").exists()
+    # chaos too: with only that workload the store is not run (a usage error saying why); beside others, a
+    # campaign plans it only on workloads of one partition.
+    only_global = cli("chaos", "--stores", "sqlite_store:task_store", "--workloads", "global", "--scenarios", "2",
+                      "--out", str(tmp_path / "chaos"))
+    flat = " ".join(only_global.stderr.split())
+    assert only_global.returncode == 2 and "declares it is a task's store" in flat, only_global.stdout + flat
+    from eos_harness.suites.lifecycle.plan import campaign
+
+    def workloads_planned(task_stores: list[str]) -> set[str]:
+        options = {"stores": ["memory"], "workloads": ["counter", "global"], "reached": {"memory": []},
+                   "task_stores": task_stores}
+        return {scenario.workload for scenario in itertools.islice(campaign(1, options), 60)}
+
+    assert workloads_planned([]) == {"counter", "global"} and workloads_planned(["memory"]) == {"counter"}

@@ -86,15 +86,17 @@ def run_campaign(
     stop at the first failure :func:`until_failure_rule` looks for."""
     stores = stores or default_stores()
     with held_output(children=True):  # its module's output on import: for the run's log, off the terminal
-        for store in stores:
-            store_ref(base_store(store), store_timeout)  # a usage error for a bad store, learned in a child
+        # a usage error for a bad store, learned in a child
+        refs = {store: store_ref(base_store(store), store_timeout) for store in stores}
+    # A task's store (Capabilities(several_changelog_partitions=False)) runs no workload of a global store.
+    task_stores = [s for s, ref in refs.items() if not getattr(ref.capabilities, "several_changelog_partitions", True)]
     workloads = workloads or list(DEFAULT_WORKLOADS)
     for wl in workloads:
         if wl not in WORKLOADS:
             raise ValueError(f"unknown workload {wl!r}: choose among {', '.join(WORKLOADS)}")
     # A mutant these workloads cannot reach is not run (its "not caught" would say nothing of the harness).
     asked = stores  # kept as asked: a resumed campaign leaves the same stores out, and says so again
-    left_out = {s: why for s in stores if (why := out_of_reach(s, workloads))}
+    left_out = {s: why for s in stores if (why := out_of_reach(s, workloads, s in task_stores))}
     stores = [s for s in stores if s not in left_out]
     if not stores:
         raise ValueError("no store left to run: " + "; ".join(f"{s}: {why}" for s, why in left_out.items()))
@@ -119,8 +121,9 @@ def run_campaign(
         # (once: a resumed campaign goes on past it, as past a scenario that failed).
         stopped_by_probe = None if resume else next((r for r in map(stop_after, probed) if r is not None), None)
         planned = [s for s in stores if s in reached]
-        source = scenarios_of(seed, {"stores": planned, "workloads": workloads, "opened": broker, "reached": reached,
-                                     "broker_faults": faults, "store_timeout": store_timeout}) if planned else iter(())
+        options = {"stores": planned, "workloads": workloads, "opened": broker, "reached": reached,
+                   "broker_faults": faults, "store_timeout": store_timeout, "task_stores": task_stores}
+        source = scenarios_of(seed, options) if planned else iter(())
         if stopped_by_probe is not None:
             source = iter(())
 

@@ -56,9 +56,16 @@ def workloads_for(store: str, workloads: list[str]) -> list[str]:
     return mine or [name for name in DEFAULT_WORKLOADS if WORKLOADS[name].windowed == window]
 
 
-def out_of_reach(store: str, workloads: list[str]) -> str | None:
-    """Why ``store`` cannot be caught by a campaign over ``workloads``: a mutant whose mistake lies in
-    store operations that none of its workloads uses (None: within reach)."""
+def out_of_reach(store: str, workloads: list[str], task_store: bool = False) -> str | None:
+    """Why ``store`` cannot be run usefully by a campaign over ``workloads``: a mutant whose mistake lies in
+    store operations that none of its workloads uses; a task's store (``task_store``: it declares
+    ``Capabilities(several_changelog_partitions=False)``) whose workloads all feed a global store from
+    several changelog partitions (None: within reach)."""
+    mine = workloads_for(store, workloads)
+    if task_store and all(WORKLOADS[w].changelog_partitions > 1 for w in mine):
+        return (f"it declares it is a task's store, fed by its own changelog partition only "
+                f"(Capabilities(several_changelog_partitions=False)), and the workloads {', '.join(mine)} feed a "
+                "global store from several changelog partitions")
     spec = builtin_spec(base_store(store))
     if spec is None or not spec.operations:
         return None
@@ -302,10 +309,15 @@ def expected(store: str) -> tuple[bool, tuple[str, ...]]:
 def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     """:func:`campaign_plan` of the campaign's ``stores`` and ``workloads`` on its broker (``opened``: the
     broker opened for it; ``reached``: the crash points each store's probe reached, else probed here), with
-    its Kafka faults (``broker_faults``, else those its broker meets) and its ``store_timeout``."""
+    its Kafka faults (``broker_faults``, else those its broker meets) and its ``store_timeout``; the
+    ``task_stores`` (each declares ``Capabilities(several_changelog_partitions=False)``) without a workload of
+    a global store."""
     broker = parse(options.get("opened") or options.get("broker") or EMBEDDED, internal=True)
     faults = options["broker_faults"] if "broker_faults" in options else kafka_faults(broker)
     planned = campaign_plan(seed, list(options["stores"]), list(options.get("workloads") or DEFAULT_WORKLOADS),
                             broker=broker, broker_faults=faults, reached=options.get("reached"))
+    task_stores = set(options.get("task_stores") or ())
+    if task_stores:  # a task's store runs no workload of a global store (several changelog partitions)
+        planned = (s for s in planned if s.store not in task_stores or WORKLOADS[s.workload].changelog_partitions < 2)
     timeout = options.get("store_timeout")
     return planned if timeout is None else (replace(scenario, store_timeout=timeout) for scenario in planned)
