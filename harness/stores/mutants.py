@@ -146,6 +146,28 @@ class OffsetsInMemory(IndexedRocksStore):
         return self._memory_offsets.get(tp)
 
 
+class EmptyCommitKeepsCachedOffset(IndexedRocksStore):
+    """Answers ``committed_offset`` from a cache of the offsets it committed, refreshed only by a commit
+    that wrote data: an empty commit records its offsets in the database (a restart or a reopen reads
+    them right) but the running store answers the offset of the last commit that had writes."""
+
+    def init(self, context: StoreContext) -> None:
+        self._answered: dict[TopicPartition, int | None] = {}
+        super().init(context)
+        self._answered = {}  # filled from the database as it is asked (init's import of legacy offsets included)
+
+    def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        wrote = bool(self._overlay)
+        super().commit(changelog_offsets)
+        if wrote:
+            self._answered.update(changelog_offsets)
+
+    def committed_offset(self, tp: TopicPartition) -> int | None:
+        if tp not in self._answered:
+            self._answered[tp] = super().committed_offset(tp)
+        return self._answered[tp]
+
+
 class OffsetTracksPuts(IndexedRocksStore):
     """Advances the stored changelog offset with every write (each write is one changelog record)
     instead of at commit, so ``committed_offset`` reports the last put, not the last commit: after a
@@ -253,12 +275,13 @@ CAUGHT_ALONE = {"mutant-range-ignores-tombstones": "read_your_own_writes", "muta
                 "mutant-get-indexes-database": "store_raised", "mutant-get-returns-bytearray": "store_return_type",
                 "mutant-empty-commit-waits": "store_hang", "mutant-second-commit-refused": "store_error",
                 "mutant-restore-records-last-offset": "offset_convention", "mutant-legacy-trusts-itself": "recover_trust",
-                "mutant-read-committed-range-sees-overlay": "read_committed_isolation"}
+                "mutant-read-committed-range-sees-overlay": "read_committed_isolation",
+                "mutant-empty-commit-keeps-cached-offset": "committed_offset_durable"}
 # Mutants of the protocol itself, caught by verify (each by its one check alone): left out of the chaos
 # campaigns (StoreSpec.suite), whose plans and timings stay as they are.
 VERIFY_ONLY = ("mutant-get-indexes-database", "mutant-get-returns-bytearray", "mutant-empty-commit-waits",
                "mutant-second-commit-refused", "mutant-restore-records-last-offset", "mutant-legacy-trusts-itself",
-               "mutant-read-committed-range-sees-overlay")
+               "mutant-read-committed-range-sees-overlay", "mutant-empty-commit-keeps-cached-offset")
 
 for name, cls, caught_by, description in (
     ("mutant-split-offsets-write", SplitOffsetsWrite, ("atomic_commit", "no_wipe"),
@@ -279,6 +302,8 @@ for name, cls, caught_by, description in (
      "committed offsets kept in memory, lost on restart"),
     ("mutant-offset-tracks-puts", OffsetTracksPuts, ("committed_offset_durable", "committed_rolls_forward"),
      "committed_offset() reports the last put, not the last commit"),
+    ("mutant-empty-commit-keeps-cached-offset", EmptyCommitKeepsCachedOffset, ("committed_offset_durable",),
+     "committed_offset() answers from a cache that a commit without writes does not refresh"),
     ("mutant-delete-drops-from-overlay", DeleteDropsFromOverlay, ("read_your_own_writes",),
      "delete() drops the overlay entry instead of writing a tombstone"),
     ("mutant-get-indexes-database", GetIndexesTheDatabase, ("store_raised",),
