@@ -29,8 +29,11 @@ demo: $(STAMP)
 	$(BIN)/eos-harness demo --out $(RUN_DIR)
 
 # What CI runs: everything but the opt-in tiers (slow, docker, browser, install); the 25 slowest last.
+# On WORKERS pytest-xdist workers, each test file on one worker (--dist loadfile: a file's module
+# fixtures, a Spark matrix or a Kafka cluster, start once); WORKERS=0 runs them in this process.
+WORKERS ?= 2
 test: $(STAMP) jars
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q --durations=25 -n $(WORKERS) --dist loadfile
 
 # The edit loop (no jars, no JVM): under 3 minutes on 2 cores.
 check: $(STAMP)

@@ -67,8 +67,17 @@ def store_refs(config: pytest.Config) -> list:
 
 
 def suite_seed(config: pytest.Config) -> int:
-    """The session's seed: ``--eos-seed``, or one drawn once per session (printed in the header)."""
+    """The session's seed: ``--eos-seed``, or one drawn once per session (printed in the header). Under
+    pytest-xdist (``-n``) every worker takes the seed its controller drew, so all collect the same scenarios."""
     if _SEED not in config.stash:
         given = config.getoption("eos_seed")
+        if given is None:
+            given = getattr(config, "workerinput", {}).get("eos_seed")
         config.stash[_SEED] = given if given is not None else random.SystemRandom().randrange(2**31)
     return config.stash[_SEED]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist's controller hands each worker the session's seed (:func:`suite_seed`)."""
+    node.workerinput["eos_seed"] = suite_seed(node.config)
