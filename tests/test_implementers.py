@@ -222,6 +222,10 @@ def test_a_recovered_state_is_classified_by_what_differs():
     assert leaked.check == "no_uncommitted_survives"
     lost = checks.recovered_state("t-0", [(before, 1)], {}, 1, {}, None, 1)
     assert lost.check == "committed_durable"
+    # after a clean close: a write of the transaction open at the close, kept, is named as such
+    kept = checks.clean_close_durable(before, {b"a": b"9"}, {b"a": b"9"})
+    assert kept.check == "clean_close_durable" and "uncommitted write of the transaction open at the close" in kept.detail
+    assert "uncommitted" not in checks.clean_close_durable(before, {}, {b"b": b"9"}).detail
 
 
 # -- recovery judged without ambiguity: an independent SQLite store with its own restore ----------------------

@@ -332,11 +332,15 @@ def reopened_offset(tp: str, expected: int | None, observed: int | None) -> Viol
                       "(the offset of the last commit)")
 
 
-def clean_close_durable(expected: Mapping[bytes, bytes], data: Mapping[bytes, bytes]) -> Violation | None:
-    """clean_close_durable: after a clean ``close`` and reopen, a persistent store holds all committed data."""
+def clean_close_durable(expected: Mapping[bytes, bytes], data: Mapping[bytes, bytes],
+                        uncommitted: Mapping[bytes, bytes | None] | None = None) -> Violation | None:
+    """clean_close_durable: after a clean ``close`` and reopen, a persistent store holds all committed data
+    and nothing else; ``uncommitted`` (the transaction open at the close, which close() discards) says why not."""
     if dict(data) == dict(expected):
         return None
     key = first_diff(expected, data)
-    return _violation("clean_close_durable", key, expected.get(key), data.get(key),
-                      f"after close() and a reopen, {show(key)!r} is {_value(data.get(key))}, expected the "
-                      f"committed {_value(expected.get(key))}")
+    detail = (f"after close() and a reopen, {show(key)!r} is {_value(data.get(key))}, expected the "
+              f"committed {_value(expected.get(key))}")
+    if uncommitted and key in uncommitted and data.get(key) == uncommitted[key]:
+        detail += ": an uncommitted write of the transaction open at the close, which close() must discard"
+    return _violation("clean_close_durable", key, expected.get(key), data.get(key), detail)

@@ -374,6 +374,7 @@ class StoreUnderTest:
 
     def close_and_reopen(self) -> None:
         self.told("close() and reopen")
+        uncommitted = dict(self.model.overlay)  # discarded by the close
         self.call("close")
         self._restart()
         self.model.close_and_reopen()
@@ -381,7 +382,7 @@ class StoreUnderTest:
             if self.model.committed:
                 self.met("clean_close_durable")
             data = self.contents()
-            if self.judge(checks.clean_close_durable(self.model.committed, data)):
+            if self.judge(checks.clean_close_durable(self.model.committed, data, uncommitted)):
                 self.model.adopt(data, self.model.offsets)
             got = self.call("committed_offset", TP)
             if self.judge(checks.reopened_offset(str(TP), self.model.committed_offset(TP), got)):
