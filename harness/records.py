@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from eos_harness.metadata.reader import PUBLISHED_AT
 from eos_harness.verdict import VERDICTS
 
 __all__ = ["CAMPAIGN_TYPES", "HISTORY_TYPES", "OPTION_TYPES", "RESULT_TYPES", "campaign_problems", "history_problems",
@@ -159,9 +160,12 @@ def json_lines(data: bytes) -> Iterator[tuple[int, Any, str | None]]:
 
 
 # The fields of a history event the report draws (a timeline's lane, time and order).
+# "at" is when a Spark event happened (seconds since the scenario started) or, on a metadata reader's
+# "published" event, where in the log it published; the other suites' events have none.
 HISTORY_TYPES: dict[str, Check] = {
     "seq": INT, "type": TEXT, "instance": INT, "run": INT,
-    "at": ("a number or null", _or_none(_is_number)), "seconds": ("a number or null", _or_none(_is_number)),
+    "at": (f"a number, null or where a metadata reader published ({', '.join(map(json.dumps, PUBLISHED_AT))})",
+           lambda value: value is None or _is_number(value) or value in PUBLISHED_AT), "seconds": ("a number or null", _or_none(_is_number)),
 }
 
 # The fields of a campaign's JSON (chaos.json) the report reads, and of its summary.

@@ -48,9 +48,23 @@ def test_junit_and_report_of_a_campaign(cli, tmp_path):
         assert cases[(mutant, "caught")].is_passed
     assert not [case for case in cases.values() if not case.is_passed and not case.is_skipped], "a JUnit failure"
     report = out / "report.html"
-    assert f"report: {report}" in done.stdout
+    assert f"report: {report}\n" in done.stdout  # with no file named as damaged
     html = report.read_text()
     assert "controller-skips-abort" in html and "no_partial_publish" in html
+    # Read again from the run's files: the readers' "published" events (their "at" names where they published)
+    # are whole events, so a healthy campaign reports with exit 0 and lists no problem.
+    again = cli.invoke("report", out, "--out", tmp_path / "again.html")
+    assert again.returncode == 0 and "could not be read" not in again.stdout, again.stdout
+    assert "could not be read in full" not in (tmp_path / "again.html").read_text()
+    # A published event whose "at" is no place a reader publishes is damage, and is named.
+    history = out / "scenario-00000" / "history.jsonl"
+    lines = history.read_text().splitlines()
+    number = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == "published")
+    lines[number] = json.dumps({**json.loads(lines[number]), "at": "x"})
+    history.write_text("\n".join(lines) + "\n")
+    damaged = cli.invoke("report", out, "--out", tmp_path / "damaged.html")
+    assert damaged.returncode == 3 and f"{history}: line {number + 1} of {len(lines)} 'at' is a string (\"x\")" \
+        in damaged.stdout, damaged.stdout
 
 
 def test_ctrl_c_writes_everything_and_resume_completes_the_uninterrupted_plan(cli, tmp_path):

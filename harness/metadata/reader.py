@@ -18,11 +18,14 @@ from eos_harness.metadata import LogSpec, MetadataLog
 from eos_harness.models.metadata import ABORT, BEGIN, END, Entry, Image, image_from_snapshot, snapshot_batches
 from eos_harness.process.child_events import run_reporting_child
 
-__all__ = ["MISTAKES", "Reader", "load_snapshot", "reader_main"]
+__all__ = ["MISTAKES", "PUBLISHED_AT", "Reader", "load_snapshot", "reader_main"]
 
 PUBLISHES_BATCHES = "reader-publishes-batches"  # publishes at every batch boundary, inside transactions too
 SNAPSHOT_MID_TRANSACTION = "snapshot-mid-transaction"  # snapshots its image with the open transaction's delta
 MISTAKES = (PUBLISHES_BATCHES, SNAPSHOT_MID_TRANSACTION)
+# Where a reader publishes its image (the "at" of its "published" events): after loading a snapshot, at the
+# end of a transaction (or a record outside one), at a batch boundary.
+PUBLISHED_AT = ("snapshot", "end", "batch")
 
 
 def load_snapshot(path: str | Path) -> tuple[int, Image]:
