@@ -3,8 +3,10 @@ a mutant that survives the suites is a hole in the harness (tests/test_verify.py
 
 from __future__ import annotations
 
+import pickle
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.store import ChangelogRecord, CommitFromProcessorError, StoreContext, TopicPartition
@@ -63,6 +65,41 @@ class RecoverKeepsUncommitted(SecondaryRocksStore):
         self._main.close()
         self._tmp.close()
         self._main = self._tmp = None
+
+
+class RecoverReplaysSpill(IndexedRocksStore):
+    """Spills a large open transaction (from ``SPILL_AT`` keys on) to a file in its directory, as a store
+    bounding its memory does, and deletes the spill at commit and on close; but ``recover`` after a crash
+    replays the spill into the database, as if it were a log of committed writes, instead of discarding
+    it: a large transaction's uncommitted writes survive the crash."""
+
+    SPILL_AT = 4
+
+    def _spill(self) -> Path:
+        return self._context.directory / "uncommitted.spill"
+
+    def put(self, key: bytes, value: bytes | None) -> None:
+        super().put(key, value)
+        if len(self._overlay) >= self.SPILL_AT:
+            self._spill().write_bytes(pickle.dumps(self._overlay))
+
+    def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        self._spill().unlink(missing_ok=True)
+        super().commit(changelog_offsets)
+
+    def recover(self, changelog_offset: int | None) -> bool:
+        trusted = super().recover(changelog_offset)
+        if self._spill().exists():
+            self._overlay = pickle.loads(self._spill().read_bytes())
+            self._db.write(self._data_batch(), self._write_options)
+            self._overlay, self._sorted = {}, None
+            self._spill().unlink()
+        return trusted
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._spill().unlink(missing_ok=True)
+        super().close()
 
 
 class PutAllBypassesTransaction(IndexedRocksStore):
@@ -288,19 +325,22 @@ CAUGHT_ALONE = {"mutant-range-ignores-tombstones": "read_your_own_writes", "muta
                 "mutant-restore-records-last-offset": "offset_convention", "mutant-legacy-trusts-itself": "recover_trust",
                 "mutant-read-committed-range-sees-overlay": "read_committed_isolation",
                 "mutant-empty-commit-keeps-cached-offset": "committed_offset_durable",
-                "mutant-close-writes-open-transaction": "clean_close_durable"}
+                "mutant-close-writes-open-transaction": "clean_close_durable",
+                "mutant-recover-replays-spill": "no_uncommitted_survives"}
 # Mutants of the protocol itself, caught by verify (each by its one check alone): left out of the chaos
 # campaigns (StoreSpec.suite), whose plans and timings stay as they are.
 VERIFY_ONLY = ("mutant-get-indexes-database", "mutant-get-returns-bytearray", "mutant-empty-commit-waits",
                "mutant-second-commit-refused", "mutant-restore-records-last-offset", "mutant-legacy-trusts-itself",
                "mutant-read-committed-range-sees-overlay", "mutant-empty-commit-keeps-cached-offset",
-               "mutant-close-writes-open-transaction")
+               "mutant-close-writes-open-transaction", "mutant-recover-replays-spill")
 
 for name, cls, caught_by, description in (
     ("mutant-split-offsets-write", SplitOffsetsWrite, ("atomic_commit", "no_wipe"),
      "data and offsets in two separate writes"),
     ("mutant-recover-keeps-uncommitted", RecoverKeepsUncommitted, ("no_uncommitted_survives",),
      "recover() keeps the temporary store's uncommitted writes"),
+    ("mutant-recover-replays-spill", RecoverReplaysSpill, ("no_uncommitted_survives",),
+     "recover() replays a large transaction's spill file into the database instead of discarding it"),
     ("mutant-put-all-bypasses-txn", PutAllBypassesTransaction, ("read_committed_isolation", "no_uncommitted_survives"),
      "put_all() writes straight into the database"),
     ("mutant-read-committed-sees-overlay", ReadCommittedSeesOverlay, ("read_committed_isolation",),
