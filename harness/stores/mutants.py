@@ -67,11 +67,10 @@ class RecoverKeepsUncommitted(SecondaryRocksStore):
         self._main = self._tmp = None
 
 
-class RecoverReplaysSpill(IndexedRocksStore):
+class SpillsLargeTransactions(IndexedRocksStore):
     """Spills a large open transaction (from ``SPILL_AT`` keys on) to a file in its directory, as a store
-    bounding its memory does, and deletes the spill at commit and on close; but ``recover`` after a crash
-    replays the spill into the database, as if it were a log of committed writes, instead of discarding
-    it: a large transaction's uncommitted writes survive the crash."""
+    bounding its memory does, and deletes the spill at commit and on close (right); what its ``recover``
+    does with a spill a crash left is each subclass's mistake."""
 
     SPILL_AT = 4
 
@@ -87,19 +86,45 @@ class RecoverReplaysSpill(IndexedRocksStore):
         self._spill().unlink(missing_ok=True)
         super().commit(changelog_offsets)
 
-    def recover(self, changelog_offset: int | None) -> bool:
-        trusted = super().recover(changelog_offset)
-        if self._spill().exists():
-            self._overlay = pickle.loads(self._spill().read_bytes())
-            self._db.write(self._data_batch(), self._write_options)
-            self._overlay, self._sorted = {}, None
-            self._spill().unlink()
-        return trusted
+    def _spilled(self) -> dict[bytes, bytes | None]:
+        """The transaction a crash left spilled (deleted), else nothing."""
+        if not self._spill().exists():
+            return {}
+        spilled = pickle.loads(self._spill().read_bytes())
+        self._spill().unlink()
+        return spilled
 
     def close(self) -> None:
         if self._db is not None:
             self._spill().unlink(missing_ok=True)
         super().close()
+
+
+class RecoverReplaysSpill(SpillsLargeTransactions):
+    """``recover`` after a crash replays the spill into the database, as if it were a log of committed
+    writes, instead of discarding it: a large transaction's uncommitted writes survive the crash."""
+
+    def recover(self, changelog_offset: int | None) -> bool:
+        trusted = super().recover(changelog_offset)
+        spilled = self._spilled()
+        if spilled:
+            self._overlay = spilled
+            self._db.write(self._data_batch(), self._write_options)
+            self._overlay, self._sorted = {}, None
+        return trusted
+
+
+class RecoverUndoesSpillByDeleting(SpillsLargeTransactions):
+    """``recover`` after a crash undoes the spilled transaction's puts by deleting their keys from the
+    database, as if every put had inserted a new key: a committed value the transaction overwrote is
+    lost with it."""
+
+    def recover(self, changelog_offset: int | None) -> bool:
+        trusted = super().recover(changelog_offset)
+        for key, value in self._spilled().items():
+            if value is not None:
+                self._db.delete(key)
+        return trusted
 
 
 class PutAllBypassesTransaction(IndexedRocksStore):
@@ -326,13 +351,15 @@ CAUGHT_ALONE = {"mutant-range-ignores-tombstones": "read_your_own_writes", "muta
                 "mutant-read-committed-range-sees-overlay": "read_committed_isolation",
                 "mutant-empty-commit-keeps-cached-offset": "committed_offset_durable",
                 "mutant-close-writes-open-transaction": "clean_close_durable",
-                "mutant-recover-replays-spill": "no_uncommitted_survives"}
+                "mutant-recover-replays-spill": "no_uncommitted_survives",
+                "mutant-recover-deletes-spilled-keys": "committed_durable"}
 # Mutants of the protocol itself, caught by verify (each by its one check alone): left out of the chaos
 # campaigns (StoreSpec.suite), whose plans and timings stay as they are.
 VERIFY_ONLY = ("mutant-get-indexes-database", "mutant-get-returns-bytearray", "mutant-empty-commit-waits",
                "mutant-second-commit-refused", "mutant-restore-records-last-offset", "mutant-legacy-trusts-itself",
                "mutant-read-committed-range-sees-overlay", "mutant-empty-commit-keeps-cached-offset",
-               "mutant-close-writes-open-transaction", "mutant-recover-replays-spill")
+               "mutant-close-writes-open-transaction", "mutant-recover-replays-spill",
+               "mutant-recover-deletes-spilled-keys")
 
 for name, cls, caught_by, description in (
     ("mutant-split-offsets-write", SplitOffsetsWrite, ("atomic_commit", "no_wipe"),
@@ -341,6 +368,8 @@ for name, cls, caught_by, description in (
      "recover() keeps the temporary store's uncommitted writes"),
     ("mutant-recover-replays-spill", RecoverReplaysSpill, ("no_uncommitted_survives",),
      "recover() replays a large transaction's spill file into the database instead of discarding it"),
+    ("mutant-recover-deletes-spilled-keys", RecoverUndoesSpillByDeleting, ("committed_durable",),
+     "recover() undoes a large transaction's puts by deleting their keys, committed values included"),
     ("mutant-put-all-bypasses-txn", PutAllBypassesTransaction, ("read_committed_isolation", "no_uncommitted_survives"),
      "put_all() writes straight into the database"),
     ("mutant-read-committed-sees-overlay", ReadCommittedSeesOverlay, ("read_committed_isolation",),
