@@ -13,7 +13,7 @@ not be injected, or a campaign stopped early means the campaign did not test wha
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from eos_harness.campaign import UNTIL_FAILURE, error_lines, points_hit
@@ -43,10 +43,12 @@ class Tally:
     caught_by_its_check: int = 0
     first_catch: int | None = None  # how many of its scenarios ran, in plan order, up to its first failure
     exercised: Counter = field(default_factory=Counter)  # check -> scenarios that met its condition
+    not_applicable: dict[str, str] = field(default_factory=dict)  # check -> why it cannot fire on the subject
 
     def add(self, result: dict, verdict: str) -> None:
         self.total += 1
         self.exercised.update(result.get("exercised", []))
+        self.not_applicable.update(result.get("not_applicable") or {})
         if verdict == ERROR:
             self.errors += 1
         if verdict == FAIL:
@@ -81,10 +83,15 @@ class Tally:
 
     def to_json(self, checks: Iterable[str] = ()) -> dict:
         """The tally as the summary shows it; with the suite's ``checks``, the scenarios that met each
-        one's condition (``exercised``) and those no scenario met (``not_exercised``: never passed)."""
+        one's condition (``exercised``), those no scenario met (``not_exercised``: never passed) and those
+        that cannot fire on the subject (``not_applicable``: check -> why; a check some scenario exercised
+        is never one)."""
         checks = list(checks)
-        coverage = {"exercised": {c: self.exercised[c] for c in checks},
-                    "not_exercised": [c for c in checks if self.total and not self.exercised[c]]} if checks else {}
+        not_applicable = {c: why for c, why in self.not_applicable.items() if c in checks and not self.exercised[c]}
+        applying = [c for c in checks if c not in not_applicable]
+        coverage = {"exercised": {c: self.exercised[c] for c in applying},
+                    "not_exercised": [c for c in applying if self.total and not self.exercised[c]],
+                    "not_applicable": not_applicable} if checks else {}
         caught_by = self.caught_by if not isinstance(self.caught_by, tuple) else " or ".join(self.caught_by)
         return {"expected": "fail" if self.expected_fail else "pass", "caught_by": caught_by,
                 "scenarios": self.total, "failed": self.failed, "caught_by_its_check": self.caught_by_its_check,
@@ -95,13 +102,16 @@ class Tally:
 def summarize(results: list[dict], subjects: Iterable[str], subject: str, tallies_key: str,
               expected_to_fail: Callable[[str], bool],
               caught_by: Callable[[str], str | tuple[str, ...] | None] = lambda s: None,
-              judge: Judge = _recorded, checks: Iterable[str] = ()) -> dict:
+              judge: Judge = _recorded, checks: Iterable[str] = (),
+              not_applicable: Mapping[str, Mapping[str, str]] | None = None) -> dict:
     """A campaign's ``summary``: counts, the crash points hit, the faults that could not be injected,
     the scenarios that could not be run to their end (``errors``: a line each, with its replay), the
     tally of each of ``subjects`` (under ``tallies_key``; ``subject``: the results' field naming it;
     with the suite's ``checks``, the scenarios whose result lists each in its ``exercised``), the
-    ``unexpected`` subjects and those ``not_run``."""
-    tallies = {s: Tally(s, expected_to_fail(s), caught_by(s) if expected_to_fail(s) else None) for s in subjects}
+    ``unexpected`` subjects and those ``not_run``; ``not_applicable``: per subject, the checks that cannot
+    fire on it, with why (what it declares), besides those its scenarios' results name)."""
+    tallies = {s: Tally(s, expected_to_fail(s), caught_by(s) if expected_to_fail(s) else None,
+                        not_applicable=dict((not_applicable or {}).get(s, {}))) for s in subjects}
     checks = list(checks)
     fault_errors: list[str] = []
     verdicts = [judge(r) for r in results]

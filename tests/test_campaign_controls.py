@@ -296,3 +296,26 @@ def test_a_mutant_whose_mistake_sits_at_one_crash_point_is_caught_in_its_first_s
     assert indexed["exercised"]["atomic_commit"] == indexed["exercised"]["exactly_once_output"] == 1
     assert "zombie_fenced" in indexed["not_exercised"] and "atomic_commit" not in indexed["not_exercised"]
     assert "not exercised (no scenario met the check's condition: not passed): " in result.stdout
+    assert "add global to --workloads" in result.stdout  # partitions_one_commit: no global store planned
+
+
+def test_a_short_campaign_exercises_every_check_that_applies_to_each_correct_store(cli, tmp_path):
+    # Five scenarios per store: each one's early scenarios meet every lifecycle check's condition (a
+    # frozen zombie, a crash on the global store's workload among them). A check that cannot fire on a
+    # store is not applicable, with why (a store that is not transactional or not persistent; a window
+    # store, which no global workload feeds), never counted not exercised nor passed.
+    out = tmp_path / "chaos"
+    result = cli("chaos", "--stores", "memory,rocksdb-indexed,memory-window", "--workloads",
+                 "counter,global,tumbling-count", "--scenarios", "15", "--seed", "3", "--out", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    stores = json.loads((out / "chaos.json").read_text())["summary"]["stores"]
+    assert {s: t["not_exercised"] for s, t in stores.items()} == {s: [] for s in stores}
+    assert "not exercised" not in result.stdout
+    assert stores["rocksdb-indexed"]["not_applicable"] == {}
+    assert stores["rocksdb-indexed"]["exercised"]["zombie_fenced"] >= 1
+    assert stores["rocksdb-indexed"]["exercised"]["partitions_one_commit"] >= 1
+    assert set(stores["memory"]["not_applicable"]) == {"atomic_commit", "no_wipe"}
+    assert "neither transactional nor persistent" in stores["memory"]["not_applicable"]["atomic_commit"]
+    assert set(stores["memory-window"]["not_applicable"]) == {"atomic_commit", "no_wipe", "partitions_one_commit"}
+    assert "window store" in stores["memory-window"]["not_applicable"]["partitions_one_commit"]
+    assert "atomic_commit" not in stores["memory"]["exercised"]  # neither exercised nor passed: not applicable

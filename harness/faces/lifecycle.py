@@ -170,8 +170,14 @@ def _show_chaos(campaign: dict) -> None:
         from eos_harness.suites.lifecycle.coverage import CONDITIONS
 
         ran = [s for s, t in summary["stores"].items() if t["scenarios"]]
+        # No scenario of the campaign ran a global store's workload (opt-in): say how to plan one.
+        several = any(WORKLOADS[r["workload"]].changelog_partitions > 1
+                      for r in campaign["scenarios"] if r.get("workload") in WORKLOADS)
+        hint = {} if several else {"partitions_one_commit": "; the campaign ran no workload of a global store: "
+                                                            "add global to --workloads"}
         console.print("not exercised (no scenario met the check's condition: not passed): " + "; ".join(
-            f"{check} ({CONDITIONS[check][0]}) on {'every store' if set(on) >= set(ran) else ', '.join(on)}"
+            f"{check} ({CONDITIONS[check][0]}{hint.get(check, '')}) on "
+            f"{'every store' if set(on) >= set(ran) else ', '.join(on)}"
             for check, on in unexercised.items()), soft_wrap=True, highlight=False, markup=False)
 
 

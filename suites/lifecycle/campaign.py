@@ -42,6 +42,7 @@ from eos_harness.stores.child_probe import store_ref
 from eos_harness.stores.probe import probe_store
 from eos_harness.stores.registry import base_store
 from eos_harness.suites.lifecycle.checks import CHECKS
+from eos_harness.suites.lifecycle.coverage import declared_not_applicable
 from eos_harness.suites.lifecycle.plan import (
     affects_cluster,
     default_stores,
@@ -146,7 +147,8 @@ def run_campaign(
             "kafka_faults": faults,
             "minutes": minutes,
             "scenarios": probed + results,
-            "summary": summarize(probed + results, stores),
+            "summary": summarize(probed + results, stores, {
+                s: declared_not_applicable(refs[s].window, s in task_stores) for s in stores}),
             "warnings": list(dict.fromkeys(warnings + [w for r in results for w in r.get("warnings", [])])),
             "metrics": store_metrics(results),  # KIP-892 commit metrics per store, over its scenarios
             "log": str(log),
@@ -195,10 +197,13 @@ def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: Bro
     return reached, results, warnings
 
 
-def summarize(results: list[dict], stores: list[str]) -> dict:
+def summarize(results: list[dict], stores: list[str], not_applicable: dict[str, dict[str, str]] | None = None) -> dict:
     """The campaign's summary (:func:`eos_harness.campaign_summary.summarize`), a tally per store with the
-    scenarios that met each check's condition (:mod:`.coverage`)."""
-    return campaign_summary.summarize(results, stores, "store", "stores", expected_to_fail, checks=CHECKS)
+    scenarios that met each check's condition (:mod:`.coverage`) and the checks that cannot fire on it, with
+    why: ``not_applicable`` (per store, what it is or declares: :func:`.coverage.declared_not_applicable`)
+    and what its scenarios' stores said they are (:func:`.coverage.not_applicable`)."""
+    return campaign_summary.summarize(results, stores, "store", "stores", expected_to_fail, checks=CHECKS,
+                                      not_applicable=not_applicable)
 
 
 def campaign_exit_code(campaign: dict) -> int:

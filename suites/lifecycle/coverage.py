@@ -1,13 +1,14 @@
 """When each check of the lifecycle suite can fire: its condition, a predicate over a scenario's history
 (pure, as the checks are). A scenario whose history meets a check's condition exercised it; a campaign
 counts them per store (the chaos JSON's ``exercised``) and names each check no scenario of a store met
-``not exercised``, never passed."""
+``not exercised``, never passed; a check that cannot fire on the store (:func:`not_applicable`: what the
+store says it is, or declares) is ``not_applicable``, with why, neither passed nor not exercised."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["CONDITIONS", "exercised"]
+__all__ = ["CONDITIONS", "TASK_STORE", "declared_not_applicable", "exercised", "not_applicable"]
 
 
 def _restarted_after_crash(history: list[dict], transactional: bool | None = None) -> bool:
@@ -69,3 +70,35 @@ CONDITIONS: dict[str, tuple[str, Callable[[list[dict]], bool]]] = {
 def exercised(history: list[dict]) -> list[str]:
     """The checks whose condition the scenario's ``history`` met, in :data:`CONDITIONS`' order."""
     return [check for check, (_, met) in CONDITIONS.items() if met(history)]
+
+
+# The checks whose condition needs a transactional persistent store: they cannot fire on another one.
+_TRANSACTIONAL_PERSISTENT = ("atomic_commit", "no_wipe")
+# Why partitions_one_commit cannot fire on a task's store (a campaign's summary says it of each one).
+TASK_STORE = ("it declares it is a task's store, fed by its own changelog partition only "
+              "(Capabilities(several_changelog_partitions=False)): no global store's several changelog partitions")
+
+
+def not_applicable(history: list[dict]) -> dict[str, str]:
+    """The checks that cannot fire on the scenario's store, with why, from what the store said it is at its
+    first recovery (``transactional()``, ``persistent()``): a store that is not both keeps no commit to
+    make atomic nor a wipe to avoid. Empty when no recovery showed it."""
+    recover = next((e for e in history if e["type"] == "recover" and "transactional" in e), None)
+    if recover is None or (recover["transactional"] and recover.get("persistent")):
+        return {}
+    lacks = [what for what in ("transactional", "persistent") if not recover.get(what)]
+    said = " nor ".join(lacks) if len(lacks) > 1 else lacks[0]
+    why = (f"the store says it is {'neither ' if len(lacks) > 1 else 'not '}{said} "
+           f"({' and '.join(f'{w}()' for w in lacks)} returned False): it needs a transactional persistent store")
+    return dict.fromkeys(_TRANSACTIONAL_PERSISTENT, why)
+
+
+def declared_not_applicable(window: bool, task_store: bool) -> dict[str, str]:
+    """The checks that cannot fire on a store by what it is or declares (its
+    :class:`~eos_harness.stores.StoreRef`), with why: partitions_one_commit needs a store fed by several
+    changelog partitions, which neither a window store (no windowed workload is a global store) nor a
+    task's store is."""
+    if window:
+        return {"partitions_one_commit": "a window store: no windowed workload feeds it from several changelog "
+                                         "partitions (the global workload is a key-value store's)"}
+    return {"partitions_one_commit": TASK_STORE} if task_store else {}

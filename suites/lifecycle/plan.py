@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
-from eos_harness.faults import kinds
+from eos_harness.faults import kinds, points
 from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
 from eos_harness.runtime import (
     P_AFTER_CHECKPOINT,
@@ -237,7 +237,9 @@ def early(seed: int, stores: list[str], workloads: list[str], commit_interval: i
     in a fault window of :data:`EARLY_WINDOWS` followed, in the next instance, by one at a crash point
     of the store's own (at a commit with data in flight; with the crash in close, the store's point first:
     after it no commit is left): two checks' conditions per scenario, until
-    every window and point was drawn once; its third scenario a crash during recovery. The least-hit first: a
+    every window and point was drawn once; its third scenario a crash during recovery, its fourth an instance
+frozen at a commit (a zombie the next one must fence), its fifth, when the campaign runs a workload of a
+global store (fed by several changelog partitions), a crash on it. The least-hit first: a
     point only this store of the campaign reaches comes first (where a mutant's mistake sits); stores
     that share points start at different ones (each the one the stores before it drew least first); a
     store expected to fail meets the window with uncommitted writes first, the others a different window
@@ -267,8 +269,18 @@ def early(seed: int, stores: list[str], workloads: list[str], commit_interval: i
             schedules.append(tuple(pair))
         schedules.insert(2, (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY)))
         runs = _workload_order(store, workloads, number)
-        lists.append([Scenario(store, runs[k % len(runs)], rng.randrange(2**31), schedule,
-                               commit_interval=commit_interval) for k, schedule in enumerate(schedules)])
+        mine = [Scenario(store, runs[k % len(runs)], rng.randrange(2**31), schedule,
+                         commit_interval=commit_interval) for k, schedule in enumerate(schedules)]
+        # Then, for zombie_fenced, an instance frozen at a commit while the next one takes over; and for
+        # partitions_one_commit, a crash on a workload of a global store (when the campaign runs one).
+        mine.insert(3, Scenario(store, runs[3 % len(runs)], rng.randrange(2**31),
+                                (Fault(P_BEFORE_EOS, rng.randint(FIRST_COMMIT_WITH_DATA, FIRST_COMMIT_WITH_DATA + 1),
+                                       points.FREEZE),), commit_interval=commit_interval))
+        several = [w for w in runs if WORKLOADS[w].changelog_partitions > 1]
+        if several:
+            mine.insert(4, Scenario(store, several[0], rng.randrange(2**31), (Fault(P_AFTER_EOS, rng.randint(1, 3)),),
+                                    commit_interval=commit_interval))
+        lists.append(mine)
     return _interleave(lists)
 
 

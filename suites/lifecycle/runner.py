@@ -43,7 +43,7 @@ from eos_harness.stores import StoreRef
 from eos_harness.stores.child_probe import store_ref
 from eos_harness.stores.registry import builtin_spec
 from eos_harness.suites.lifecycle.checks import broker_failure, check_all, recovery_report
-from eos_harness.suites.lifecycle.coverage import exercised
+from eos_harness.suites.lifecycle.coverage import exercised, not_applicable
 from eos_harness.suites.lifecycle.instance import Instance, _run_instance
 from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
 from eos_harness.verdict import PASS, Violation, error_reason, unfired_is_error, verdict_of
@@ -255,6 +255,7 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
         "recovery": recovery,
         "repro": scenario.repro(),
         "exercised": exercised(events),  # the checks whose condition the history met (suites/lifecycle/coverage.py)
+        "not_applicable": not_applicable(events),  # the checks that cannot fire on this store, with why
         "metrics": metrics_of(events),  # KIP-892 commit metrics per store and instance (harness/runtime/metrics.py)
         "warnings": warnings_of(events),
     }
