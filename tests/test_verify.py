@@ -41,7 +41,7 @@ def test_verify_exercises_every_check_that_applies_to_the_store(store):
 # The checks that no built-in mutant is caught by alone yet (each other check names its mutant).
 NONE_ALONE_YET = {
     "conformance": set(),
-    "windows": {"no_uncommitted_survives", "committed_durable"},
+    "windows": {"committed_durable"},
 }
 
 def test_list_checks_names_the_builtin_mutant_each_check_alone_catches(cli):

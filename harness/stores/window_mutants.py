@@ -4,6 +4,7 @@ catch each (tests/test_window_stores.py)."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -186,6 +187,53 @@ class CloseDropsSegments(RocksWindowStore):
         super().close()
 
 
+class SpillsStagedWindows(RocksWindowStore):
+    """Spills a large staged transaction (from ``SPILL_AT`` windows on) to a file in its directory, as a
+    store bounding its memory does, and deletes the spill at commit and on close (right); what its
+    ``recover`` does with a spill a crash left is each subclass's mistake."""
+
+    SPILL_AT = 3
+
+    def init(self, context: StoreContext) -> None:
+        self._spill = context.directory / "staged.spill"
+        super().init(context)
+
+    def put(self, key: bytes, value: bytes | None, window_start: int) -> None:
+        super().put(key, value, window_start)
+        if len(self._staged) >= self.SPILL_AT:
+            self._spill.write_bytes(pickle.dumps(self._staged))
+
+    def commit(self, changelog_offsets: Mapping[TopicPartition, int]) -> None:
+        self._spill.unlink(missing_ok=True)
+        super().commit(changelog_offsets)
+
+    def _spilled(self) -> dict[tuple[int, bytes], bytes | None]:
+        """The staged windows a crash left spilled (the spill deleted), else nothing."""
+        if not self._spill.exists():
+            return {}
+        spilled = pickle.loads(self._spill.read_bytes())
+        self._spill.unlink()
+        return spilled
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._spill.unlink(missing_ok=True)
+        super().close()
+
+
+class RecoverReplaysStagedSpill(SpillsStagedWindows):
+    """``recover`` after a crash writes the spilled windows into their segments, as if they were a log of
+    committed writes, instead of discarding them: staged windows survive the crash."""
+
+    def recover(self, changelog_offset: int | None) -> bool:
+        trusted = super().recover(changelog_offset)
+        batch = WriteBatch(raw_mode=True)
+        for (start, key), value in self._spilled().items():
+            self._add_write(batch, key, value, start)
+        self._db.write(batch, self._sync)
+        return trusted
+
+
 def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
     """Validates everything but ``grace_period > retention_period``."""
     args = {**DEFAULTS, **kwargs}
@@ -196,7 +244,8 @@ def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
 
 VERIFY_ONLY = ("mutant-window-lists-by-key", "mutant-window-fetch-excludes-end", "mutant-window-read-committed-is-the-store",
                "mutant-window-offset-asked-once", "mutant-window-recover-trusts-itself",
-               "mutant-window-restore-sizes-values", "mutant-window-split-write", "mutant-window-close-drops-segments")
+               "mutant-window-restore-sizes-values", "mutant-window-split-write", "mutant-window-close-drops-segments",
+               "mutant-window-recover-replays-spill")
 
 for name, factory, caught_by, description in (
     ("mutant-window-grace-off-by-one", lambda **kw: GraceOffByOne(window_config_of(KIP428_PROPOSAL, kw)),
@@ -235,6 +284,9 @@ for name, factory, caught_by, description in (
     ("mutant-window-close-drops-segments",
      lambda **kw: CloseDropsSegments(window_config_of(RETENTION_ONLY, kw), transactional=True),
      ("clean_close_durable",), "close() drops the segments (a cache, it thinks), keeping stream time and offsets"),
+    ("mutant-window-recover-replays-spill",
+     lambda **kw: RecoverReplaysStagedSpill(window_config_of(RETENTION_ONLY, kw), transactional=True),
+     ("no_uncommitted_survives",), "recover() writes a large transaction's spilled windows instead of discarding them"),
 ):
     # A window mutant is caught by its first caught_by check alone (tests/test_window_stores.py); those of
     # the protocol itself are verify's alone (StoreSpec.suite): the chaos campaigns stay as they are.
