@@ -22,6 +22,7 @@ from eos_harness.stores.window_rocksdb import (
     SEGMENT_PREFIX,
     STREAM_TIME,
     RocksWindowStore,
+    _split,
 )
 from rocksdict import WriteBatch
 
@@ -234,6 +235,24 @@ class RecoverReplaysStagedSpill(SpillsStagedWindows):
         return trusted
 
 
+class RecoverDeletesSpilledKeys(SpillsStagedWindows):
+    """``recover`` after a crash undoes the spilled transaction by deleting every window of the keys it
+    wrote, as if undoing by key (a key-value store's undo): the committed windows of those keys are lost."""
+
+    SPILL_AT = 1
+
+    def recover(self, changelog_offset: int | None) -> bool:
+        trusted = super().recover(changelog_offset)
+        keys = {key for _, key in self._spilled()}
+        batch = WriteBatch(raw_mode=True)
+        for family, handle in self._segments.values():
+            for stored in list(family.keys()):
+                if _split(stored)[0] in keys:
+                    batch.delete(stored, handle)
+        self._db.write(batch, self._sync)
+        return trusted
+
+
 def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
     """Validates everything but ``grace_period > retention_period``."""
     args = {**DEFAULTS, **kwargs}
@@ -245,7 +264,7 @@ def validation_accepts_grace_over_retention(**kwargs) -> MemoryWindowStore:
 VERIFY_ONLY = ("mutant-window-lists-by-key", "mutant-window-fetch-excludes-end", "mutant-window-read-committed-is-the-store",
                "mutant-window-offset-asked-once", "mutant-window-recover-trusts-itself",
                "mutant-window-restore-sizes-values", "mutant-window-split-write", "mutant-window-close-drops-segments",
-               "mutant-window-recover-replays-spill")
+               "mutant-window-recover-replays-spill", "mutant-window-recover-deletes-spilled-keys")
 
 for name, factory, caught_by, description in (
     ("mutant-window-grace-off-by-one", lambda **kw: GraceOffByOne(window_config_of(KIP428_PROPOSAL, kw)),
@@ -287,6 +306,9 @@ for name, factory, caught_by, description in (
     ("mutant-window-recover-replays-spill",
      lambda **kw: RecoverReplaysStagedSpill(window_config_of(RETENTION_ONLY, kw), transactional=True),
      ("no_uncommitted_survives",), "recover() writes a large transaction's spilled windows instead of discarding them"),
+    ("mutant-window-recover-deletes-spilled-keys",
+     lambda **kw: RecoverDeletesSpilledKeys(window_config_of(RETENTION_ONLY, kw), transactional=True),
+     ("committed_durable",), "recover() undoes a spilled transaction by deleting every window of its keys"),
 ):
     # A window mutant is caught by its first caught_by check alone (tests/test_window_stores.py); those of
     # the protocol itself are verify's alone (StoreSpec.suite): the chaos campaigns stay as they are.
