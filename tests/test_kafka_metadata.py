@@ -264,6 +264,18 @@ def test_kafka_metadata_refuses_a_keep_directory_that_holds_files_before_startin
     assert "controller kills" not in proc.stdout  # nothing ran
 
 
+def test_a_controller_kill_that_never_lands_is_an_error_naming_it(cli):
+    # No topic to create: the kill asked for while topics are created has nothing to land in, and a
+    # run that did not do what was asked is no verdict (exit 3), never a pass. Nothing is started.
+    proc = cli.invoke("kafka-metadata", "--seed", "1", "--topics", "0", "--controller-kills", "1",
+                      "--bootstrap-kills", "0")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "controller kill 1 (while topics are created) never fired" in proc.stdout + proc.stderr
+    result = run(Plan(seed=1, topics=0, controller_kills=1, bootstrap_kills=0))
+    assert result["verdict"] == "error" and result["not_fired"] == ["controller kill 1 (while topics are created)"]
+    assert run(Plan(seed=1, topics=0, controller_kills=0, bootstrap_kills=0))["verdict"] == "pass"  # none asked
+
+
 @pytest.mark.kafka
 def test_kafka_metadata_cli_runs_the_plan_prints_every_check_and_keeps_the_logs(cli, tmp_path):
     """The command as a user runs it, on the smallest plan: one controller kill while one topic is

@@ -44,7 +44,7 @@ from eos_harness.suites.kafka_metadata.checks import (
     parse_dump,
     transactions_of,
 )
-from eos_harness.verdict import ERROR, Violation, error_reason, verdict_of
+from eos_harness.verdict import ERROR, Violation, error_reason, unfired_is_error, verdict_of
 from eos_harness.verdict import error_result as verdict_error_result
 
 __all__ = ["Plan", "broker_topics", "error_result", "run", "run_one"]
@@ -554,7 +554,7 @@ def run(plan: Plan, directory: Path | None = None) -> dict:
     violations = [v for phase in phases for v in phase.violations()]
     failed = {v.check for v in violations}
     verdict = ERROR if error and not violations else verdict_of(violations, error=error)
-    return {
+    return unfired_is_error({
         "suite": "kafka-metadata",
         "seed": plan.seed,
         "repro": plan.repro(),
@@ -570,7 +570,17 @@ def run(plan: Plan, directory: Path | None = None) -> dict:
         "phases": [p.to_json() for p in phases],
         "violations": [v.to_json() for v in violations[:200]],
         "seconds": round(time.monotonic() - started, 1),
-    }
+        "not_fired": [] if error else _not_fired(plan, phases),
+    })
+
+
+def _not_fired(plan: Plan, phases: list[PhaseResult]) -> list[str]:
+    """The kills the plan asked for that never landed: a controller kill whose topics were all created
+    before it (or with no topic to create), a bootstrap cut whose phase did not run."""
+    landed = sum(len(p.kills) for p in phases if p.name == "failover")
+    cuts = sum(len(p.kills) for p in phases if p.name.startswith("bootstrap"))
+    return ([f"controller kill {k} (while topics are created)" for k in range(landed + 1, plan.controller_kills + 1)]
+            + [f"bootstrap kill {k}" for k in range(cuts + 1, plan.bootstrap_kills + 1)])
 
 
 # -- a campaign's scenario (``eos-harness chaos --suite kafka-metadata``) ------------------------------
