@@ -54,7 +54,7 @@ def results_of(case) -> list:
 
 
 def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_continues_the_plan(cli, tmp_path):
-    from eos_harness.models.workloads import DEFAULT_WORKLOADS
+    from eos_harness.models.workloads import CAMPAIGN_WORKLOADS
     from eos_harness.suites.lifecycle.plan import campaign_plan, default_stores
 
     out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
@@ -90,7 +90,7 @@ def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_con
     keys = scenario_keys(resumed)
     assert len(keys) > len(finished) and set(finished) <= set(keys)
     assert len({k[0] for k in keys}) == len(keys)
-    expected_plan = campaign_plan(7, default_stores(), list(DEFAULT_WORKLOADS))
+    expected_plan = campaign_plan(7, default_stores(), list(CAMPAIGN_WORKLOADS))
     by_index = {}
     for index, scenario in enumerate(expected_plan):
         if index > max(k[0] for k in keys):
@@ -296,7 +296,7 @@ def test_a_mutant_whose_mistake_sits_at_one_crash_point_is_caught_in_its_first_s
     assert indexed["exercised"]["atomic_commit"] == indexed["exercised"]["exactly_once_output"] == 1
     assert "zombie_fenced" in indexed["not_exercised"] and "atomic_commit" not in indexed["not_exercised"]
     assert "not exercised (no scenario met the check's condition: not passed): " in result.stdout
-    assert "add global to --workloads" in result.stdout  # partitions_one_commit: no global store planned
+    assert "no scenario ran a global store's workload" in result.stdout  # partitions_one_commit: 2 scenarios reach none
 
 
 def test_a_short_campaign_exercises_every_check_that_applies_to_each_correct_store(cli, tmp_path):

@@ -33,7 +33,7 @@ from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, run_plan
 from eos_harness.campaign import until_failure_rule as campaign_until_failure
 from eos_harness.commands import command_line
 from eos_harness.faults import points
-from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
+from eos_harness.models.workloads import CAMPAIGN_WORKLOADS, WORKLOADS
 from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.process.server import children_output, held_output
 from eos_harness.runtime.store_duties import store_metrics
@@ -91,7 +91,7 @@ def run_campaign(
         refs = {store: store_ref(base_store(store), store_timeout) for store in stores}
     # A task's store (Capabilities(several_changelog_partitions=False)) runs no workload of a global store.
     task_stores = [s for s, ref in refs.items() if not getattr(ref.capabilities, "several_changelog_partitions", True)]
-    workloads = workloads or list(DEFAULT_WORKLOADS)
+    workloads = workloads or list(CAMPAIGN_WORKLOADS)
     for wl in workloads:
         if wl not in WORKLOADS:
             raise ValueError(f"unknown workload {wl!r}: choose among {', '.join(WORKLOADS)}")

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.faults import kinds, points
-from eos_harness.models.workloads import DEFAULT_WORKLOADS, WORKLOADS
+from eos_harness.models.workloads import CAMPAIGN_WORKLOADS, DEFAULT_WORKLOADS, WORKLOADS
 from eos_harness.runtime import (
     P_AFTER_CHECKPOINT,
     P_AFTER_EOS,
@@ -326,7 +326,7 @@ def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     a global store."""
     broker = parse(options.get("opened") or options.get("broker") or EMBEDDED, internal=True)
     faults = options["broker_faults"] if "broker_faults" in options else kafka_faults(broker)
-    planned = campaign_plan(seed, list(options["stores"]), list(options.get("workloads") or DEFAULT_WORKLOADS),
+    planned = campaign_plan(seed, list(options["stores"]), list(options.get("workloads") or CAMPAIGN_WORKLOADS),
                             broker=broker, broker_faults=faults, reached=options.get("reached"))
     task_stores = set(options.get("task_stores") or ())
     if task_stores:  # a task's store runs no workload of a global store (several changelog partitions)
