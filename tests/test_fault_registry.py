@@ -161,6 +161,16 @@ def test_a_campaign_runs_its_early_block_then_the_pinned_plan_with_only_faults_t
                                                                                  "mutant-marker-deleted-early"))
     assert secondary.schedule[1].point != marker.schedule[1].point
     assert marker.schedule[0].point == "task.commit.before_eos"
+    # With a global store's workload (a default chaos campaign's), each store's crash during recovery runs
+    # on it (partitions_one_commit's condition): the same scenarios, no more, each window as early; a
+    # task's store keeps its own workloads.
+    with_global = early(7, STORES, [*WORKLOADS, "global"], 10, reached, task_stores={"memory"})
+    assert [(s.store, s.seed, s.schedule) for s in with_global] == [(s.store, s.seed, s.schedule) for s in block]
+    assert [fireable(s) for s in with_global] == with_global
+    replays = [s for s in with_global if any(f.point == "task.restore.mid_replay" for f in s.schedule)]
+    assert {s.store: s.workload for s in replays if s.store != "memory"} == dict.fromkeys(set(STORES) - {"memory"},
+                                                                                          "global")
+    assert all(s.workload != "global" for s in with_global if s.store == "memory")
 
 
 def test_a_campaign_keeps_of_a_schedule_only_the_faults_its_scenario_reaches():

@@ -174,7 +174,8 @@ def _show_chaos(campaign: dict) -> None:
         several = any(WORKLOADS[r["workload"]].changelog_partitions > 1
                       for r in campaign["scenarios"] if r.get("workload") in WORKLOADS)
         hint = {} if several else {"partitions_one_commit": "; no scenario ran a global store's workload: it needs "
-                                                            "global in --workloads and a store's fifth scenario"}
+                                                            "global in --workloads and a store's third scenario "
+                                                            "(its crash during recovery)"}
         console.print("not exercised (no scenario met the check's condition: not passed): " + "; ".join(
             f"{check} ({CONDITIONS[check][0]}{hint.get(check, '')}) on "
             f"{'every store' if set(on) >= set(ran) else ', '.join(on)}"

@@ -204,10 +204,12 @@ FIRST_COMMIT_WITH_DATA = 2
 
 def campaign_plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10,
                   broker: BrokerSpec | str = EMBEDDED, broker_faults: list[str] | tuple[str, ...] = (),
-                  reached: dict[str, list[str]] | None = None) -> Iterator[Scenario]:
+                  reached: dict[str, list[str]] | None = None,
+                  task_stores: frozenset[str] | set[str] = frozenset()) -> Iterator[Scenario]:
     """A campaign's scenarios, in order, forever: :func:`early`, then :func:`plan` (the same scenarios,
     in the same order, as a plan of this seed gave before the early block existed). With Kafka faults,
-    the plan's first scenarios (each Kafka fault once) come before the early block.
+    the plan's first scenarios (each Kafka fault once) come before the early block. ``task_stores``: the
+    stores that declare themselves a task's (the early block gives them no workload of a global store).
 
     Every scenario holds only faults it can reach (:func:`eos_harness.suites.lifecycle.reach.fireable`):
     :func:`plan`, pinned seed for seed, draws some that never fire (``task.restore.mid_replay@3``, reached
@@ -224,7 +226,7 @@ def campaign_plan(seed: int, stores: list[str], workloads: list[str], commit_int
     # first, before the early block.
     opening = itertools.islice(planned, len(broker_faults))
     block = (replace(scenario, broker=broker) if broker != EMBEDDED else scenario
-             for scenario in early(seed, stores, workloads, commit_interval, reached))
+             for scenario in early(seed, stores, workloads, commit_interval, reached, task_stores))
     for scenario in itertools.chain(opening, block, planned):
         kept = fireable(scenario)
         if kept is not None:
@@ -232,14 +234,15 @@ def campaign_plan(seed: int, stores: list[str], workloads: list[str], commit_int
 
 
 def early(seed: int, stores: list[str], workloads: list[str], commit_interval: int,
-          reached: dict[str, list[str]]) -> list[Scenario]:
+          reached: dict[str, list[str]], task_stores: frozenset[str] | set[str] = frozenset()) -> list[Scenario]:
     """The early block of a campaign: the stores in turn (round-robin), each scenario of a store a crash
     in a fault window of :data:`EARLY_WINDOWS` followed, in the next instance, by one at a crash point
     of the store's own (at a commit with data in flight; with the crash in close, the store's point first:
     after it no commit is left): two checks' conditions per scenario, until
-    every window and point was drawn once; its third scenario a crash during recovery, its fourth an instance
-frozen at a commit (a zombie the next one must fence), its fifth, when the campaign runs a workload of a
-global store (fed by several changelog partitions), a crash on it. The least-hit first: a
+    every window and point was drawn once; its third scenario a crash during recovery (on a workload of a
+    global store, fed by several changelog partitions, when the campaign runs one and the store is not one of
+    the ``task_stores``), its fourth an instance frozen at a commit (a zombie the next one must fence). The
+    least-hit first: a
     point only this store of the campaign reaches comes first (where a mutant's mistake sits); stores
     that share points start at different ones (each the one the stores before it drew least first); a
     store expected to fail meets the window with uncommitted writes first, the others a different window
@@ -269,17 +272,21 @@ global store (fed by several changelog partitions), a crash on it. The least-hit
             schedules.append(tuple(pair))
         schedules.insert(2, (Fault(P_AFTER_EOS, 2), Fault(P_MID_REPLAY)))
         runs = _workload_order(store, workloads, number)
+        if store in task_stores:  # a task's store is given no workload of a global store
+            runs = [w for w in runs if WORKLOADS[w].changelog_partitions < 2] or runs
         mine = [Scenario(store, runs[k % len(runs)], rng.randrange(2**31), schedule,
                          commit_interval=commit_interval) for k, schedule in enumerate(schedules)]
-        # Then, for zombie_fenced, an instance frozen at a commit while the next one takes over; and for
-        # partitions_one_commit, a crash on a workload of a global store (when the campaign runs one).
+        # The crash during recovery runs, when the campaign runs a workload of a global store (fed by several
+        # changelog partitions) and the store is not a task's, on that workload: its crash between the EOS
+        # commit and the store commit is partitions_one_commit's condition too (no scenario of its own, so
+        # that the windows after it come as early as without it).
+        several = [w for w in runs if WORKLOADS[w].changelog_partitions > 1]
+        if several and store not in task_stores:
+            mine[2] = replace(mine[2], workload=several[0])
+        # Then, for zombie_fenced, an instance frozen at a commit while the next one takes over.
         mine.insert(3, Scenario(store, runs[3 % len(runs)], rng.randrange(2**31),
                                 (Fault(P_BEFORE_EOS, rng.randint(FIRST_COMMIT_WITH_DATA, FIRST_COMMIT_WITH_DATA + 1),
                                        points.FREEZE),), commit_interval=commit_interval))
-        several = [w for w in runs if WORKLOADS[w].changelog_partitions > 1]
-        if several:
-            mine.insert(4, Scenario(store, several[0], rng.randrange(2**31), (Fault(P_AFTER_EOS, rng.randint(1, 3)),),
-                                    commit_interval=commit_interval))
         lists.append(mine)
     return _interleave(lists)
 
@@ -326,9 +333,10 @@ def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     a global store."""
     broker = parse(options.get("opened") or options.get("broker") or EMBEDDED, internal=True)
     faults = options["broker_faults"] if "broker_faults" in options else kafka_faults(broker)
-    planned = campaign_plan(seed, list(options["stores"]), list(options.get("workloads") or CAMPAIGN_WORKLOADS),
-                            broker=broker, broker_faults=faults, reached=options.get("reached"))
     task_stores = set(options.get("task_stores") or ())
+    planned = campaign_plan(seed, list(options["stores"]), list(options.get("workloads") or CAMPAIGN_WORKLOADS),
+                            broker=broker, broker_faults=faults, reached=options.get("reached"),
+                            task_stores=task_stores)
     if task_stores:  # a task's store runs no workload of a global store (several changelog partitions)
         planned = (s for s in planned if s.store not in task_stores or WORKLOADS[s.workload].changelog_partitions < 2)
     timeout = options.get("store_timeout")
