@@ -87,6 +87,32 @@ def make_store():
     assert violation["check"] == check and observed in violation["observed"], violation
 
 
+def test_a_thread_left_after_close_is_a_store_error_whatever_the_store_timeout(tmp_path, monkeypatch):
+    """The store timeout bounds close alone, never the grace its threads get after it: with a timeout
+    shorter than that grace (as a loaded machine makes the two race) the thread is still the finding,
+    never a hang of close."""
+    from eos_harness.process.server import CLOSE_THREADS_GRACE_S
+    from eos_harness.suites.verify import verify_store
+
+    body, check, observed = CONSTRUCTORS["thread"]
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "ctor_short.py").write_text(STORE_HEAD + f"""
+class Store(MemoryStore):
+    def __init__(self):
+        {body}
+
+def make_store():
+    return Store()
+""")
+    monkeypatch.syspath_prepend(str(tmp_path / "mods"))
+    timeout = CLOSE_THREADS_GRACE_S / 2
+    result = verify_store("ctor_short:make_store", 1, examples=1, steps=5, shrink=False, store_timeout=timeout,
+                          log=tmp_path / "verify.log")
+    assert result["verdict"] == "fail"
+    [violation] = result["violations"]
+    assert violation["check"] == check and observed in violation["observed"], violation
+
+
 IMPORTS = {
     "syntax_error": ("def make_store(:\n    pass\n", "has a syntax error: {file}, line 1: invalid syntax"),
     "system_exit": ("import sys\nsys.exit(0)\n", "raised SystemExit: 0 at {file}, line 2"),

@@ -304,6 +304,9 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
         if method in _LISTING:
             result = list(result)
         if method == "close":
+            # close returned: say so before the threads' grace, so that the driver's bound on close (the
+            # store timeout) covers close alone, never the grace (a verdict that does not hang on load).
+            conn.send(("closed", None))
             _no_thread_left()
         if method == "close" and trace:  # each point reached, and whether a module declared it
             known = {p.name for p in points.load_declarations()}
@@ -314,6 +317,9 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
 
 
 CLOSE_THREADS_GRACE_S = 2.0  # how long threads the store started may take to end after its close
+# How long past that grace the driver waits for the child's answer on them (harness code only: a bound
+# against a child that is stuck, never one a loaded machine meets).
+CLOSE_ANSWER_BOUND_S = 60.0
 
 
 def _no_thread_left(grace: float = CLOSE_THREADS_GRACE_S) -> None:
@@ -392,6 +398,21 @@ class StoreProcess:
             kind, value = self.conn.recv()
         except EOFError:
             raise self._died(None) from None
+        if kind == "closed":
+            # close returned within the timeout; the child now gives the store's threads their grace
+            # (CLOSE_THREADS_GRACE_S, its own clock) and answers whether one still runs. Waited for with a
+            # bound far past the grace: only the harness's own code runs in the child now, so its answer
+            # comes whatever the machine's load (a child that never answers holds the interpreter in a
+            # thread of the store's own: a hang of close).
+            if not self.conn.poll(CLOSE_THREADS_GRACE_S + CLOSE_ANSWER_BOUND_S):
+                stack = stack_and_kill(self.process, self.stacks) if self.stacks is not None else ""
+                self.kill()
+                raise StoreHang(hang_finding(operation + " (its threads ending)",
+                                             CLOSE_THREADS_GRACE_S + CLOSE_ANSWER_BOUND_S, stack))
+            try:
+                kind, value = self.conn.recv()
+            except EOFError:
+                raise self._died(None) from None
         if kind == "crash":
             raise self._died(value)
         if kind == "raise":
