@@ -67,10 +67,14 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def scenarios_per_second(broker: str, seconds: float, out: Path) -> tuple[int, float, int]:
-    from eos_harness.suites.lifecycle.campaign import run_campaign
+    from eos_harness.broker.spec import parse
+    from eos_harness.suite import SUITES
+    from eos_harness.suite_campaign import defaults, run_suite_campaign
 
     started = time.monotonic()
-    campaign = run_campaign(13, out, minutes=seconds / 60, broker=broker)
+    entry, opened = SUITES["lifecycle"], parse(broker, internal=True)  # the cluster this benchmark started
+    campaign = run_suite_campaign(entry, 13, {**defaults(entry), "broker": opened.cli_text}, out, minutes=seconds / 60,
+                                  running={"opened": opened})
     # Stores expected to pass that failed (a short run need not reach every mutant's catching scenario).
     failed = sum(1 for t in campaign["summary"]["stores"].values() if t["status"] == "FAILED")
     return campaign["summary"]["total"], time.monotonic() - started, failed

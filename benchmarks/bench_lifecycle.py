@@ -24,10 +24,12 @@ from benchmarks.common import parse_options, scratch_directory
 
 
 def scenarios_per_second(seconds: float, out: Path) -> tuple[int, float]:
-    from eos_harness.suites.lifecycle.campaign import run_campaign
+    from eos_harness.suite import SUITES
+    from eos_harness.suite_campaign import defaults, run_suite_campaign
 
     started = time.monotonic()
-    campaign = run_campaign(11, out, minutes=seconds / 60)
+    entry = SUITES["lifecycle"]
+    campaign = run_suite_campaign(entry, 11, defaults(entry), out, minutes=seconds / 60)
     elapsed = time.monotonic() - started
     return campaign["summary"]["total"], elapsed
 

@@ -1,7 +1,7 @@
 """The campaign engine every suite's campaign runs on: a plan's scenarios, N at a time.
 
-A suite keeps its planning and judging (``suites/<suite>/plan.py``, ``campaign.py``); this runs
-them. Scenarios start while ``more`` allows; one that must ``run_alone`` (a fault that kills a
+A suite keeps its planning (``suites/<suite>/plan.py``); :mod:`eos_harness.suite_campaign` runs its
+campaign on this engine. Scenarios start while ``more`` allows; one that must ``run_alone`` (a fault that kills a
 broker shared by every scenario) waits for the running ones and runs by itself. Each finished
 scenario is handed to ``on_result`` and appended to ``results.jsonl`` as it arrives, so nothing
 finished is lost whatever happens after.

@@ -12,17 +12,26 @@ The contract every suite keeps, so that a campaign is written once (:mod:`eos_ha
 - ``suites/<package>/plan.py``: ``campaign(seed, options)``, the campaign's scenarios in order, a pure
   function of the seed and the options (a dict: the suite's :class:`Option` values, and its subjects
   under the key ``tallies``); ``expected(subject)``, whether that subject must fail (a mutant) and the
-  checks of which one must catch it (any one suffices; empty: any check); ``subjects()``, the
-  subjects a campaign runs when none are named.
+  checks of which one must catch it (any one suffices; empty: any check); ``subjects(given)``, the
+  subjects a campaign runs (those given, else its defaults); ``known_subjects()``, those it may be given.
+  Optionally ``check_options(options)``: a ValueError for options the suite cannot run with (a usage
+  error before anything runs; ``options`` also holds ``refs``, each store resolved at the edge, for a
+  suite of stores); ``CONTROLS``: subjects every campaign runs besides those named (Spark's mutant sink,
+  which shows its checks can fail); ``runs_alone(scenario)``: a scenario that must run by itself (a
+  fault that stops a broker every scenario shares); ``judge(result)``: a result's verdict as the suite
+  judges it (Spark: at-least-once duplicates count only under ``--strict``), else the recorded one.
 - ``suites/<package>/runner.py``: ``run_one(scenario, directory)``, one scenario run to its complete
   result (``suite``, its subject field, ``expected``, ``verdict``, ``violations``, ``repro``, ``seed``,
   ``seconds``; ``directory`` is the scenario's own, for what it keeps); ``error_result(scenario, exc)``,
-  the result of a scenario that could not be run to its end; optionally ``campaign_session(options, say)``,
-  a context manager around the whole campaign that yields the options it runs with (a broker started
-  once for every scenario); optionally ``CHILDREN_LOG`` (the file in the run directory that the processes
-  its scenarios start write to) and ``FATAL`` (exceptions that mean the campaign's input is wrong).
-- optionally ``plan.check_options(options)``: a ValueError for options the suite cannot run with (a usage
-  error before anything runs).
+  the result of a scenario that could not be run to its end. Optionally ``campaign_session(options,
+  say)``, a context manager around the whole campaign (``options`` with the campaign's ``seed`` and
+  ``workers``) that yields the options the plan runs with (a broker started once for every scenario), or
+  a :class:`CampaignSession` when it found more before the plan (a store's probe);
+  ``campaign_fields(campaign)``, what the campaign JSON says besides, from its scenarios (per-store
+  metrics; Spark's matrix size); ``CHILDREN_LOG`` (the file in the run directory that the processes its
+  scenarios start write to) and ``FATAL`` (exceptions that mean the campaign's input is wrong).
+- optionally ``suites/<package>/junit.py``: ``campaign_suites(campaign)``, its campaign as JUnit testsuites
+  when a testsuite per subject (:func:`eos_harness.junit.tally_suites`) is not what it reports.
 
 The CLI takes its ``run``/``chaos`` dispatch and ``eos-harness suites`` from :data:`SUITES`: a new
 suite is one more entry here and its package (``checks.py``, ``plan.py``, ``runner.py``, its pytest
@@ -34,10 +43,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["GENERIC_CHAOS", "SUITES", "Option", "Suite", "suite"]
+from eos_harness.models.workloads import CAMPAIGN_WORKLOADS, WORKLOADS
+from eos_harness.process.guard import STORE_TIMEOUT_S
+
+__all__ = ["BROKER_FORMS", "GENERIC_CHAOS", "SUITES", "CampaignSession", "Option", "Suite", "suite"]
 
 GENERIC_CHAOS = "eos_harness.faces.chaos:chaos_command_for"  # the chaos command written once, for any suite
 
@@ -45,7 +57,8 @@ GENERIC_CHAOS = "eos_harness.faces.chaos:chaos_command_for"  # the chaos command
 @dataclass(frozen=True)
 class Option:
     """One of a suite's own campaign options (``--NAME``): its kind (``int``, ``float``, ``text``, ``list``: a
-    comma-separated list of names, ``choice``, ``broker``, ``kafka-broker``: a broker that must be Kafka), its default, its help, and for ``int``/``float`` its lower
+    comma-separated list of names, ``choice``, ``flag``, ``broker``, ``kafka-broker``: a broker that must be
+    Kafka), its default, its help, and for ``int``/``float`` its lower
     bound, for ``choice``/``list`` the values it may take (empty: any). ``plan``: whether it decides the
     plan (a resumed campaign keeps it); else it may be given anew on ``--resume``."""
 
@@ -78,10 +91,23 @@ class Suite:
     workers: int = 2  # scenarios a campaign runs at once by default
     extras: tuple[str, ...] = ()  # the optional extras it needs installed (``kafka``)
     forks_children: bool = False  # its scenarios run processes forked by the zygote (its socket is under TMPDIR)
+    minutes: float | None = 1.0  # a campaign's --minutes when neither it nor --scenarios is given (None: its whole plan)
+    coverage: bool = False  # its results name the checks whose condition they met (``exercised``): tallied per subject
+    show: str | None = None  # "module:attribute" of a face function printing what its campaign shows besides its tallies
 
     def part(self, module: str):
         """The suite's ``plan`` or ``runner`` module."""
         return importlib.import_module(f"eos_harness.suites.{self.package}.{module}")
+
+    def hook(self, module: str, name: str, default=None):
+        """The suite's optional ``name`` in its ``module`` (see the module docstring), else ``default``."""
+        try:
+            found = self.part(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"eos_harness.suites.{self.package}.{module}":
+                raise
+            return default
+        return getattr(found, name, default)
 
     def plan(self, seed: int, options: Mapping) -> Iterable:
         """The campaign's scenarios, in order (see the module)."""
@@ -105,6 +131,13 @@ class Suite:
         found = getattr(importlib.import_module(module), attribute)
         return found if hasattr(found, "params") else found(self)  # a command, or one made for this suite
 
+    def function(self, target: str | None):
+        """The function a ``module:attribute`` field names (``show``), or None."""
+        if target is None:
+            return None
+        module, _, attribute = target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
     def to_json(self) -> dict:
         return {"name": self.name, "title": self.title, "runs_on": self.runs_on,
                 "package": f"eos_harness.suites.{self.package}", "subject": self.subject,
@@ -115,16 +148,24 @@ class Suite:
 _FACES = "eos_harness.faces"
 _EXAMPLES = Option("examples", "int", 10, "Hypothesis examples of each scenario's state machine.", minimum=1)
 _STEPS = Option("steps", "int", 25, "Steps per example.", minimum=1)
-_STORE_TIMEOUT = Option("store_timeout", "float", 60.0,  # process.guard.STORE_TIMEOUT_S
-                         "Bound on each call into the store (seconds); a call that "
-                        "takes longer is a store_hang finding.", minimum=0, plan=False)
+_STORE_TIMEOUT = Option("store_timeout", "float", STORE_TIMEOUT_S, "Bound on each call into the store (seconds); a "
+                        "call that takes longer is a store_hang finding.", minimum=0, plan=False)
+BROKER_FORMS = ("embedded (SQLite log) | kafka-local (start a local Kafka on 127.0.0.1) | kafka-local:3 (three brokers) "
+                 "| kafka-quorum[:N] (3 dedicated KRaft controllers and N brokers) | kafka://HOST:PORT (a running cluster)")
 _KAFKA_BROKER = Option("broker", "kafka-broker", "kafka-local", "kafka-local | kafka-local:3 | kafka-quorum[:N] | "
                        "kafka://HOST:PORT: started once for the campaign (the embedded broker is not Kafka).")
 SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("lifecycle", "EOS task lifecycle", "a store (key-value, or window with a windowed workload) under the "
           "EOS task runtime, its task killed between commit steps", "lifecycle",
-          run=f"{_FACES}.lifecycle:run_command", chaos=f"{_FACES}.lifecycle:chaos_command",
-          subject="store", tallies="stores", pytest_entry=True),
+          run=f"{_FACES}.lifecycle:run_command", chaos=GENERIC_CHAOS, subject="store", tallies="stores",
+          pytest_entry=True, forks_children=True, coverage=True, show=f"{_FACES}.lifecycle:show_campaign", options=(
+              Option("workloads", "list", tuple(CAMPAIGN_WORKLOADS), "Comma-separated workloads (global not on a "
+                     "store that declares itself a task's); "
+                     f"{', '.join(sorted(set(WORKLOADS) - set(CAMPAIGN_WORKLOADS)))} only when named: global is a "
+                     "global store fed by 3 changelog partitions.", choices=tuple(WORKLOADS)),
+              Option("broker", "broker", "embedded", f"{BROKER_FORMS}; on kafka-local or kafka-quorum the campaign "
+                     "adds broker faults (broker-kill, broker-pause, coordinator-kill, txn-timeout)."),
+              _STORE_TIMEOUT)),
     Suite("conformance", "store conformance (KIP-844/KIP-892)", "a key-value store (a built-in name or "
           "module:function)", "conformance", run=f"{_FACES}.cli:verify_command", chaos=GENERIC_CHAOS,
           subject="store", tallies="stores", pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT),
@@ -146,8 +187,14 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           forks_children=True),
     Suite("spark", "Spark Structured Streaming", "a Spark pipeline (pipeline x sink x state store x checkpoint "
           "format), its driver killed in each crash window", "spark",
-          run=f"{_FACES}.spark:spark_run_command", chaos=f"{_FACES}.spark:spark_chaos_command",
-          subject="sink", tallies="sinks", pytest_entry=True),
+          run=f"{_FACES}.spark:spark_run_command", chaos=GENERIC_CHAOS, subject="sink", tallies="sinks",
+          pytest_entry=True, extras=("spark",), minutes=None, show=f"{_FACES}.spark:show_campaign", options=(
+              Option("source", "choice", "file", "Where the pipelines read their input.", choices=("file", "kafka")),
+              Option("strict", "flag", False, "At-least-once duplicates fail the verdict."),
+              Option("broker", "kafka-broker", "kafka-local", "Kafka for --source kafka / --sinks kafka: kafka-local "
+                     "(one KRaft broker on 127.0.0.1 started for the campaign and stopped at its end; kafka-local:N "
+                     "for N brokers), kafka-quorum[:N] (3 dedicated KRaft controllers and N brokers) or "
+                     "kafka://HOST:PORT (a broker you run)."))),
     Suite("kafka-log", "Kafka's transactional log", "a Kafka cluster (kafka-local, kafka-quorum or kafka://)",
           "kafka_log", checks_name="ANOMALIES", run=f"{_FACES}.kafka_log:kafka_log_command", chaos=GENERIC_CHAOS,
           subject="system", tallies="systems", pytest_entry=True, extras=("kafka",), workers=1, options=(
@@ -167,6 +214,21 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
               Option("brokers", "int", 3, "Brokers of each quorum.", minimum=1),
               Option("heap", "text", "384m", "JVM heap of each node."))),
 )}
+
+@dataclass
+class CampaignSession:
+    """What a suite's ``runner.campaign_session`` found before its plan, besides the options the plan runs
+    with: ``results`` (a store's probe that found it broken: first in the campaign's scenarios, never run
+    again), the subjects ``left_out`` (subject -> why none of its scenarios could catch what it is expected
+    to fail on: not judged), per subject the checks that cannot fire on it with why (``not_applicable``),
+    and what the campaign JSON says besides (``fields``: the broker faults it plans, warnings)."""
+
+    options: dict
+    results: list[dict] = field(default_factory=list)
+    left_out: dict[str, str] = field(default_factory=dict)
+    not_applicable: dict[str, dict[str, str]] = field(default_factory=dict)
+    fields: dict = field(default_factory=dict)
+
 
 def suite(name: str) -> Suite:
     """The suite called ``name``; a ValueError naming the suites for any other name."""

@@ -5,26 +5,60 @@ judged by the shared tallies (:mod:`eos_harness.campaign_summary`).
 
 A subject expected to pass must pass every scenario; one expected to fail (a mutant) must be caught,
 by one of the checks that name its mistake when the suite names them. The campaign JSON has the same
-fields for every suite: ``suite``, ``seed``, ``subject`` (the field of a result naming what it ran),
-``scenarios``, ``summary`` (with ``errors``: a line each), ``repro``, ``seconds``.
+fields for every suite: ``suite``, ``seed``, ``subject`` (the field of a result naming what it ran), the
+suite's options, ``minutes``, ``scenarios``, ``summary`` (with ``errors``: a line each), ``repro``,
+``seconds``; and what the suite's session and ``campaign_fields`` add.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from eos_harness import campaign_summary
-from eos_harness.campaign import KeptCampaign, budget, run_plan, until_failure_rule
-from eos_harness.suite import Suite
+from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, run_plan, until_failure_rule
+from eos_harness.suite import CampaignSession, Suite
 
-__all__ = ["run_suite_campaign"]
+__all__ = ["defaults", "exit_code", "judge_of", "run_suite_campaign", "subjects_judged", "summarize"]
 
 
-def _expected(entry: Suite) -> Callable[[str], tuple[bool, tuple[str, ...]]]:
-    plan = entry.part("plan")
-    return lambda subject: plan.expected(subject)
+def _recorded(result: dict) -> str:
+    return result["verdict"]
+
+
+def judge_of(entry: Suite) -> Callable[[dict], str]:
+    """A result's verdict as the suite judges it (its plan's ``judge``), else the one it recorded."""
+    return entry.hook("plan", "judge", _recorded)
+
+
+def subjects_judged(entry: Suite, subjects: Iterable[str]) -> list[str]:
+    """The subjects a campaign of ``subjects`` tallies: the suite's ``CONTROLS`` first, then those."""
+    controls = tuple(entry.hook("plan", "CONTROLS", ()))
+    return [*controls, *(s for s in subjects if s not in controls)]
+
+
+def defaults(entry: Suite) -> dict:
+    """The options of a campaign of ``entry`` at their defaults (its default subjects included)."""
+    return {entry.tallies: entry.part("plan").subjects(None), **{o.name: o.default for o in entry.options}}
+
+
+def summarize(entry: Suite, results: list[dict], subjects: Iterable[str],
+              not_applicable: Mapping[str, Mapping[str, str]] | None = None) -> dict:
+    """The campaign's ``summary`` (:func:`eos_harness.campaign_summary.summarize`): a tally per subject, each
+    result judged as the suite judges it; a mutant caught only by one of the checks its plan names; with the
+    scenarios that met each check's condition when the suite's results say (``coverage``), and per subject
+    the checks that cannot fire on it (``not_applicable``)."""
+    expected = entry.part("plan").expected
+    return campaign_summary.summarize(results, subjects, entry.subject, entry.tallies,
+                                      lambda subject: expected(subject)[0],
+                                      lambda subject: tuple(expected(subject)[1]) or None, judge=judge_of(entry),
+                                      checks=entry.checks() if entry.coverage else (), not_applicable=not_applicable)
+
+
+def exit_code(entry: Suite, campaign: dict) -> int:
+    """The campaign's exit code (:func:`eos_harness.campaign_summary.campaign_exit_code`)."""
+    return campaign_summary.campaign_exit_code(campaign, entry.tallies, judge_of(entry))
 
 
 def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path, *, minutes: float | None = None,
@@ -37,29 +71,26 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
     ``options``: the suite's own options, its subjects under ``entry.tallies`` (kept in ``out_dir`` with
     ``outputs``, the JSON and JUnit paths); ``resume``: continue the stopped campaign of ``out_dir`` (the same
     plan, the scenarios that finished are not run again, a ``minutes`` campaign gets the time it had left).
-    ``running``: what the plan runs with besides its options, never kept (a broker opened for this start);
-    ``log``: where the processes the scenarios start write their output (the JSON's ``log``); ``fatal``:
-    exceptions that mean the campaign's own input is wrong (they stop it and propagate); ``say``: where the
-    suite's session says what it starts (a Kafka cluster)."""
-    runner = entry.part("runner")
+    ``minutes`` and ``scenarios`` both None: the suite's ``minutes`` (None: its whole plan).
+    ``running``: what the plan runs with besides its options, never kept (a broker opened for this start,
+    the stores resolved at the edge: ``refs``); ``log``: where the processes the scenarios start write their
+    output (the JSON's ``log``); ``fatal``: exceptions that mean the campaign's own input is wrong (they stop
+    it and propagate); ``say``: where the suite's session says what it starts (a Kafka cluster)."""
+    runner, plan = entry.part("runner"), entry.part("plan")
     if log is None and getattr(runner, "CHILDREN_LOG", None):
         log = out_dir / runner.CHILDREN_LOG
     fatal = fatal or tuple(getattr(runner, "FATAL", ()))
-    expected = _expected(entry)
-    subjects = list(options[entry.tallies])
+    judge = judge_of(entry)
     workers = workers or entry.workers
     if minutes is None and scenarios is None:
-        minutes = 1.0
+        minutes = entry.minutes
     kept = KeptCampaign.start(out_dir, {"suite": entry.name, "seed": seed, **options, "minutes": minutes,
                                         "scenarios": scenarios, "workers": workers, "until_failure": until_failure,
                                         **(outputs or {})}, resume)
     deadline = kept.started + minutes * 60 - kept.spent if minutes is not None else None
 
     def expected_to_fail(subject: str) -> bool:
-        return expected(subject)[0]
-
-    def caught_by(subject: str) -> tuple[str, ...] | None:
-        return tuple(expected(subject)[1]) or None
+        return plan.expected(subject)[0]
 
     def one(index: int, scenario) -> dict:
         # The scenario's own directory, made by its runner when it keeps something there.
@@ -68,31 +99,42 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
     def error_result(scenario, exc: BaseException) -> dict:
         return _complete(entry, runner.error_result(scenario, exc), expected_to_fail)
 
-    stop_after = until_failure_rule(subjects, expected_to_fail, entry.subject) if until_failure else lambda r: None
     session = getattr(runner, "campaign_session", None)
     with contextlib.ExitStack() as stack:
         if log is not None:
             from eos_harness.process.server import children_output
 
             stack.enter_context(children_output(log))  # resumed: appended to
-        given = {**options, **(running or {})}
-        planned = stack.enter_context(session(given, say) if session is not None else contextlib.nullcontext(given))
-        run = run_plan(entry.plan(seed, planned), one, workers=workers, more=budget(scenarios, deadline),
+        given = {**options, **(running or {}), "seed": seed, "workers": workers}
+        found = stack.enter_context(session(given, say) if session is not None else contextlib.nullcontext(given))
+        found = found if isinstance(found, CampaignSession) else CampaignSession(found)
+        subjects = [s for s in subjects_judged(entry, options[entry.tallies]) if s not in found.left_out]
+        stop_after = until_failure_rule(subjects, expected_to_fail, entry.subject, judge) if until_failure \
+            else lambda result: None
+        for result in found.results:
+            on_result(result)
+        # A result found before the plan (a store's probe) that --until-failure stops at: nothing is planned
+        # (once: a resumed campaign goes on past it, as past a scenario that failed).
+        stopped_before = None if resume else next((r for r in map(stop_after, found.results) if r is not None), None)
+        run = run_plan(iter(()) if stopped_before else entry.plan(seed, found.options), one, workers=workers,
+                       more=budget(scenarios, deadline), run_alone=getattr(plan, "runs_alone", lambda s: False),
                        error_result=error_result, on_result=kept.recorded(on_result),
                        results_file=out_dir / "results.jsonl", fatal=fatal, skip=kept.skip, stop_after=stop_after)
-    kept.end(stopped=run.stopped is not None)
-    results = kept.results(run)
-    plan_options = ("seed", entry.tallies, *(o.name for o in entry.options if o.plan), "minutes", "scenarios")
+    stopped = run.stop_json or ({"why": UNTIL_FAILURE, "message": stopped_before} if stopped_before else None)
+    kept.end(stopped=stopped is not None)
+    results = found.results + kept.results(run)
+    plan_options = ("seed", entry.tallies, *(o.name for o in entry.options), "minutes", "scenarios")
     campaign = {"suite": entry.name, "seed": seed, "subject": entry.subject, **options,
                 "minutes": minutes, "repro": campaign_summary.campaign_repro(kept.state, plan_options),
-                "scenarios": results,
-                "summary": campaign_summary.summarize(results, subjects, entry.subject, entry.tallies,
-                                                      expected_to_fail, caught_by),
-                "seconds": round(kept.seconds, 1), **({"log": str(log)} if log is not None else {})}
+                "scenarios": results, "summary": summarize(entry, results, subjects, found.not_applicable),
+                "seconds": round(kept.seconds, 1), **({"log": str(log)} if log is not None else {}), **found.fields}
+    if found.left_out:
+        campaign["left_out"] = found.left_out
     if until_failure:
         campaign["until_failure"] = True
-    if run.stopped is not None:
-        campaign["stopped"] = run.stop_json
+    if stopped is not None:
+        campaign["stopped"] = stopped
+    campaign.update(getattr(runner, "campaign_fields", lambda campaign: {})(campaign))
     return campaign
 
 

@@ -14,7 +14,61 @@ from pathlib import Path
 from eos_harness.process.guard import STORE_TIMEOUT_S
 from eos_harness.stores import StoreRef
 
-__all__ = ["verify_store"]
+__all__ = ["VerifyOptionError", "check_options", "junit_suites", "listed_checks", "verify_store"]
+
+# The suites ``verify`` runs, each with what it says of the stores it checks and the kind of built-in mutant
+# that tests its checks (``verify --list-checks``).
+VERIFY_SUITES = (("conformance", "every key-value store", "mutant"),
+                 ("offsets", "checks a store does not qualify for are not_applicable, with the reason", "mutant"),
+                 ("windows", "window stores", "window-mutant"))
+
+
+class VerifyOptionError(ValueError):
+    """An option of ``verify`` names what it has not: ``option`` (``--allow``) and the message (a usage error)."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+def check_options(allow: Iterable[str] = (), offsets_scenarios: Iterable[str] = ()) -> None:
+    """A :class:`VerifyOptionError` for a waived check no suite of ``verify`` has, or an offsets scenario
+    the offsets suite has not (before anything runs)."""
+    from eos_harness.suites.conformance.runner import ALLOWABLE
+
+    unknown = [c for c in allow if c not in ALLOWABLE]
+    if unknown:
+        raise VerifyOptionError("--allow", f"unknown check {unknown[0]!r}; one of: {', '.join(ALLOWABLE)}")
+    offsets_scenarios = list(offsets_scenarios)
+    if offsets_scenarios:
+        from eos_harness.suites.offsets.runner import scenarios
+
+        known = [s.name for s in scenarios()]
+        unknown = [n for n in offsets_scenarios if n not in known]
+        if unknown:
+            raise VerifyOptionError("--offsets-scenario", f"no offsets scenario {unknown[0]!r}; one of: "
+                                    f"{', '.join(known)}")
+
+
+def listed_checks() -> tuple[list[tuple[str, str, list[tuple[str, str, list[str]]]]], list[tuple[str, list[str]]]]:
+    """Every check ``verify`` may report: per suite (its name, a line saying what it checks), each check with
+    its meaning and the built-in mutants it alone catches; and the offsets suite's scenarios with their checks."""
+    from eos_harness.stores.registry import caught_alone_by
+    from eos_harness.suite import SUITES
+    from eos_harness.suites.offsets.runner import scenarios
+
+    suites = [(name, f"{SUITES[name].title} ({note})",
+               [(check, meaning, caught_alone_by(check, kind)) for check, meaning in SUITES[name].checks().items()])
+              for name, note, kind in VERIFY_SUITES]
+    return suites, [(scenario.name, list(scenario.checks)) for scenario in scenarios()]
+
+
+def junit_suites(result: dict) -> list:
+    """A verdict of ``verify`` as JUnit testsuites (:func:`eos_harness.suites.conformance.junit.verify_suites`),
+    with the checks of the suite it ran."""
+    from eos_harness.suites.conformance.junit import verify_suites
+
+    return verify_suites(result, result["suite"] == "windows")
 
 
 def verify_store(store: str | StoreRef, seed: int, *, examples: int = 40, steps: int = 25, shrink: bool = True,

@@ -166,8 +166,12 @@ def test_a_broker_fault_scenario_runs_alone_while_the_others_run_side_by_side(tm
     import threading
     import time as clock
 
-    import eos_harness.suites.lifecycle.campaign as chaos
+    import eos_harness.suites.lifecycle.plan as plan
+    import eos_harness.suites.lifecycle.runner as runner
+    from eos_harness.broker.spec import parse
     from eos_harness.faults.kinds import kinds
+    from eos_harness.suite import SUITES
+    from eos_harness.suite_campaign import defaults, run_suite_campaign
 
     cluster_faults = {k.name for k in kinds() if k.stops_broker}
 
@@ -180,10 +184,12 @@ def test_a_broker_fault_scenario_runs_alone_while_the_others_run_side_by_side(tm
             spans.append((start, clock.monotonic(), {f.point for f in scenario.schedule}))
         return {"store": scenario.store, "verdict": "pass", "violations": [], "crash_points": []}
 
-    monkeypatch.setattr(chaos, "run_one", scenario_that_records)  # how the campaign runs each scenario
-    monkeypatch.setattr(chaos, "kafka_faults", lambda broker: ["broker-kill", "broker-pause", "coordinator-kill", "txn-timeout"])
-    campaign = chaos.run_campaign(7, tmp_path, stores=["memory", "rocksdb-indexed"], scenarios=24, workers=2,
-                                  broker="kafka://127.0.0.1:9")
+    monkeypatch.setattr(runner, "run_one", scenario_that_records)  # how the campaign runs each scenario
+    monkeypatch.setattr(plan, "kafka_faults", lambda broker: ["broker-kill", "broker-pause", "coordinator-kill", "txn-timeout"])
+    entry = SUITES["lifecycle"]
+    broker = "kafka://127.0.0.1:9"  # never reached: opened as it is, no scenario runs on it
+    campaign = run_suite_campaign(entry, 7, {**defaults(entry), "stores": ["memory", "rocksdb-indexed"], "broker": broker},
+                                  tmp_path, scenarios=24, workers=2, running={"opened": parse(broker)})
     assert campaign["summary"]["total"] == 24
     cluster = [s for s in spans if s[2] & cluster_faults]
     assert len(cluster) >= 3
@@ -194,10 +200,12 @@ def test_a_broker_fault_scenario_runs_alone_while_the_others_run_side_by_side(tm
 
 
 def test_a_scenario_that_cannot_run_is_an_error_verdict_and_the_campaign_goes_on(tmp_path, monkeypatch):
-    import eos_harness.suites.lifecycle.campaign as chaos
+    import eos_harness.suites.lifecycle.runner as runner
     from eos_harness.broker import BrokerError
+    from eos_harness.suite import SUITES
+    from eos_harness.suite_campaign import defaults, run_suite_campaign
 
-    real = chaos.run_one
+    real = runner.run_one
     calls = []
 
     def broker_gone_once(scenario, run_dir):
@@ -206,8 +214,9 @@ def test_a_scenario_that_cannot_run_is_an_error_verdict_and_the_campaign_goes_on
             raise BrokerError("creating topic 'x-input' failed: Local: Broker transport failure")
         return real(scenario, run_dir)
 
-    monkeypatch.setattr(chaos, "run_one", broker_gone_once)
-    campaign = chaos.run_campaign(3, tmp_path, stores=["memory"], scenarios=4, workers=1)
+    monkeypatch.setattr(runner, "run_one", broker_gone_once)
+    entry = SUITES["lifecycle"]
+    campaign = run_suite_campaign(entry, 3, {**defaults(entry), "stores": ["memory"]}, tmp_path, scenarios=4, workers=1)
     verdicts = [s["verdict"] for s in campaign["scenarios"]]
     assert verdicts.count("error") == 1 and verdicts.count("pass") == 3
     error = next(s for s in campaign["scenarios"] if s["verdict"] == "error")

@@ -65,13 +65,15 @@ def test_the_chaos_campaign_exits_0_when_the_controller_passes_and_its_mutants_a
 
 def test_a_campaign_whose_mutant_is_not_caught_exits_1(tmp_path):
     # Without a crash, a controller that would skip the abort never meets a partial transaction.
-    from eos_harness.suites.metadata.campaign import campaign_exit_code, summarize
+    from eos_harness.suite import SUITES
+    from eos_harness.suite_campaign import exit_code, summarize
 
+    entry = SUITES["metadata"]
     result = run_scenario(Scenario("controller-skips-abort", 3), tmp_path / "run")
     assert result["verdict"] == "pass"
-    campaign = {"scenarios": [result], "summary": summarize([result])}
+    campaign = {"scenarios": [result], "summary": summarize(entry, [result], entry.part("plan").subjects(None))}
     assert campaign["summary"]["unexpected"] == ["controller-skips-abort"]
-    assert campaign_exit_code(campaign) == 1
+    assert exit_code(entry, campaign) == 1
 
 
 def test_run_exit_codes(cli, tmp_path):

@@ -15,7 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from eos_harness.suites.lifecycle.campaign import summarize
+from eos_harness.suite import SUITES
+from eos_harness.suite_campaign import summarize
 
 # --- bad values: exit 2, a message saying what is allowed, nothing run or written -----------------
 
@@ -72,7 +73,7 @@ def _result(store: str, verdict: str) -> dict:
 
 
 def test_a_store_that_got_no_scenario_is_not_run_not_unexpected():
-    summary = summarize([_result("memory", "pass"), _result("mutant-offsets-in-memory", "pass")],
+    summary = summarize(SUITES["lifecycle"], [_result("memory", "pass"), _result("mutant-offsets-in-memory", "pass")],
                         ["memory", "mutant-offsets-in-memory", "mutant-split-offsets-write"])
     assert summary["not_run"] == ["mutant-split-offsets-write"]
     assert summary["stores"]["mutant-split-offsets-write"]["status"] == "not run"

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from eos_harness.suites.lifecycle.campaign import campaign_exit_code, summarize
+from eos_harness.suite import SUITES
+from eos_harness.suite_campaign import exit_code as suite_exit_code
+from eos_harness.suite_campaign import subjects_judged
+from eos_harness.suite_campaign import summarize as summarize_campaign
 from eos_harness.suites.lifecycle.runner import Scenario, error_verdict, verdict
-from eos_harness.suites.spark.campaign import campaign_exit_code as spark_exit_code
-from eos_harness.suites.spark.campaign import counted_violations, judge, unexpected
-from eos_harness.suites.spark.campaign import summarize as spark_summary
+from eos_harness.suites.spark.plan import MATRIX_SINKS, counted_violations, judge, unexpected
 from eos_harness.verdict import (
     ERROR,
     EXIT_FAIL,
@@ -25,6 +26,33 @@ from eos_harness.verdict import (
     exit_code,
     verdict_of,
 )
+
+LIFECYCLE, SPARK = SUITES["lifecycle"], SUITES["spark"]
+
+
+def summarize(results: list[dict], stores: list[str]) -> dict:
+    """A lifecycle campaign's summary, as the shared campaign writes it."""
+    return summarize_campaign(LIFECYCLE, results, stores)
+
+
+def campaign_exit_code(campaign: dict) -> int:
+    return suite_exit_code(LIFECYCLE, campaign)
+
+
+def spark_summary(results: list[dict], strict: bool) -> dict:
+    """A Spark campaign's summary (its results ran with ``strict``), with what the suite adds to it."""
+    from eos_harness.suites.spark.runner import campaign_fields
+
+    assert all(r["strict"] == strict for r in results)
+    summary = summarize_campaign(SPARK, results, subjects_judged(SPARK, MATRIX_SINKS))
+    return campaign_fields({"scenarios": results, "summary": summary, "source": "file",
+                            "sinks": list(MATRIX_SINKS)})["summary"]
+
+
+def spark_exit_code(campaign: dict, strict: bool) -> int:
+    assert all(r["strict"] == strict for r in campaign["scenarios"])
+    return suite_exit_code(SPARK, campaign)
+
 
 BROKEN = Violation("exactly_once_output", "batch 2", "applied once", "applied 2×", 7)
 AT_LEAST_ONCE = Violation("exactly_once_output", '["a", 3]', "1×", "2×", 9, strict_only=True)

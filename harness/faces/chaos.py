@@ -2,11 +2,14 @@
 (:mod:`eos_harness.suite`): its options are the shared campaign options (:func:`toolkit.campaign_options`),
 the list of its subjects (``--stores`` or ``--systems``) and the suite's own (:class:`eos_harness.suite.Option`).
 It parses them, resumes a stopped campaign, calls :func:`eos_harness.suite_campaign.run_suite_campaign`,
-renders the tallies and writes the JSON, JUnit and report. No suite logic here."""
+renders the tallies (and what the suite's ``show`` adds) and writes the JSON, JUnit and report. No suite
+logic here."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 
 import click
 from eos_harness.broker.spec import parse
@@ -15,7 +18,7 @@ from eos_harness.faces.params import STORE_LIST, BrokerParam, NameList, require_
 from eos_harness.faces.toolkit import console
 from eos_harness.suite import Option, Suite
 
-__all__ = ["chaos_command_for"]
+__all__ = ["chaos_command_for", "prepare", "run_and_show"]
 
 UNTIL_FAILURE_HELP = ("Stop at the first failure of a subject expected to pass (a bug found; a mutant caught is "
                       "expected and does not stop it); when every subject is a mutant, at the first failure. "
@@ -78,53 +81,88 @@ def chaos_command_for(entry: Suite) -> click.Command:
             until_failure = until_failure or state.get("until_failure", False)
             json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
         for option in entry.options:
-            if option.kind in ("broker", "kafka-broker"):
+            if option.kind == "broker":  # a broker that must be Kafka is the suite's: its extras say so
                 toolkit.require_kafka_extra(parse(values[option.name]))
         try:
-            values[entry.tallies] = plan.subjects(values[entry.tallies])
-            if hasattr(plan, "check_options"):
-                plan.check_options(values)
-            if entry.subject == "store":  # each store resolved once, here (kept for the command): a bad one is a usage error
-                from eos_harness.process.server import held_output
-                from eos_harness.stores.child_probe import store_ref
-
-                with held_output(children=True):  # its module's output on import: for the run's log, off the terminal
-                    for store in values["stores"]:
-                        store_ref(store, *([values["store_timeout"]] if values.get("store_timeout") else []))
+            running = prepare(entry, values)
             seed = toolkit.seed_or_drawn(seed)
             out_dir = toolkit.campaign_outputs(json_path, junit_path, out, resume_dir, f"{entry.name}-chaos", seed,
                                                overwrite)
-        except ValueError as exc:  # StoreFactoryError and RunDirError included: nothing has run
+        except ValueError as exc:  # StoreFactoryError, RunDirError and a missing extra included: nothing has run
             raise click.UsageError(str(exc)) from None
-        console.print(f"seed: {seed}   results: {out_dir}")
-        from eos_harness.cluster import ClusterError
-        from eos_harness.suite_campaign import run_suite_campaign
-
-        try:
-            with toolkit.campaign_progress(out_dir, scenarios, resume_dir is not None) as on_result:
-                campaign = run_suite_campaign(entry, seed, values, out_dir, minutes=minutes, scenarios=scenarios,
-                                              workers=workers, on_result=on_result, until_failure=until_failure,
-                                              resume=resume_dir is not None,
-                                              outputs=toolkit.kept_outputs(json_path, junit_path), say=console.print)
-        except ClusterError as exc:
-            raise toolkit.incomplete(exc) from None
-        toolkit.finish_campaign(campaign, out_dir, json_path, junit_path, not no_report, _junit_suites(entry),
-                                _show, outputs="the output of the processes it started",
+        campaign = run_and_show(entry, seed, values, out_dir, minutes=minutes, scenarios=scenarios, workers=workers,
+                                until_failure=until_failure, resume=resume_dir is not None, json_path=json_path,
+                                junit_path=junit_path, report=not no_report, running=running,
                                 asked=subjects.flag if given[entry.tallies] else None)
         sys.exit(toolkit.campaign_exit(campaign))
 
     command.__doc__ = f"Run a chaos campaign of the {entry.title} suite: its scenarios, seeds drawn from the campaign seed."
+    whole = entry.minutes is None  # no --minutes nor --scenarios: its whole plan
     if entry.forks_children:  # a TMPDIR too long for the zygote's socket: a usage error before anything runs
         command = toolkit.starts_store_processes(command)
     for option in reversed(own):
+        if option.kind == "flag":
+            command = click.option(option.flag, option.name, is_flag=True, help=option.help)(command)
+            continue
         command = click.option(option.flag, option.name, type=subject_type if option is subjects else _param_type(option),
                                default=option.default, show_default=option.default is not None,
                                help=option.help)(command)
     command = toolkit.campaign_options(entry.name, f"{entry.name}-chaos",
                                        "A mutant caught is an expected failure (skipped, with its evidence); a mutant "
                                        "not caught is the failure of its testcase 'caught'.",
-                                       UNTIL_FAILURE_HELP, RESUME_HELP, workers=entry.workers)(command)
+                                       UNTIL_FAILURE_HELP, RESUME_HELP, workers=entry.workers,
+                                       **({"minutes": "Stop starting scenarios after this long (default: none).",
+                                           "scenarios": "Run this many scenarios (default: the whole plan)."}
+                                          if whole else {}))(command)
     return click.command("chaos")(command)
+
+
+def prepare(entry: Suite, values: dict) -> dict:
+    """Before anything runs: the campaign's subjects (those given, else the suite's), each store resolved once,
+    here (a bad one is a usage error; returned as ``refs``, what the campaign runs with, never kept), and the
+    suite's own check of its options. A ValueError (or a missing extra) for a campaign that cannot run."""
+    from eos_harness.extras import MissingExtra
+
+    plan = entry.part("plan")
+    values[entry.tallies] = plan.subjects(values[entry.tallies])
+    running: dict = {}
+    if entry.subject == "store":
+        from eos_harness.process.server import held_output
+        from eos_harness.stores.child_probe import store_ref
+
+        with held_output(children=True):  # its module's output on import: for the run's log, off the terminal
+            running["refs"] = {store: store_ref(store, *([values["store_timeout"]] if values.get("store_timeout")
+                                                         else [])) for store in values["stores"]}
+    try:
+        if hasattr(plan, "check_options"):
+            plan.check_options({**values, **running})
+    except MissingExtra as exc:
+        raise ValueError(str(exc)) from None
+    return running
+
+
+def run_and_show(entry: Suite, seed: int, values: Mapping, out_dir: Path, *, minutes: float | None,
+                 scenarios: int | None, workers: int, until_failure: bool = False, resume: bool = False,
+                 json_path: str | None = None, junit_path: str | None = None, report: bool = True,
+                 running: Mapping | None = None, asked: str | None = None) -> dict:
+    """Run the campaign (:func:`eos_harness.suite_campaign.run_suite_campaign`) with a progress bar, print its
+    tables, write its JSON, JUnit and report; returns its JSON object. No broker to run on: exit 3."""
+    from eos_harness.cluster import ClusterError
+    from eos_harness.suite_campaign import judge_of, run_suite_campaign
+
+    console.print(f"seed: {seed}   results: {out_dir}")
+    try:
+        with toolkit.campaign_progress(out_dir, scenarios, resume) as on_result:
+            campaign = run_suite_campaign(entry, seed, values, out_dir, minutes=minutes, scenarios=scenarios,
+                                          workers=workers, on_result=on_result, until_failure=until_failure,
+                                          resume=resume, outputs=toolkit.kept_outputs(json_path, junit_path),
+                                          running=running, say=console.print)
+    except ClusterError as exc:
+        raise toolkit.incomplete(exc) from None
+    toolkit.finish_campaign(campaign, out_dir, json_path, junit_path, report, _junit_suites(entry),
+                            lambda campaign: _show(entry, campaign), judge_of(entry),
+                            outputs="the output of the processes it started", asked=asked)
+    return campaign
 
 
 def _junit_suites(entry: Suite):
@@ -133,11 +171,21 @@ def _junit_suites(entry: Suite):
     def suites(campaign: dict) -> list:
         return junit.tally_suites(campaign, entry.checks(), entry.subject, campaign["summary"][entry.tallies])
 
-    return suites
+    return entry.hook("junit", "campaign_suites", suites)
 
 
-def _show(campaign: dict) -> None:
+def _show(entry: Suite, campaign: dict) -> None:
+    """The tallies, what the suite shows besides (its ``show``), the warnings, the subjects left out, the count."""
     console.print(toolkit.tallies_table(campaign))
-    summary = campaign["summary"]
-    points = f"; crash points hit: {', '.join(summary['points_hit'])}" if summary["points_hit"] else ""
-    console.print(f"{summary['total']} scenarios in {campaign['seconds']} s{points}", soft_wrap=True, highlight=False)
+    show = entry.function(entry.show)
+    if show is not None:
+        show(campaign)
+    for warning in campaign.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
+    for subject, why in campaign.get("left_out", {}).items():
+        console.print(f"left out: {subject}: {why}, so no scenario of this campaign could catch it",
+                      soft_wrap=True, highlight=False, markup=False)
+    summary, seconds = campaign["summary"], campaign["seconds"]
+    points = f"; crash points hit: {len(summary['points_hit'])}" if summary["points_hit"] else ""
+    console.print(f"{summary['total']} scenarios in {seconds} s ({summary['total'] / max(seconds, 1e-9):.1f}/s)"
+                  f"{points}", soft_wrap=True, highlight=False)

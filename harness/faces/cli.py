@@ -7,10 +7,10 @@ import json
 import click
 from eos_harness.faces.kafka_log import kafka_log_command
 from eos_harness.faces.kafka_metadata import kafka_metadata_command
-from eos_harness.faces.lifecycle import chaos_command, demo_command, run_command
+from eos_harness.faces.lifecycle import demo_command, run_command
 from eos_harness.faces.params import AT_LEAST_ONE
 from eos_harness.faces.report import report_command
-from eos_harness.faces.toolkit import console, seed_or_drawn, starts_store_processes
+from eos_harness.faces.toolkit import console, seed_or_drawn, starts_store_processes, suite_option
 from eos_harness.process.guard import STORE_TIMEOUT_S
 
 
@@ -36,10 +36,13 @@ def _without_suite(args: list[str]) -> list[str]:
     return out
 
 
+DEFAULT_SUITE = "lifecycle"  # the suite of ``run`` and ``chaos`` without ``--suite``
+
+
 class HarnessGroup(click.Group):
     """``run`` and ``chaos`` come from the suite registry (:data:`eos_harness.suite.SUITES`): with
     ``--suite NAME`` they are that suite's commands (the lifecycle suite's without it; a name no suite
-    has is left to the lifecycle command's ``--suite``, which lists the suites).
+    has is left to the registered command's ``--suite``, which lists the suites).
 
     Every command runs in a :func:`eos_harness.session.session` (one temp root, removed at the end;
     SIGTERM unwinds like Ctrl-C); an interrupted command exits 130 (SIGINT) or 143 (SIGTERM)."""
@@ -48,7 +51,7 @@ class HarnessGroup(click.Group):
         from eos_harness.suite import SUITES
 
         name, command, rest = super().resolve_command(ctx, args)
-        entry = SUITES.get(_suite_of(rest)) if name in ("run", "chaos") else None
+        entry = SUITES.get(_suite_of(rest) or DEFAULT_SUITE) if name in ("run", "chaos") else None
         if entry is not None:
             found = entry.command(name)
             if found is None:
@@ -193,25 +196,19 @@ def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> Non
     """``verify --list-checks``: every check ``verify`` may report, by suite, with its one-line meaning."""
     if not value or ctx.resilient_parsing:
         return
-    from eos_harness.stores.registry import caught_alone_by
-    from eos_harness.suite import SUITES
+    from eos_harness.suites.verify import listed_checks
 
-    for name, note, kind in (("conformance", "every key-value store", "mutant"),
-                             ("offsets", "checks a store does not qualify for are not_applicable, with the reason",
-                              "mutant"),
-                             ("windows", "window stores", "window-mutant")):
-        click.echo(f"{name} suite, {SUITES[name].title} ({note}):")
-        for check, meaning in SUITES[name].checks().items():
+    suites, offsets_scenarios = listed_checks()
+    for name, about, checks in suites:
+        click.echo(f"{name} suite, {about}:")
+        for check, meaning, mutants in checks:
             click.echo(f"  {check:<34} {meaning}")
-            mutants = caught_alone_by(check, kind)
             alone = (f"alone catches the built-in {', '.join(mutants)}" if mutants
                      else "no built-in mutant that it alone catches yet")
             click.echo(f"  {'':<34} {alone}")
-    from eos_harness.suites.offsets.runner import scenarios
-
     click.echo("offsets scenarios (verify STORE --offsets-scenario NAME runs one alone):")
-    for scenario in scenarios():
-        click.echo(f"  {scenario.name:<34} {', '.join(scenario.checks)}")
+    for scenario, checks in offsets_scenarios:
+        click.echo(f"  {scenario:<34} {', '.join(checks)}")
     ctx.exit(0)
 
 
@@ -259,22 +256,14 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     from eos_harness.rundir import RunDirError, write_text
     from eos_harness.stores import StoreFactoryError
     from eos_harness.suites.conformance.checks import GUARD_CHECKS
-    from eos_harness.suites.conformance.runner import ALLOWABLE
-    from eos_harness.suites.verify import verify_store
+    from eos_harness.suites.verify import VerifyOptionError, check_options, junit_suites, verify_store
     from eos_harness.verdict import exit_code
     from rich.table import Table
 
-    unknown = [c for c in allow if c not in ALLOWABLE]
-    if unknown:
-        raise click.BadParameter(f"unknown check {unknown[0]!r}; one of: {', '.join(ALLOWABLE)}", param_hint="--allow")
-    if offsets_scenarios:
-        from eos_harness.suites.offsets.runner import scenarios
-
-        known = [s.name for s in scenarios()]
-        unknown = [n for n in offsets_scenarios if n not in known]
-        if unknown:
-            raise click.BadParameter(f"no offsets scenario {unknown[0]!r}; one of: {', '.join(known)}",
-                                     param_hint="--offsets-scenario")
+    try:
+        check_options(allow, offsets_scenarios)
+    except VerifyOptionError as exc:
+        raise click.BadParameter(str(exc), param_hint=exc.option) from None
     if log_path is None and json_path:
         log_path = str(Path(json_path).with_suffix(".log"))
     try:
@@ -307,10 +296,8 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
             json_error = f"could not write {json_path}: {exc.strerror or exc}"
     if junit_path:
         from eos_harness.junit import write_junit
-        from eos_harness.suites.conformance.junit import verify_suites
 
-        json_error = json_error or write_junit(junit_path, verify_suites(result, result["suite"] == "windows"),
-                                                 f"eos-harness verify {store}")
+        json_error = json_error or write_junit(junit_path, junit_suites(result), f"eos-harness verify {store}")
     table = Table(title=f"conformance of {store}: {len(result['cases'])} cases")
     table.add_column("#", no_wrap=True)
     table.add_column("check", no_wrap=True)
@@ -407,6 +394,14 @@ def new_store_command(name: str, directory: str) -> None:
         raise click.UsageError(str(exc)) from None
     click.echo(f"wrote {written[0]} (fill in each method) and {written[1]}; then:\n"
                f"  eos-harness verify {name}:make_store --json {name}.json\n  pytest {written[1].name}")
+
+
+@click.command("chaos", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@suite_option(DEFAULT_SUITE)
+def chaos_command() -> None:
+    """Run a chaos campaign of a suite: random scenarios, seeds drawn from the campaign seed (`eos-harness chaos
+    --suite NAME --help` shows that suite's options)."""
+    # Never run: the group sends ``chaos`` to its suite's command (a --suite no suite has is refused above).
 
 
 main.add_command(run_command)

@@ -1,38 +1,24 @@
-"""CLI of the EOS task lifecycle suite: ``eos-harness run`` (one scenario), ``chaos`` (a campaign), ``demo``."""
+"""CLI of the EOS task lifecycle suite: ``eos-harness run`` (one scenario), ``demo``, and what its ``chaos``
+campaign (:mod:`eos_harness.faces.chaos`) shows besides its tallies."""
 
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import click
 from eos_harness.broker.opening import open_broker
-from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
 from eos_harness.faces import toolkit
 from eos_harness.faces.params import (
     AT_LEAST_ONE,
     POSITIVE_MINUTES,
-    STORE_LIST,
-    WORKLOAD_LIST,
     BrokerParam,
 )
 from eos_harness.faces.toolkit import console
-from eos_harness.models.workloads import CAMPAIGN_WORKLOADS, WORKLOADS
+from eos_harness.models.workloads import WORKLOADS
+from eos_harness.suite import BROKER_FORMS
 from eos_harness.verdict import ERROR
-
-BROKER_HELP = ("embedded (SQLite log) | kafka-local (start a local Kafka on 127.0.0.1) | kafka-local:3 "
-               "(three brokers) | kafka-quorum[:N] (3 dedicated KRaft controllers and N brokers) | "
-               "kafka://HOST:PORT (a running cluster)")
-
-UNTIL_FAILURE_HELP = ("Stop at the first failure of a store expected to pass (a bug found; a mutant caught is "
-                      "expected and does not stop it); when every store is a mutant or unsafe variant, at the first "
-                      "failure (caught). Everything that finished is written.")
-RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM, --until-failure) with its seed and "
-               "options, kept there when it started: the same plan, the scenarios that finished are not run again, "
-               "a --minutes campaign gets the time it had left; the JSON holds every scenario. --json, --junit, "
-               "--workers, --store-timeout and --until-failure may be given anew.")
 
 
 @click.command("run")
@@ -43,7 +29,7 @@ RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM, --unt
               help="Fault schedule, one per task instance: POINT[@n] (n-th time reached), kill@n "
                    "(driver SIGKILL after n events), or on Kafka broker-kill@n, broker-pause@n, "
                    "coordinator-kill@n, txn-timeout@n (see faults/kafka.py). Repeat or comma-separate.")
-@click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP)
+@click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_FORMS)
 @click.option("--records", type=AT_LEAST_ONE, default=None, help="Input records (default: the workload's).")
 @click.option("--commit-interval", type=AT_LEAST_ONE, default=10, show_default=True,
               help="Records processed between two commits of the task.")
@@ -57,8 +43,7 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
     from eos_harness.runtime import TaskConfig
     from eos_harness.stores import StoreFactoryError
     from eos_harness.stores.child_probe import store_ref
-    from eos_harness.suites.lifecycle.campaign import CHILDREN_LOG
-    from eos_harness.suites.lifecycle.runner import Scenario, check_workload_fits, error_verdict, run_scenario
+    from eos_harness.suites.lifecycle import runner
     from eos_harness.suites.lifecycle.schedule import ScheduleError, parse_store_schedule
 
     toolkit.require_kafka_extra(broker)
@@ -69,21 +54,21 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
         # output is kept for the run's log, off the terminal).
         with held_output(children=True):  # and a probe's, for a point of the store's own (see below)
             ref = store_ref(TaskConfig.for_store(store, broker="", state_dir="", workload=workload).store, store_timeout)
-            check_workload_fits(ref, workload)  # a global workload on a task's store: refused, saying why
+            runner.check_workload_fits(ref, workload)  # a global workload on a task's store: refused, saying why
             schedule, warning = parse_store_schedule(store, list(crash_at), store_timeout)
         if warning:
             console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
-        scenario = Scenario(store, workload, seed, schedule, broker=broker, records=records,
+        scenario = runner.Scenario(store, workload, seed, schedule, broker=broker, records=records,
                             commit_interval=commit_interval, store_timeout=store_timeout)
         out_dir = toolkit.run_outputs(json_path, junit_path, out, "run", seed, overwrite)
         with open_broker(broker, say=console.print) as opened:
             scenario = replace(scenario, broker=opened.spec)
             try:
-                result = run_scenario(scenario, out_dir, log=CHILDREN_LOG, faults_must_fire=True)
+                result = runner.run_scenario(scenario, out_dir, log=runner.CHILDREN_LOG, faults_must_fire=True)
             except (ScheduleError, StoreFactoryError, ValueError):
                 raise
             except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
-                result = error_verdict(scenario, exc, out_dir)
+                result = runner.error_verdict(scenario, exc, out_dir)
     except (ScheduleError, StoreFactoryError, ValueError) as exc:
         raise click.UsageError(str(exc)) from None
     except ClusterError as exc:
@@ -123,45 +108,10 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
     toolkit.finish_run(result, out_dir, json_error, not no_report, ("log", "the store's output"))
 
 
-def run_chaos(seed, stores, workloads, minutes, scenarios, out: Path, json_path, workers,
-              broker: BrokerSpec = EMBEDDED, store_timeout=None, junit_path=None, until_failure=False,
-              resume=False, report=True) -> dict:
-    """Run a campaign in the (prepared) run directory ``out`` (``resume``: continue the stopped one
-    there); print its table; write its JSON, JUnit and report."""
-    with open_broker(broker, say=console.print) as opened:
-        return _run_chaos(seed, stores, workloads, minutes, scenarios, out, json_path, workers, opened.spec,
-                          store_timeout, junit_path, until_failure, resume, report)
-
-
-def _run_chaos(seed, stores, workloads, minutes, scenarios, out_dir, json_path, workers, broker: BrokerSpec,
-               store_timeout=None, junit_path=None, until_failure=False, resume=False, report=True) -> dict:
-    from eos_harness.suites.lifecycle.campaign import run_campaign
-    from eos_harness.suites.lifecycle.junit import campaign_suites
-
-    console.print(f"seed: {seed}   broker: {broker.cli_text}   results: {out_dir}")
-    started = time.monotonic()
-    with toolkit.campaign_progress(out_dir, scenarios, resume) as on_result:
-        campaign = run_campaign(seed, out_dir, stores=stores, workloads=workloads, minutes=minutes,
-                                scenarios=scenarios, workers=workers, on_result=on_result, broker=broker,
-                                until_failure=until_failure, resume=resume,
-                                outputs=toolkit.kept_outputs(json_path, junit_path),
-                                **({} if store_timeout is None else {"store_timeout": store_timeout}))
-    campaign["seconds"] = round(time.monotonic() - started, 1)
-    toolkit.finish_campaign(campaign, out_dir, json_path, junit_path, report, campaign_suites, _show_chaos,
-                            outputs="the stores' output", asked="--stores" if stores else None)
-    return campaign
-
-
-def _show_chaos(campaign: dict) -> None:
-    console.print(toolkit.tallies_table(campaign))
-    for warning in campaign.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
-    for store, why in campaign.get("left_out", {}).items():
-        console.print(f"left out: {store}: {why}, so no scenario of this campaign could catch it",
-                      soft_wrap=True, highlight=False, markup=False)
+def show_campaign(campaign: dict) -> None:
+    """What a lifecycle campaign shows besides its tallies: the checks no scenario exercised on a store that
+    ran (not passed), with the condition each needs (:data:`~eos_harness.suites.lifecycle.coverage.CONDITIONS`)."""
     summary = campaign["summary"]
-    console.print(f"{summary['total']} scenarios in {campaign['seconds']} s "
-                  f"({summary['total'] / max(campaign['seconds'], 1e-9):.1f}/s); crash points hit: {len(summary['points_hit'])}")
     unexercised: dict[str, list[str]] = {}  # check -> the stores none of whose scenarios met its condition
     for store, tally in summary["stores"].items():
         for check in tally.get("not_exercised", []):
@@ -182,56 +132,6 @@ def _show_chaos(campaign: dict) -> None:
             for check, on in unexercised.items()), soft_wrap=True, highlight=False, markup=False)
 
 
-@click.command("chaos")
-@toolkit.campaign_options("lifecycle", "chaos", "A mutant caught is an expected failure (skipped, with its "
-                          "evidence); a mutant not caught is the failure of its testcase 'caught'.",
-                          UNTIL_FAILURE_HELP, RESUME_HELP)
-@click.option("--stores", type=STORE_LIST, default=None,
-              help="Comma-separated stores (default: every built-in store, mutant and unsafe variant).")
-@click.option("--workloads", type=WORKLOAD_LIST, default=None,
-              help=f"Comma-separated workloads (default: all of {', '.join(CAMPAIGN_WORKLOADS)}, global not on a "
-                   f"store that declares itself a task's; {', '.join(sorted(set(WORKLOADS) - set(CAMPAIGN_WORKLOADS)))} "
-                   "only when named: global is a global store fed by 3 changelog partitions).")
-@click.option("--broker", type=BrokerParam(), default="embedded", show_default=True, help=BROKER_HELP + "; on kafka-local or kafka-quorum the "
-              "campaign adds broker faults (broker-kill, broker-pause, coordinator-kill, txn-timeout)")
-@toolkit.store_timeout_option
-@toolkit.starts_store_processes
-def chaos_command(ctx, stores, workloads, minutes, scenarios, seed, json_path, out, workers, broker, overwrite,
-                  store_timeout, junit_path, until_failure, resume_dir, no_report):
-    """Run a chaos campaign: random scenarios over stores × workloads × crash schedules."""
-    from eos_harness.cluster import ClusterError
-    from eos_harness.stores import StoreFactoryError
-    from eos_harness.suites.lifecycle.campaign import SUITE
-
-    if resume_dir is not None:
-        state = toolkit.resumed_state(ctx, resume_dir, SUITE, ("stores", "workloads", "minutes", "scenarios", "seed",
-                                                               "out", "broker", "overwrite"),
-                                      " (start a new one, or give a longer one --minutes/--scenarios)")
-        seed, stores, workloads = state["seed"], state["stores"], state["workloads"]
-        try:
-            broker = parse(state["broker"])
-        except ValueError as exc:
-            raise click.UsageError(f"--resume {resume_dir}: {exc}") from None
-        minutes, scenarios = state["minutes"], state["scenarios"]
-        # Not the plan: these may be given anew.
-        workers = toolkit.given_or_kept(ctx, state, "workers", workers)
-        store_timeout = toolkit.given_or_kept(ctx, state, "store_timeout", store_timeout)
-        until_failure = until_failure or state.get("until_failure", False)
-        json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
-    toolkit.require_kafka_extra(broker)
-    seed = toolkit.seed_or_drawn(seed)
-    try:
-        out_dir = toolkit.campaign_outputs(json_path, junit_path, out, resume_dir, "chaos", seed, overwrite)
-        campaign = run_chaos(seed, stores, workloads, minutes, scenarios, out_dir, json_path, workers, broker,
-                             store_timeout, junit_path, until_failure, resume=resume_dir is not None,
-                             report=not no_report)
-    except (StoreFactoryError, ValueError) as exc:
-        raise click.UsageError(str(exc)) from None
-    except ClusterError as exc:
-        raise toolkit.incomplete(exc) from None
-    sys.exit(toolkit.campaign_exit(campaign))
-
-
 @click.command("demo")
 @click.option("--out", default="runs/demo", show_default=True)
 @click.option("--minutes", type=POSITIVE_MINUTES, default=1.0, show_default=True)
@@ -246,5 +146,16 @@ def demo_command(out, minutes, seed):
         out_dir = prepare(out, overwrite=True, given=Path(out) != Path("runs/demo"))
     except RunDirError as exc:
         raise click.UsageError(str(exc)) from None
-    campaign = run_chaos(seed, None, None, minutes, None, out_dir, None, 2)
+    from eos_harness.faces.chaos import prepare, run_and_show
+    from eos_harness.suite import SUITES
+    from eos_harness.suite_campaign import defaults
+
+    entry = SUITES["lifecycle"]
+    values = defaults(entry)
+    try:
+        running = prepare(entry, values)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    campaign = run_and_show(entry, seed, values, out_dir, minutes=minutes, scenarios=None, workers=entry.workers,
+                            running=running)
     sys.exit(toolkit.campaign_exit(campaign))

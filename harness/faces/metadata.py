@@ -43,8 +43,8 @@ def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, se
 
     from eos_harness.cluster import ClusterError
     from eos_harness.process.server import children_output
-    from eos_harness.suites.metadata.campaign import CHILDREN_LOG
     from eos_harness.suites.metadata.runner import (
+        CHILDREN_LOG,
         Scenario,
         ScheduleError,
         error_verdict,

@@ -26,8 +26,8 @@ class NameList(click.ParamType):
         self.what, self.choices, self.accept, self.accepted_also = what, choices, accept, accepted_also
 
     def convert(self, value, param, ctx) -> list[str]:
-        if isinstance(value, list):
-            return value
+        if isinstance(value, list | tuple):
+            return list(value)
         names = list(dict.fromkeys(n.strip() for n in str(value).split(",") if n.strip()))
         allowed = list(self.choices())
         also = f", or {self.accepted_also}" if self.accepted_also else ""

@@ -1,6 +1,6 @@
-"""CLI of the Spark suite: ``eos-harness run --suite spark …`` (one scenario) and
-``eos-harness chaos --suite spark …`` (a campaign over the matrix); the CLI's group sends them here
-from the suite registry (:data:`eos_harness.suite.SUITES`)."""
+"""CLI of the Spark suite: ``eos-harness run --suite spark …`` (one scenario; the CLI's group sends it here
+from the suite registry, :data:`eos_harness.suite.SUITES`), and what its ``chaos`` campaign
+(:mod:`eos_harness.faces.chaos`) shows besides its tallies: the matrix by configuration."""
 
 from __future__ import annotations
 
@@ -16,16 +16,9 @@ from eos_harness.faces.params import BrokerParam, require_extra
 from eos_harness.faces.report import write_run_report
 from eos_harness.faces.toolkit import console
 from eos_harness.junit import write_junit
-from eos_harness.rundir import RunDirError
 from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
-from eos_harness.suites.spark.campaign import (
-    SUITE,
-    counted_violations,
-    judge,
-    run_campaign,
-)
 from eos_harness.suites.spark.junit import spark_suites
-from eos_harness.suites.spark.plan import MATRIX_SINKS, MIN_BATCHES
+from eos_harness.suites.spark.plan import MIN_BATCHES, counted_violations
 from eos_harness.verdict import exit_code
 from rich.table import Table
 
@@ -173,78 +166,17 @@ def spark_run_command(pipeline, sink, provider, changelog, checkpoint_format, so
     sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
 
 
-UNTIL_FAILURE_HELP = ("Stop at the first unexpected failure (a real sink failing; the mutant sink is expected to "
-                      "fail); write everything.")
-SPARK_RESUME_HELP = ("Continue the stopped campaign of RUN_DIR (Ctrl-C, SIGTERM, --until-failure) with its seed "
-                     "and options, kept there when it started: the same plan, the scenarios that finished are not "
-                     "run again, a --minutes campaign gets the time it had left; the JSON holds every scenario. "
-                     "--json, --junit, --workers and --until-failure may be given anew.")
-
-
-@click.command("chaos")
-@toolkit.campaign_options("spark", "spark-chaos",
-                          "The mutant sink caught is an expected failure (skipped, with its evidence).",
-                          UNTIL_FAILURE_HELP, SPARK_RESUME_HELP, minutes="Stop starting scenarios after this long.",
-                          scenarios="Run this many scenarios (default: the whole matrix).")
-@click.option("--source", type=click.Choice(["file", "kafka"]), default="file", show_default=True)
-@click.option("--strict", is_flag=True, help="At-least-once duplicates fail the verdict.")
-@click.option("--sinks", default=",".join(MATRIX_SINKS), show_default=True,
-              help="Comma-separated sinks of the matrix (file, foreach, kafka).")
-@click.option("--broker", type=BROKER, default="kafka-local", help=BROKER_HELP)
-def spark_chaos_command(ctx, source, minutes, scenarios, strict, seed, json_path, out, workers, sinks, broker,
-                        overwrite, junit_path, until_failure, resume_dir, no_report):
-    """Run a Spark chaos campaign over pipeline × sink × state provider × checkpoint format × crash window."""
-    if resume_dir is not None:
-        state = toolkit.resumed_state(ctx, resume_dir, SUITE, ("source", "minutes", "scenarios", "strict", "seed",
-                                                               "out", "sinks", "broker", "overwrite"))
-        seed, minutes, scenarios, source, strict = (state["seed"], state["minutes"], state["scenarios"],
-                                                    state["source"], state["strict"])
-        sinks = ",".join(state["sinks"])
-        try:
-            broker = BROKER.convert(state.get("broker") or "kafka-local", None, ctx)
-        except click.BadParameter as exc:
-            raise click.UsageError(f"--resume {resume_dir}: {exc.format_message()}") from None
-        workers = toolkit.given_or_kept(ctx, state, "workers", workers)
-        until_failure = until_failure or state.get("until_failure", False)
-        json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
-    chosen = tuple(s.strip() for s in sinks.split(",") if s.strip())
-    wrong = [s for s in chosen if s not in MATRIX_SINKS]
-    if wrong or not chosen:
-        raise click.BadParameter(f"{', '.join(wrong) or 'nothing'}: choose from {', '.join(MATRIX_SINKS)}",
-                                 param_hint="--sinks")
-    require_extra("spark", "--suite spark")
-    if source == "kafka" or "kafka" in chosen:
-        require_extra("kafka", "--source kafka" if source == "kafka" else "--sinks kafka")
-    seed = toolkit.seed_or_drawn(seed)
-    try:
-        out_dir = toolkit.campaign_outputs(json_path, junit_path, out, resume_dir, "spark-chaos", seed, overwrite)
-    except RunDirError as exc:
-        raise click.UsageError(str(exc)) from None
-    console.print(f"seed: {seed}   results: {out_dir}")
-
-    def on_result(result: dict) -> None:
-        console.print(f"  {result['verdict']:<15} {result['repro']}", markup=False, highlight=False)
-
-    with _kafka(broker, source == "kafka" or "kafka" in chosen) as kafka:
-        campaign = run_campaign(seed, out_dir, minutes, scenarios, source, strict, on_result, workers, chosen, kafka,
-                                until_failure=until_failure, resume=resume_dir is not None,
-                                options={"broker": broker.cli_text, **toolkit.kept_outputs(json_path, junit_path)})
-
-    def show(campaign: dict) -> None:
-        console.print(_matrix_table(campaign["scenarios"], f"spark chaos, seed {seed}: "
-                                                           f"{campaign['summary']['total']} scenarios by configuration"))
-        failing = [r for r in campaign["scenarios"] if r["verdict"] != "pass"]
-        if failing:
-            console.print(_table(failing, f"the {len(failing)} scenarios that did not pass"))
-        for r in campaign["scenarios"]:
-            if r["verdict"] == "fail":
-                for v in counted_violations(r, strict)[:3]:
-                    console.print(f"  {r['pipeline']}/{r['sink']}: {v['check']} key={v['key']} "
-                                  f"observed={str(v['observed'])[:300]}", markup=False, highlight=False)
-
-    def junit_suites(campaign: dict) -> list:
-        return spark_suites(campaign["scenarios"], strict, cut_short=campaign.get("stopped") is not None)
-
-    toolkit.finish_campaign(campaign, out_dir, json_path, junit_path, not no_report, junit_suites, show,
-                            lambda result: judge(result, strict))
-    sys.exit(toolkit.campaign_exit(campaign, lambda result: judge(result, strict)))
+def show_campaign(campaign: dict) -> None:
+    """What a Spark campaign shows besides its tallies: a row per configuration, the scenarios that did not
+    pass, and the first violations of each failing one."""
+    strict = bool(campaign.get("strict"))
+    console.print(_matrix_table(campaign["scenarios"], f"spark chaos, seed {campaign['seed']}: "
+                                                       f"{campaign['summary']['total']} scenarios by configuration"))
+    failing = [r for r in campaign["scenarios"] if r["verdict"] != "pass"]
+    if failing:
+        console.print(_table(failing, f"the {len(failing)} scenarios that did not pass"))
+    for r in campaign["scenarios"]:
+        if r["verdict"] == "fail":
+            for v in counted_violations(r, strict)[:3]:
+                console.print(f"  {r['pipeline']}/{r['sink']}: {v['check']} key={v['key']} "
+                              f"observed={str(v['observed'])[:300]}", markup=False, highlight=False)

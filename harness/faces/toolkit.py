@@ -193,19 +193,17 @@ def require_kafka_extra(broker: BrokerSpec) -> None:
         require_extra("kafka", f"--broker {broker.cli_text}")
 
 
-def campaign_exit(campaign: dict, judge: Callable[[dict], str] | None = None) -> int:
+def campaign_exit(campaign: dict) -> int:
     """The exit code of a campaign of any suite: 130/143 when interrupted (SIGINT/SIGTERM), else
-    :func:`eos_harness.campaign_summary.campaign_exit_code` from its verdicts (``judge``: a result's
-    verdict, as the suite judges it; its recorded verdict by default) and the tallies its suite keeps
-    (``campaign["suite"]``); 3 for a campaign that passed whose JUnit file could not be written."""
-    from eos_harness.campaign_summary import campaign_exit_code
+    :func:`eos_harness.suite_campaign.exit_code` from its verdicts, as its suite (``campaign["suite"]``)
+    judges them; 3 for a campaign that passed whose JUnit file could not be written."""
     from eos_harness.suite import suite
+    from eos_harness.suite_campaign import exit_code
 
     interrupted = interrupted_exit_code(campaign)
     if interrupted is not None:
         return interrupted
-    code = campaign_exit_code(campaign, suite(campaign["suite"]).tallies,
-                              **({} if judge is None else {"judge": judge}))
+    code = exit_code(suite(campaign["suite"]), campaign)
     return EXIT_INCOMPLETE if code == 0 and campaign.get("junit_error") else code
 
 

@@ -3,7 +3,7 @@ renderer draws. It reads only files (never a live system) and never raises on a 
 every file it cannot read in full becomes a :class:`Problem` naming the file and what is wrong,
 and the view holds what could be read. A directory with no run in it raises :class:`NoRun`.
 
-What it recognises (the files the suites write, see ``suites/*/runner.py`` and ``campaign.py``):
+What it recognises (the files the suites write, see ``suites/*/runner.py`` and :mod:`eos_harness.suite_campaign`):
 
 - a lifecycle campaign: ``chaos.json`` (or, when it is missing or unreadable, ``results.jsonl``)
   with ``scenario-NNNNN/{verdict.json,history.jsonl}``;
@@ -548,7 +548,7 @@ def spark_configuration(r: dict) -> str:
 
 
 def _spark_verdict(r: dict) -> str:
-    """As ``suites.spark.campaign.judge``: violations marked ``strict_only`` fail only under --strict."""
+    """As ``suites.spark.plan.judge``: violations marked ``strict_only`` fail only under --strict."""
     verdict = str(r.get("verdict", "?"))
     if verdict in (NOT_APPLICABLE, ERROR) or not isinstance(r.get("violations"), list):
         return verdict

@@ -9,12 +9,7 @@ from eos_harness import junit
 from eos_harness.junit import Suite
 from eos_harness.suites.lifecycle.checks import CHECKS
 
-__all__ = ["campaign_suites", "run_suites"]
-
-
-def campaign_suites(campaign: dict) -> list[Suite]:
-    """A chaos campaign (its JSON object) as JUnit testsuites, one per store of the campaign."""
-    return junit.tally_suites(campaign, CHECKS, "store", campaign["summary"]["stores"])
+__all__ = ["run_suites"]
 
 
 def run_suites(result: dict) -> list[Suite]:

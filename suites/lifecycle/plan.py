@@ -27,9 +27,10 @@ from eos_harness.runtime import (
     P_MID_BATCH,
     P_MID_REPLAY,
 )
+from eos_harness.stores import StoreRef
 from eos_harness.stores.probe import reached_points
 from eos_harness.stores.registry import base_store, builtin_spec, builtin_specs
-from eos_harness.suites.lifecycle.runner import Scenario
+from eos_harness.suites.lifecycle.scenario import Scenario
 from eos_harness.suites.lifecycle.schedule import Fault
 
 LIFECYCLE_POINTS = (P_MID_BATCH, P_BEFORE_EOS, P_AFTER_EOS, P_AFTER_STORE, P_AFTER_CHECKPOINT, P_CLOSE_MID)
@@ -325,6 +326,30 @@ def expected(store: str) -> tuple[bool, tuple[str, ...]]:
     return expected_to_fail(store), ()
 
 
+def declared_task_stores(refs: Mapping[str, StoreRef]) -> list[str]:
+    """The stores that declare themselves a task's (``Capabilities(several_changelog_partitions=False)``)."""
+    return [s for s, ref in refs.items() if not getattr(ref.capabilities, "several_changelog_partitions", True)]
+
+
+def left_out(stores: list[str], workloads: list[str], refs: Mapping[str, StoreRef]) -> dict[str, str]:
+    """The stores none of whose scenarios on ``workloads`` could catch what they are expected to fail on
+    (a mutant whose mistake is in an operation none of them uses), with why: not run, not judged."""
+    tasks = declared_task_stores(refs)
+    return {s: why for s in stores if (why := out_of_reach(s, workloads, s in tasks))}
+
+
+def check_options(options: Mapping) -> None:
+    """A ValueError when none of the campaign's stores can be run (each left out: :func:`left_out`);
+    ``refs``: its stores, resolved at the edge."""
+    refs = options["refs"]
+    outside = left_out(list(options["stores"]), list(options["workloads"]), refs)
+    if len(outside) == len(options["stores"]):
+        raise ValueError("no store left to run: " + "; ".join(f"{s}: {why}" for s, why in outside.items()))
+
+
+runs_alone = affects_cluster  # the suite contract's name for it
+
+
 def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     """:func:`campaign_plan` of the campaign's ``stores`` and ``workloads`` on its broker (``opened``: the
     broker opened for it; ``reached``: the crash points each store's probe reached, else probed here), with
@@ -333,11 +358,13 @@ def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     a global store."""
     broker = parse(options.get("opened") or options.get("broker") or EMBEDDED, internal=True)
     faults = options["broker_faults"] if "broker_faults" in options else kafka_faults(broker)
-    task_stores = set(options.get("task_stores") or ())
+    if not options["stores"]:
+        return iter(())
+    tasks = set(options.get("task_stores") or ())
     planned = campaign_plan(seed, list(options["stores"]), list(options.get("workloads") or CAMPAIGN_WORKLOADS),
                             broker=broker, broker_faults=faults, reached=options.get("reached"),
-                            task_stores=task_stores)
-    if task_stores:  # a task's store runs no workload of a global store (several changelog partitions)
-        planned = (s for s in planned if s.store not in task_stores or WORKLOADS[s.workload].changelog_partitions < 2)
+                            task_stores=tasks)
+    if tasks:  # a task's store runs no workload of a global store (several changelog partitions)
+        planned = (s for s in planned if s.store not in tasks or WORKLOADS[s.workload].changelog_partitions < 2)
     timeout = options.get("store_timeout")
     return planned if timeout is None else (replace(scenario, store_timeout=timeout) for scenario in planned)

@@ -40,7 +40,7 @@ from eos_harness.runtime import (
     P_MID_BATCH,
     P_MID_REPLAY,
 )
-from eos_harness.suites.lifecycle.runner import Scenario
+from eos_harness.suites.lifecycle.scenario import Scenario
 from eos_harness.suites.lifecycle.schedule import Fault
 
 __all__ = ["fireable", "reachable_faults"]

@@ -18,17 +18,21 @@ The checkers then judge the history against the lifecycle model.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import shutil
 import time
 import uuid
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from eos_harness.broker import connect
-from eos_harness.broker.spec import EMBEDDED, BrokerSpec, parse
+from eos_harness.broker.spec import BrokerSpec
+from eos_harness.commands import command_line
 from eos_harness.faults import kinds
 from eos_harness.history import History
 from eos_harness.models.lifecycle import LifecycleModel
@@ -38,53 +42,22 @@ from eos_harness.process.server import children_output
 from eos_harness.process.zombies import zombies
 from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
-from eos_harness.runtime.store_duties import metrics_of, warnings_of
-from eos_harness.stores import StoreRef
+from eos_harness.runtime.store_duties import metrics_of, store_metrics, warnings_of
+from eos_harness.stores import StoreFactoryError, StoreRef
 from eos_harness.stores.child_probe import store_ref
-from eos_harness.stores.registry import builtin_spec
+from eos_harness.stores.probe import probe_store
+from eos_harness.stores.registry import base_store, builtin_spec
+from eos_harness.suite import CampaignSession
+from eos_harness.suites.lifecycle import plan
 from eos_harness.suites.lifecycle.checks import broker_failure, check_all, recovery_report
-from eos_harness.suites.lifecycle.coverage import exercised, not_applicable
+from eos_harness.suites.lifecycle.coverage import declared_not_applicable, exercised, not_applicable
 from eos_harness.suites.lifecycle.instance import Instance, _run_instance
-from eos_harness.suites.lifecycle.schedule import Fault, ScheduleError
-from eos_harness.verdict import PASS, Violation, error_reason, unfired_is_error, verdict_of
+from eos_harness.suites.lifecycle.scenario import Scenario
+from eos_harness.suites.lifecycle.schedule import ScheduleError
+from eos_harness.verdict import PASS, Violation, error_reason, finding_violation, unfired_is_error, verdict_of
 
-__all__ = ["Scenario", "broker_spec", "check_workload_fits", "error_result", "error_verdict", "run_one", "run_scenario",
-           "verdict"]
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One scenario. ``broker``: what it runs on, a :class:`BrokerSpec` (its text is accepted and
-    parsed): a started ``kafka-local`` is a ``kafka://127.0.0.1:…`` spec whose CLI text, in the
-    replay command, stays ``kafka-local``."""
-
-    store: str
-    workload: str
-    seed: int
-    schedule: tuple[Fault, ...] = ()
-    broker: BrokerSpec = EMBEDDED
-    records: int | None = None
-    commit_interval: int = 10
-    store_timeout: float = STORE_TIMEOUT_S  # bound on one call into the store (a longer one: store_hang)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "broker", parse(self.broker, internal=True))
-
-    def repro(self) -> str:
-        from eos_harness.commands import command_line
-
-        words = ["run", "--store", self.store, "--workload", self.workload]
-        if self.schedule:
-            words += ["--crash-at", ",".join(map(str, self.schedule))]
-        if self.broker.is_kafka:
-            words += ["--broker", self.broker.cli_text]
-        if self.records is not None:
-            words += ["--records", self.records]
-        if self.commit_interval != 10:
-            words += ["--commit-interval", self.commit_interval]
-        if self.store_timeout != STORE_TIMEOUT_S:
-            words += ["--store-timeout", f"{self.store_timeout:g}"]
-        return command_line(*words, "--seed", self.seed)
+__all__ = ["CHILDREN_LOG", "FATAL", "Scenario", "broker_spec", "campaign_fields", "campaign_session",
+           "check_workload_fits", "error_result", "error_verdict", "probe_stores", "run_one", "run_scenario", "verdict"]
 
 
 def _input_records(scenario: Scenario) -> list[tuple[bytes, bytes]]:
@@ -283,3 +256,80 @@ def run_one(scenario: Scenario, directory: Path) -> dict:
 
 
 error_result = error_verdict  # the suite contract's name for it
+
+
+# -- a campaign (the suite contract, :mod:`eos_harness.suite_campaign`) ---------------------------------------
+
+CHILDREN_LOG = "children.log"  # in the run directory: every child's stdout and stderr (the JSON's ``log``)
+FATAL = (ScheduleError, StoreFactoryError)  # a campaign whose schedule or store cannot be read stops: its input is wrong
+
+
+@contextlib.contextmanager
+def campaign_session(options: Mapping, say: Callable[[str], object] = lambda text: None) -> Iterator[CampaignSession]:
+    """The campaign's broker, opened once for every scenario (``opened`` when the caller opened it), and each
+    store probed once in a child (:func:`probe_stores`) before the plan: a store that hangs, raises or returns
+    a wrong type there is a result of its own (``"probe": true``) and is not planned; a crash point it
+    reaches but never declared is declared for the run and planned, with a warning (``warnings``). A store
+    these workloads cannot catch is left out (:func:`.plan.left_out`); a task's store gets no workload of a global
+    store. ``refs``: the stores resolved at the edge (else resolved here)."""
+    from eos_harness.broker.opening import open_broker
+    from eos_harness.process.server import held_output
+
+    timeout, workloads = options.get("store_timeout") or STORE_TIMEOUT_S, list(options["workloads"])
+    given = options.get("refs") or {}
+    with held_output(children=True):  # its module's output on import: for the run's log, off the terminal
+        refs = {s: store_ref(given.get(s) or base_store(s), timeout) for s in options["stores"]}
+    task_stores = plan.declared_task_stores(refs)
+    outside = plan.left_out(list(refs), workloads, refs)
+    stores = [s for s in refs if s not in outside]
+    if not stores:
+        raise ValueError("no store left to run: " + "; ".join(f"{s}: {why}" for s, why in outside.items()))
+    with contextlib.ExitStack() as stack:
+        broker = options.get("opened") or stack.enter_context(open_broker(options["broker"], say=say)).spec
+        faults = plan.kafka_faults(broker)
+        reached, probed, warnings = probe_stores(stores, options["seed"], timeout, broker, options["workers"])
+        yield CampaignSession(
+            {"stores": [s for s in stores if s in reached], "workloads": workloads, "opened": broker,
+             "reached": reached, "broker_faults": faults, "store_timeout": timeout, "task_stores": task_stores},
+            results=probed, left_out=outside, fields={"kafka_faults": faults, "warnings": warnings},
+            not_applicable={s: declared_not_applicable(refs[s].window, s in task_stores) for s in stores})
+
+
+def campaign_fields(campaign: dict) -> dict:
+    """What a campaign's JSON says besides: the warnings of its probes and scenarios (once each), and each
+    store's KIP-892 commit metrics over its scenarios (``metrics``)."""
+    results = [r for r in campaign["scenarios"] if not r.get("probe")]
+    return {"warnings": list(dict.fromkeys(campaign.get("warnings", []) + [w for r in results
+                                                                          for w in r.get("warnings", [])])),
+            "metrics": store_metrics(results)}
+
+
+def probe_stores(stores: list[str], seed: int, store_timeout: float, broker: BrokerSpec,
+                 workers: int) -> tuple[dict[str, list[str]], list[dict], list[str]]:
+    """Probe each store once (in children, at most ``workers`` at a time): the crash points of each
+    store that can be planned, a result for each store that broke the protocol (``fail``; not
+    planned) or could not be probed (``error``; planned with the points found), and the warnings. A
+    crash point a store reaches but never declared is declared for the run (here, and in each task
+    process that arms it) and planned like a declared one, with a warning that says how to declare it."""
+    from eos_harness.faults import points
+
+    specs = {s: base_store(s) for s in stores}
+    unique = sorted(set(specs.values()))
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        probes = dict(zip(unique, pool.map(lambda spec: probe_store(spec, store_timeout), unique), strict=True))
+    reached: dict[str, list[str]] = {}
+    results: list[dict] = []
+    warnings = [w for spec in unique if (w := probes[spec].undeclared_warning(spec))]
+    for name in (p for spec in unique for p in probes[spec].undeclared):
+        points.declare_for_run(name)
+    for store, spec in specs.items():
+        probe = probes[spec]
+        base = {**verdict(Scenario(store, "-", seed, broker=broker), [], [], []), "workload": None, "probe": True,
+                "index": "probe", "repro": command_line("verify", spec, "--store-timeout", f"{store_timeout:g}")}
+        if probe.finding is not None:
+            results.append({**base, "verdict": "fail", "violations": [finding_violation(probe.finding).to_json()]})
+            continue
+        reached[store] = [*probe.points, *probe.undeclared]
+        if probe.error:
+            results.append({**base, "verdict": "error", "error": probe.error})
+    return reached, results, warnings

@@ -8,12 +8,7 @@ from eos_harness import junit
 from eos_harness.junit import Suite
 from eos_harness.suites.metadata.checks import CHECKS
 
-__all__ = ["campaign_suites", "run_suites"]
-
-
-def campaign_suites(campaign: dict) -> list[Suite]:
-    """A metadata chaos campaign (its JSON object) as JUnit testsuites, one per system it names."""
-    return junit.tally_suites(campaign, CHECKS, "system", campaign["summary"]["systems"])
+__all__ = ["run_suites"]
 
 
 def run_suites(result: dict) -> list[Suite]:

@@ -7,11 +7,11 @@ configuration (pipeline, sink, state provider, checkpoint format, source), a tes
 from __future__ import annotations
 
 from eos_harness.junit import FAILED, SKIPPED, Case, Scenario, Suite, check_cases, completed_case
-from eos_harness.suites.spark.campaign import counted_violations, judge
 from eos_harness.suites.spark.checks import CHECKS
+from eos_harness.suites.spark.plan import counted_violations, judge
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE
 
-__all__ = ["configuration_name", "spark_suites"]
+__all__ = ["campaign_suites", "configuration_name", "spark_suites"]
 
 
 def configuration_name(result: dict) -> str:
@@ -53,3 +53,9 @@ def spark_suites(results: list[dict], strict: bool, cut_short: bool = False, lab
                                   f"check caught it (a hole in the harness); replay: {ran[0]['repro']}"))
         suites.append(Suite(name, cases, properties))
     return suites
+
+
+def campaign_suites(campaign: dict) -> list[Suite]:
+    """A chaos campaign (its JSON object) as testsuites, one per configuration (:func:`spark_suites`)."""
+    return spark_suites(campaign["scenarios"], bool(campaign.get("strict")),
+                        cut_short=campaign.get("stopped") is not None)

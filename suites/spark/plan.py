@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from eos_harness.commands import command_line
 from eos_harness.faults import kinds
 from eos_harness.faults.spark import parse_target
 from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
+from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, verdict_of
 
 STATE_CONFIGS = (("hdfs", False), ("rocksdb", False), ("rocksdb", True))  # provider, changelog checkpointing
 
@@ -46,6 +47,7 @@ class SparkScenario:
     seed: int = 0
     batches: int = 5
     strict: bool = False
+    kafka: str | None = field(default=None, compare=False)  # the bootstrap servers of a campaign's Kafka, if any
 
     def validate(self) -> None:
         if self.pipeline not in PIPELINES:
@@ -163,13 +165,16 @@ def campaign_plan(seed: int, count: int | None, source: str = "file", batches: i
 # -- the suite contract (:mod:`eos_harness.suite`) ------------------------------------------------------
 
 
+CONTROLS = (MUTANT_SINK,)  # every campaign runs the mutant sink first: it shows the checks can fail
+
+
 def known_subjects() -> list[str]:
     return list(MATRIX_SINKS)
 
 
 def subjects(given: list[str] | None) -> list[str]:
-    """The sinks of the matrix given (every one by default), the mutant sink first: it is always planned."""
-    return [MUTANT_SINK, *(s for s in (given or MATRIX_SINKS) if s != MUTANT_SINK)]
+    """The sinks of the matrix given, every one by default (the mutant sink, a control, is always planned)."""
+    return list(given or MATRIX_SINKS)
 
 
 def expected(sink: str) -> tuple[bool, tuple[str, ...]]:
@@ -177,7 +182,45 @@ def expected(sink: str) -> tuple[bool, tuple[str, ...]]:
     return sink == MUTANT_SINK, ()
 
 
+def counted_violations(result: dict, strict: bool) -> list[dict]:
+    """The violations of a scenario's result that fail its verdict (``strict_only`` ones only when ``strict``)."""
+    return [v for v in result["violations"] if Violation.from_json(v).counts(strict)]
+
+
+def judge(result: dict, strict: bool | None = None) -> str:
+    """A scenario's verdict from its fields: ``not_applicable`` and ``error`` as recorded (nothing
+    was judged), else :func:`verdict_of` its violations (duplicates of the at-least-once Kafka sink
+    are ``strict_only``: they fail only under ``--strict``; ``strict`` None: as the scenario ran)."""
+    if result["verdict"] in (NOT_APPLICABLE, ERROR):
+        return result["verdict"]
+    strict = bool(result.get("strict")) if strict is None else strict
+    return verdict_of([Violation.from_json(v) for v in result["violations"]], strict)
+
+
+def unexpected(result: dict, strict: bool) -> bool:
+    """Whether a scenario's result is not the one expected: a real sink that failed, or the mutant
+    sink (``expected: caught``) that was not caught."""
+    verdict = judge(result, strict)
+    if result["expected"] == "caught":
+        return verdict != FAIL
+    return verdict == FAIL
+
+
+def check_options(options: Mapping) -> None:
+    """The ``kafka`` extra, when the campaign's source or a sink of it is Kafka (MissingExtra, a usage error)."""
+    from eos_harness.extras import require
+
+    if options.get("source") == "kafka":
+        require("kafka", "--source kafka")
+    if "kafka" in options["sinks"]:
+        require("kafka", "--sinks kafka")
+
+
 def campaign(seed: int, options: Mapping) -> list:
-    """:func:`campaign_plan` of the campaign's ``source``, ``sinks`` and ``strict``, its first ``scenarios``."""
-    return campaign_plan(seed, options.get("scenarios"), options.get("source", "file"),
-                         sinks=tuple(s for s in options["sinks"] if s != MUTANT_SINK), strict=bool(options.get("strict")))
+    """:func:`campaign_plan` of the campaign's ``source``, ``sinks`` and ``strict``, its first ``scenarios``;
+    ``kafka``: the bootstrap servers of the Kafka its campaign opened, for the scenarios that use it."""
+    planned = campaign_plan(seed, options.get("scenarios"), options.get("source", "file"),
+                            sinks=tuple(s for s in options["sinks"] if s != MUTANT_SINK),
+                            strict=bool(options.get("strict")))
+    kafka = options.get("kafka")
+    return planned if kafka is None else [replace(s, kafka=kafka) for s in planned]

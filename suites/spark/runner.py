@@ -15,6 +15,7 @@ import os
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from eos_harness.suites.spark.checks import (
     read_file_sink,
     recorded_watermarks,
 )
-from eos_harness.suites.spark.plan import SparkScenario
+from eos_harness.suites.spark.plan import SparkScenario, judge, matrix
 from eos_harness.verdict import (
     ERROR,
     NOT_APPLICABLE,
@@ -386,8 +387,33 @@ def _latencies(files: dict[str, list[str]], roots: dict[str, Path]) -> dict:
     return {"batch_latencies": sorted(out)}
 
 
-def run_one(scenario: SparkScenario, directory: Path, kafka: str | None = None) -> dict:
-    """One scenario of a campaign (the suite contract); ``kafka``: the bootstrap servers of its Kafka source
-    or sink, when it has one. A scheduled kill never reached makes it an error (the campaign's plan lands
-    every kill within its run: :func:`eos_harness.suites.spark.plan.campaign_plan`)."""
-    return run_spark_scenario(scenario, directory, kafka=kafka, faults_must_fire=True)
+def run_one(scenario: SparkScenario, directory: Path) -> dict:
+    """One scenario of a campaign (the suite contract), on the Kafka its campaign opened (``scenario.kafka``)
+    when its source or sink is Kafka. A scheduled kill never reached makes it an error (the campaign's plan
+    lands every kill within its run: :func:`eos_harness.suites.spark.plan.campaign_plan`)."""
+    return run_spark_scenario(scenario, directory, kafka=scenario.kafka, faults_must_fire=True)
+
+
+@contextlib.contextmanager
+def campaign_session(options: Mapping, say: Callable[[str], object] = lambda text: None) -> Iterator[dict]:
+    """The campaign's Kafka, when its source or a sink is Kafka: ``kafka-local`` and ``kafka-quorum`` started
+    once for every scenario and always stopped, ``kafka://`` checked to answer (``kafka``: its bootstrap
+    servers, for the plan)."""
+    if options.get("source") != "kafka" and "kafka" not in options["sinks"]:
+        yield options
+        return
+    from eos_harness.broker.opening import open_broker
+
+    with open_broker(options["broker"], say=say) as opened:
+        yield {**options, "kafka": opened.bootstrap_servers}
+
+
+def campaign_fields(campaign: dict) -> dict:
+    """The campaign's summary with the scenarios Spark refused (``not_applicable``), the size of the matrix
+    (with the mutant sink) and the duplicates of the at-least-once Kafka sink."""
+    results = campaign["scenarios"]
+    return {"summary": {**campaign["summary"],
+                        "not_applicable": [judge(r) for r in results].count(NOT_APPLICABLE),
+                        "matrix_size": len(matrix(campaign["source"], tuple(campaign["sinks"]))) + 1,
+                        "duplicates": sum(r.get("duplicates", {}).get("count", 0) for r in results
+                                          if r["sink"] == "kafka")}}
