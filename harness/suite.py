@@ -124,15 +124,13 @@ class Suite:
 
     def command(self, which: str):
         """The suite's ``run`` or ``chaos`` click command; None when it has none."""
-        target = self.run if which == "run" else self.chaos
-        if target is None:
+        found = self.function(self.run if which == "run" else self.chaos)
+        if found is None:
             return None
-        module, _, attribute = target.partition(":")
-        found = getattr(importlib.import_module(module), attribute)
         return found if hasattr(found, "params") else found(self)  # a command, or one made for this suite
 
     def function(self, target: str | None):
-        """The function a ``module:attribute`` field names (``show``), or None."""
+        """What a ``module:attribute`` field names (``run``, ``chaos``, ``show``), or None."""
         if target is None:
             return None
         module, _, attribute = target.partition(":")
