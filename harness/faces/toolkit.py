@@ -291,8 +291,7 @@ def tallies_table(campaign: dict):
     entry, summary = suite(campaign["suite"]), campaign["summary"]
     tallies = summary[entry.tallies]
     named = any(t.get("caught_by") for t in tallies.values())
-    title = "chaos campaign" if entry.name == "lifecycle" else f"{entry.name} chaos campaign"
-    table = Table(title=f"{title}, seed {campaign['seed']}: {summary['total']} scenarios")
+    table = Table(title=f"{entry.name} chaos campaign, seed {campaign['seed']}: {summary['total']} scenarios")
     for col in (entry.subject, "expected", "scenarios", "failed", "verdict", *(["caught by"] if named else []),
                 "checks that fired"):
         table.add_column(col)
