@@ -7,8 +7,8 @@ BIN := $(VENV)/bin
 CONSTRAINTS ?= constraints.txt
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) | cksum | cut -d' ' -f1)
 RUN_DIR ?= runs/demo
-# The edit loop's tier: no Kafka, no Spark, no JVM, none of the opt-in tiers, nothing `heavy` (conftest.py).
-CHECK_MARKERS := not slow and not docker and not browser and not install and not kafka and not spark and not heavy
+# The edit loop's tier: no Kafka, no Spark, no JVM (jvm: Kafka Streams' own stores), none of the opt-in tiers, nothing `heavy` (conftest.py).
+CHECK_MARKERS := not slow and not docker and not browser and not install and not kafka and not spark and not heavy and not jvm
 
 .PHONY: demo test check test-lowest test-beside setup jars lint bench clean docker-image test-docker test-browser
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 __all__ = [
     "CrashPoint",
     "UnknownCrashPoint",
+    "active",
     "arm",
     "armed",
     "crash_point",
@@ -138,6 +139,12 @@ def arm(name: str, hit: int = 1, action: str = KILL) -> None:
 
 def armed() -> dict[str, tuple[int, str]]:
     return {name: (left, action) for name, (left, action) in _armed.items()}
+
+
+def active() -> bool:
+    """Whether any point is armed or traced in this process (a store that reaches its points through
+    another process, a JVM's, asks it only then: unarmed and untraced, its points cost nothing)."""
+    return bool(_armed) or _trace is not None
 
 
 def disarm_all() -> None:

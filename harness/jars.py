@@ -241,7 +241,7 @@ def _load_bundles() -> None:
     """Import the modules that register bundles (each integration declares its own)."""
     import importlib
 
-    for module in ("eos_harness.cluster", "eos_harness.spark"):
+    for module in ("eos_harness.cluster", "eos_harness.spark", "eos_harness.kafka_streams.bundles"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

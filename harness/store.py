@@ -152,6 +152,16 @@ class Capabilities:
       (``partitions_committed_together``, ``partitions_one_commit``, a commit naming only some
       partitions, a partition never committed beside committed ones) are not checked, the lifecycle's
       global workload is not run, and everything else is checked as for any store.
+    * ``commit_durable``: a commit that returned survives a crash of the store's process: after it the
+      store holds the last committed state. Declared False (a store that keeps its commits in memory
+      until it flushes, as Kafka Streams' RocksDB store does: it writes with RocksDB's write-ahead log
+      disabled and counts on the changelog, which "Kafka Streams guarantees to restore ... by replaying
+      the corresponding changelog topics", Kafka Streams' architecture documentation, Fault Tolerance):
+      after a crash the store may hold the state of any commit since it was last closed cleanly (or
+      since the recovery before), its data and its offsets together, never a mix of two commits and
+      never an uncommitted write; the runtime restores the rest from the changelog from the store's
+      committed offset. ``committed_durable`` is then not checked; a clean close is still durable
+      (``clean_close_durable``), and everything else is checked in full.
     """
 
     range_scans: bool = True
@@ -160,6 +170,7 @@ class Capabilities:
     legacy_offsets_import: bool = True
     legacy_downgrade: bool = True
     several_changelog_partitions: bool = True
+    commit_durable: bool = True
 
     def lacking(self) -> list[str]:
         """The names of what the store declares it lacks, in declaration order."""

@@ -103,14 +103,17 @@ def suites_command(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def stores_command(as_json: bool) -> None:
     """List the built-in stores, mutants and unsafe runtime variants."""
-    from eos_harness.stores.registry import builtin_specs
+    from eos_harness.kafka_streams.catalogue import KAFKA_STORES
+    from eos_harness.stores.registry import builtin_specs, opt_in_specs
     from rich.table import Table
 
     rows = []
-    for spec in builtin_specs():
+    for spec in [*builtin_specs(), *opt_in_specs()]:
         store = spec.factory()
+        kafka = KAFKA_STORES.get(spec.name)
         rows.append({"name": spec.name, "kind": spec.kind, "transactional": store.transactional(),
-                     "manages_offsets": store.manages_offsets(), "description": spec.description})
+                     "manages_offsets": store.manages_offsets(), "description": spec.description,
+                     "system": kafka.system if kafka else "eos-harness", "version": kafka.version if kafka else None})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -126,7 +129,8 @@ def stores_command(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--store", "store", default=None, metavar="MODULE:FUNCTION",
               help="List only the crash points of this store of yours: those its module declares, and those it "
-                   "reaches (run once, in a child) without declaring them.")
+                   "reaches (run once, in a child) without declaring them; for one of Kafka Streams' stores "
+                   "(kafka-streams-…), the points inside its JVM, each with the Java method it sits in.")
 def points_command(as_json: bool, store: str | None) -> None:
     """List every crash point and every fault kind a schedule can name, with its meaning."""
     from eos_harness.faults.kinds import kinds
@@ -167,8 +171,9 @@ def _store_points(store: str, as_json: bool) -> None:
             probe = probe_store(store_ref(store))
     except StoreFactoryError as exc:
         raise click.UsageError(str(exc)) from None
+    own = _jvm_store_points(store)  # Kafka Streams' stores: the harness declares their points (Byteman rules)
     rows = [{"name": p.name, "description": p.description, "declared": True, "reached": p.name in probe.points}
-            for p in load_declarations() if p.name not in ours]
+            for p in load_declarations() if p.name not in ours or p.name in own]
     rows += [{"name": name, "description": "reached, never declared (verify declares it for its run)",
               "declared": False, "reached": True} for name in probe.undeclared]
     if as_json:
@@ -181,6 +186,15 @@ def _store_points(store: str, as_json: bool) -> None:
         click.echo(f"warning: {probe.undeclared_warning(store)}")
     if probe.error or probe.finding:
         click.echo(f"note: the probe run did not finish: {probe.error or probe.finding['observed']}")
+
+
+def _jvm_store_points(store: str) -> set[str]:
+    """The crash points inside the JVM of one of Kafka Streams' stores (none for any other store)."""
+    from eos_harness.kafka_streams.catalogue import KAFKA_STORES
+    from eos_harness.kafka_streams.points import points_for
+
+    info = KAFKA_STORES.get(store)
+    return set() if info is None else {p.name for p in points_for(info.store_kind, info.transactional)}
 
 
 class _GivesWayToHelp(click.Option):

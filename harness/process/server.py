@@ -262,12 +262,20 @@ _OPERATION = {"rc_get": "read_committed().get", "rc_range": "read_committed().ra
 
 
 def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str, int]], conn, stacks=None,
-           trace: bool = False, context: dict | None = None, init_arms: list[tuple[str, int]] | None = None) -> None:
+           trace: bool = False, context: dict | None = None, init_arms: list[tuple[str, int]] | None = None,
+           jvm_in=None, jvm_out=None) -> None:
     """Child main loop: open the store, then execute calls until close or EOF. With ``trace``, the
     crash points reached are recorded from the start, and ``close`` answers with them
-    (``[(point, declared), …]``). ``context``: further :class:`StoreContext` fields (``changelogs`` …)."""
+    (``[(point, declared), …]``). ``context``: further :class:`StoreContext` fields (``changelogs`` …).
+    ``jvm_in``, ``jvm_out``: the pipes to and from a store JVM the server lends the store (Kafka Streams' stores)."""
     if stacks is not None:
         install_stack_dump(stacks)
+    if jvm_in is not None:
+        from eos_harness.kafka_streams.store import lend
+
+        lend(os.dup(jvm_in.fileno()), os.dup(jvm_out.fileno()))
+        jvm_in.close()
+        jvm_out.close()
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
     from eos_harness.store import StoreContext
     from eos_harness.stores.registry import resolve
@@ -363,8 +371,9 @@ class StoreProcess:
     view calls are ``rc_get``, ``rc_range``, ``rc_all``."""
 
     def __init__(self, process, conn, stacks=None, timeout: float = STORE_TIMEOUT_S,
-                 crashes: Counter | None = None, output_offset: int | None = None) -> None:
+                 crashes: Counter | None = None, output_offset: int | None = None, jvm=None, pool=None) -> None:
         self.process = process
+        self.jvm, self.pool = jvm, pool  # the store JVM lent to the child (Kafka Streams' stores), its pool
         self.conn = conn
         self.stacks = stacks  # the pipe the child writes its stack into on SIGUSR1
         self.timeout = timeout
@@ -388,6 +397,13 @@ class StoreProcess:
         self.conn.close()
         if self.stacks is not None:
             self.stacks.close()
+        self._end_jvm()
+
+    def _end_jvm(self, clean: bool = False) -> None:
+        """The lent JVM dies with the child; after a clean close of its store it goes back to the pool."""
+        jvm, self.jvm = self.jvm, None
+        if jvm is not None:
+            self.pool.give_back(jvm) if clean else self.pool.kill(jvm)
 
     def _receive(self, operation: str):
         if not self.conn.poll(self.timeout):
@@ -428,6 +444,7 @@ class StoreProcess:
         if method == "close":  # the child exits after a clean close: wait, so the directory is free
             self.process.join(10)
             self.process.kill()  # and what it started goes with it (its process group)
+            self._end_jvm(clean=True)
         return result
 
     def close(self) -> None:
@@ -451,6 +468,7 @@ class StoreServer:
     def __init__(self, timeout: float = STORE_TIMEOUT_S, crashes: Counter | None = None) -> None:
         self.children: list[StoreProcess] = []
         self.timeout = timeout
+        self._jvms = None  # the store JVMs lent to children (Kafka Streams' stores), made on first use
         # crash point -> how many times a child died there
         self.crashes: Counter[str] = crashes if crashes is not None else Counter()
 
@@ -471,20 +489,58 @@ class StoreServer:
         preload_store(spec, self.timeout)
         ctx = forkserver_context()
         offset = output_offset()
+        jvm, lent = self._lend_jvm(spec)
         parent, child = ctx.Pipe()
         stacks, stack_writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_serve, args=(spec, str(directory), list(sys.path), arms or [], child,
-                                                stack_writer, trace, context, init_arms), daemon=True)
-        proc.start()
+                                                stack_writer, trace, context, init_arms, *(lent or (None, None))),
+                           daemon=True)
+        try:
+            proc.start()
+        except BaseException:
+            if jvm is not None:
+                self._jvms.kill(jvm)
+            raise
+        finally:
+            for pipe in lent or ():
+                pipe.close()
         child.close()
         stack_writer.close()
-        client = StoreProcess(proc, parent, stacks, self.timeout, self.crashes, offset)
+        client = StoreProcess(proc, parent, stacks, self.timeout, self.crashes, offset, jvm, self._jvms)
         self.children = [c for c in self.children if c.alive]
         self.children.append(client)
         client._receive("init")
         return client
 
+    def _lend_jvm(self, spec: str):
+        """For one of Kafka Streams' stores: a JVM of its version from the pool, and its pipes as
+        Connections (the zygote hands them to the child); else (None, None)."""
+        from eos_harness.stores.registry import builtin_spec
+
+        if builtin_spec(spec) is None:  # a user's store (loads the catalogue first)
+            return None, None
+        from eos_harness.kafka_streams.catalogue import KAFKA_STORES
+
+        info = KAFKA_STORES.get(spec)
+        if info is None:
+            return None, None
+        from multiprocessing.connection import Connection
+
+        from eos_harness.kafka_streams.build import BuildError
+        from eos_harness.kafka_streams.pool import JvmPool, JvmStartError
+
+        if self._jvms is None:
+            self._jvms = JvmPool()
+        try:
+            jvm = self._jvms.take(info.version)
+        except (BuildError, JvmStartError) as exc:
+            raise StoreCallError("StoreError", str(exc)) from None
+        to_jvm, from_jvm = jvm.pipes()
+        return jvm, (Connection(to_jvm, readable=False), Connection(from_jvm, writable=False))
+
     def shutdown(self) -> None:
         for child in self.children:
             child.kill()
         self.children.clear()
+        if self._jvms is not None:
+            self._jvms.shutdown()

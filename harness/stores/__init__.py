@@ -126,6 +126,9 @@ class StoreRef:
 
 
 BUILTIN: dict[str, StoreSpec] = {}
+# Stores run only when named (Kafka Streams' own, each in a JVM): known to every command that takes a store
+# name, never in a campaign's default stores nor in the lists of built-in stores the suites go through.
+OPT_IN: dict[str, StoreSpec] = {}
 
 
 def register(spec: StoreSpec) -> StoreSpec:
@@ -134,6 +137,14 @@ def register(spec: StoreSpec) -> StoreSpec:
     if spec.kind == "unsafe-runtime" and spec.base not in BUILTIN:
         raise ValueError(f"unsafe variant {spec.name!r}: register its base store {spec.base!r} first")
     BUILTIN[spec.name] = spec
+    return spec
+
+
+def register_opt_in(spec: StoreSpec) -> StoreSpec:
+    """Register a store run only when named (:data:`OPT_IN`)."""
+    if spec.kind != "store":
+        raise ValueError(f"opt-in store {spec.name!r}: kind must be 'store', got {spec.kind!r}")
+    OPT_IN[spec.name] = spec
     return spec
 
 

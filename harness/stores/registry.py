@@ -14,10 +14,10 @@ import importlib
 from collections.abc import Callable
 
 from eos_harness.store import StateStore
-from eos_harness.stores import BUILTIN, KINDS, StoreFactoryError, StoreSpec, check_store
+from eos_harness.stores import BUILTIN, KINDS, OPT_IN, StoreFactoryError, StoreSpec, check_store
 from eos_harness.window_store import WindowStore
 
-__all__ = ["WINDOW_METHODS", "base_store", "builtin_spec", "builtin_specs", "caught_alone_by", "is_window_store",
+__all__ = ["WINDOW_METHODS", "base_store", "builtin_spec", "builtin_specs", "opt_in_specs", "caught_alone_by", "is_window_store",
            "not_a_store", "resolve", "resolve_window", "task_store_factory"]
 
 
@@ -35,10 +35,17 @@ def caught_alone_by(check: str, kind: str) -> list[str]:
     return [s.name for s in builtin_specs() if s.kind == kind and s.alone == check]
 
 
-def builtin_spec(name: str) -> StoreSpec | None:
-    """The built-in store, mutant or unsafe variant called ``name``; None for any other name."""
+def opt_in_specs() -> list[StoreSpec]:
+    """The stores run only when named (Kafka Streams' own), by name."""
     _load_builtins()
-    return BUILTIN.get(name)
+    return sorted(OPT_IN.values(), key=lambda s: s.name)
+
+
+def builtin_spec(name: str) -> StoreSpec | None:
+    """The built-in store, mutant or unsafe variant called ``name`` (or a store run only when named,
+    :func:`opt_in_specs`); None for any other name."""
+    _load_builtins()
+    return BUILTIN.get(name) or OPT_IN.get(name)
 
 
 def base_store(name: str) -> str:
@@ -49,14 +56,13 @@ def base_store(name: str) -> str:
 
 def resolve(spec: str) -> Callable[[], StateStore]:
     """A factory for a built-in store or mutant name, or for ``module:function``."""
-    _load_builtins()
-    builtin = BUILTIN.get(spec)
+    builtin = builtin_spec(spec)
     if builtin is not None and builtin.kind == "unsafe-runtime":
         raise not_a_store(builtin)
     if builtin is not None:
         return builtin.factory
     if ":" not in spec:
-        names = ", ".join(sorted(name for name, s in BUILTIN.items() if s.kind != "unsafe-runtime"))
+        names = ", ".join(sorted([name for name, s in BUILTIN.items() if s.kind != "unsafe-runtime"] + list(OPT_IN)))
         raise StoreFactoryError(
             f"unknown store {spec!r}: use a built-in name ({names}) or a factory 'module:function'"
         )

@@ -111,6 +111,10 @@ class StoreUnderTest:
             raise
         self.next_offset = 1
         self.checkpoint: int | None = None  # the .checkpoint the harness keeps for non-managing stores
+        # A store whose commits are durable only once flushed (Capabilities(commit_durable=False)): the
+        # states (data, offsets) of every commit since it was last closed cleanly or recovered, oldest first;
+        # after a crash it may hold any of them.
+        self.unflushed: list[tuple[dict, dict]] = [({}, {})]
 
     # -- partitions -----------------------------------------------------------------------------
     @property
@@ -250,6 +254,7 @@ class StoreUnderTest:
         for every other partition, what the model says; ``before``: the offsets before the commit)."""
         self.model.commit(self.commit_offsets(offset))
         self.writes = 0
+        self._unflushed()
         if not self.model.manages_offsets:
             self.checkpoint = offset
         self.met("committed_offset_durable")
@@ -266,6 +271,11 @@ class StoreUnderTest:
             verdict = checks.commit_offset(str(tp), self.commits, writes, expected, got, before.get(tp), empty_may_keep)
             if (verdict is None and got != expected) or self.judge(verdict):
                 self._adopt_offset(got, tp)
+
+    def _unflushed(self, since_durable: bool = False) -> None:
+        """Record the committed state the model holds now (``since_durable``: as the one durable state)."""
+        state = (dict(self.model.committed), dict(self.model.offsets))
+        self.unflushed = [state] if since_durable else [*self.unflushed, state]
 
     def _adopt_offset(self, offset: int | None, tp: TopicPartition = TP) -> None:
         offsets = {k: v for k, v in self.model.offsets.items() if k != tp}
@@ -285,6 +295,7 @@ class StoreUnderTest:
         self.model.put_all(entries)
         self.model.commit({TP: end})
         self.writes = 0
+        self._unflushed()
         if not self.model.manages_offsets:
             self.checkpoint = end
             return
@@ -336,7 +347,7 @@ class StoreUnderTest:
         self.met("recover_trust")
         if model.overlay or self.writes:
             self.met("no_uncommitted_survives")
-        if model.committed:
+        if model.committed and self.offers.commit_durable:
             self.met("committed_durable")
         self._restart()
         offset = self.call("committed_offset", TP) if model.manages_offsets else self.checkpoint
@@ -349,6 +360,7 @@ class StoreUnderTest:
             shutil.rmtree(self.directory, ignore_errors=True)
             self._restart()
             model.wipe()
+            self._unflushed(since_durable=True)
             self.checkpoint = None
             self.told("closed it, wiped its directory and reopened it empty (the runtime's rule for an "
                       "untrusted store)")
@@ -361,16 +373,20 @@ class StoreUnderTest:
             if in_flight is not None:
                 post_data, post_offsets = model.committed_after(self.commit_offsets(in_flight))
                 outcomes.append((post_data, post_offsets if model.manages_offsets else {}))
+            if not self.offers.commit_durable:  # any earlier commit since the store was last flushed
+                outcomes += [(data, offsets if model.manages_offsets else {})
+                             for data, offsets in reversed(self.unflushed[:-1])]
         data = self.contents()
         held = {tp: self.call("committed_offset", tp) for tp in (TP, *self.others)}  # what the store holds, by partition
         index, broken = checks.judge_recovery(outcomes, data, held, model.overlay, in_flight, offset)
         for violation in broken:
             self.judge(violation)  # waived: the model takes what the store holds as the truth
-        if index == 1 and not model.manages_offsets:
+        if index == 1 and in_flight is not None and not model.manages_offsets:
             self.checkpoint = in_flight
         model.adopt(data, {tp: o for tp, o in held.items() if o is not None})
         if not model.persistent:
             model.adopt({}, {})
+        self._unflushed(since_durable=True)
 
     def close_and_reopen(self) -> None:
         self.told("close() and reopen")
@@ -394,6 +410,7 @@ class StoreUnderTest:
         offset = self.call("committed_offset", TP) if self.model.manages_offsets else self.checkpoint
         self.call("recover", offset)
         self.told(f"recover({offset}) after the reopen")
+        self._unflushed(since_durable=True)  # a clean close flushes every commit
         self.check_reads()
 
 
@@ -414,9 +431,13 @@ def features_and_kind_of(server: StoreServer, spec: str) -> tuple[Capabilities, 
         sut.dispose()
 
 
-def not_applicable(model: KVModel, has_restore: bool) -> dict[str, str]:
-    """The conformance checks that cannot fire on a store of this kind, with why."""
+def not_applicable(model: KVModel, has_restore: bool, offers: Capabilities | None = None) -> dict[str, str]:
+    """The conformance checks that cannot fire on a store of this kind (and with what it declares), with why."""
     found = {}
+    if offers is not None and not offers.commit_durable and model.persistent and model.transactional:
+        found["committed_durable"] = ("the store declares its commits durable only once flushed "
+                                      "(Capabilities(commit_durable=False)): after a crash it may hold any commit since "
+                                      "its last clean close, and the changelog restores the rest")
     if not model.persistent:
         found.update(dict.fromkeys(("atomic_commit", "committed_durable", "clean_close_durable", "recover_trust"),
                                    "the store is not persistent: it is empty after a restart and restored from "

@@ -328,7 +328,7 @@ class _Suite:
                 self.add(exc.violation, self.repro)
                 return Capabilities()
             self._offers = offers
-            self.not_applicable = not_applicable(kind, self._has_restore)
+            self.not_applicable = not_applicable(kind, self._has_restore, offers)
             for workload, point in matrix_cases(crash_points):
                 cases.append(f"matrix: {workload} × {point or 'kill before commit'}")
                 try:

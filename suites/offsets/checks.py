@@ -59,8 +59,15 @@ GUARD_CHECKS = ("store_raised", "store_return_type", "store_hang", "store_error"
 
 # The optional parts of the protocol some scenarios check (``harness/store.Capabilities`` fields): what
 # a store that declares it lacks one is not checked for (the verdict's ``not_checked``), and what a
-# store that does not declare it but fails is told to do (a finding's detail ends with it).
+# store that does not declare it but fails is told to do (a finding's detail ends with it; "": nothing).
 CAPABILITIES: dict[str, tuple[str, str]] = {
+    "commit_durable": (
+        "that the last commit survives a crash (the store declares its commits durable only once flushed; after "
+        "a crash it may hold any commit since its last clean close, data and offsets together, and the changelog "
+        "restores the rest): committed_durable, and the offsets scenarios that crash right after a commit "
+        "(offsets_none, flush_noop, closing_checkpoint)",
+        # No hint: these scenarios check other promises; they only need the last commit to survive their crash.
+        ""),
     "legacy_offsets_import": (
         "the import of legacy .checkpoint/.position offsets on upgrade (the store declares it has no legacy "
         "offsets files to import): migration_*, malformed_offsets_file",

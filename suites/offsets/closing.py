@@ -189,7 +189,7 @@ def run_store_directory(spec: str, workdir: Path, seed: int, store_timeout: floa
 
 SCENARIOS = [
     Scenario("closing_checkpoint", ("checkpoint_on_close", "offsets_cache_from_disk"), _manages_persistently,
-             run_closing_checkpoint),
+             run_closing_checkpoint, needs=("commit_durable",)),
     Scenario("commit_from_processor", ("processor_commit_refused",), lambda features: None, run_commit_from_processor),
     Scenario("store_directory", ("store_directory",), lambda features: None, run_store_directory),
 ]

@@ -248,6 +248,9 @@ def run_crash(spec: str, workdir: Path, seed: int, store_timeout: float) -> list
             else:
                 live.call("close")
                 continue
+            if not offers.commit_durable:  # durable once flushed: any commit since it was opened, or none
+                earlier = [("no commit", {}, {}), ("commit #1", data_first, {**first, NEVER_COMMITTED: None})]
+                outcomes = [*(o for o in earlier if o[0] not in {label for label, _, _ in outcomes}), *outcomes]
             live.start()
             offset = live.call("committed_offset", CHANGELOGS[0])
             live.call("recover", offset)
@@ -326,9 +329,10 @@ SCENARIOS = [
     Scenario("partitions_reopen", ("partition_offset_exact", "partition_offset_survives_reopen",
                                    "never_committed_is_none"), _manages_persistently, run_reopen,
              needs=("several_changelog_partitions",)),
-    Scenario("offsets_none", ("never_committed_is_none",), lambda features: None, run_unmanaged),
+    Scenario("offsets_none", ("never_committed_is_none",), lambda features: None, run_unmanaged,
+             needs=("commit_durable",)),
     Scenario("partitions_crash", ("offsets_match_data", "partitions_committed_together",
                                   "partition_offset_survives_reopen", "partition_offset_exact"),
              _transactional_managing, run_crash, several_only=("partitions_committed_together",)),
-    Scenario("flush_noop", ("flush_is_noop",), _transactional, run_flush),
+    Scenario("flush_noop", ("flush_is_noop",), _transactional, run_flush, needs=("commit_durable",)),
 ]

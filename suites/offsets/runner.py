@@ -89,7 +89,7 @@ def _in_scenario(v: Violation, scenario: str) -> Violation:
 def _with_capability_hint(v: Violation, scenario: Scenario) -> Violation:
     """A finding of a scenario that checks an optional capability says what the store should do and
     how to declare it does not offer it."""
-    hints = [CAPABILITIES[name][1] for name in scenario.needs if v.check in scenario.checks]
+    hints = [CAPABILITIES[name][1] for name in scenario.needs if v.check in scenario.checks and CAPABILITIES[name][1]]
     if not hints:
         return v
     return Violation(**{**v.to_json(), "detail": "\n".join([*([v.detail] if v.detail else []), *hints])})

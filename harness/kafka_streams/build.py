@@ -1,0 +1,165 @@
+"""The JVM side of Kafka Streams' stores, built on first use into the cache (beside the jars).
+
+For each Kafka Streams version: the store server's Java source (``java/`` beside this module)
+compiled with ``javac`` against that version's pinned jars (:mod:`eos_harness.kafka_streams.bundles`),
+RocksDB's native library taken out of ``rocksdbjni`` once (so that no JVM unpacks it into the temp
+directory at each start, and none leaves it there when killed), and the Byteman rules of the crash points
+(:mod:`eos_harness.kafka_streams.points`). Everything lands in
+``<cache>/kafka-streams/server-<version>-<digest of the source and rules>/`` (or under
+``$EOS_HARNESS_KAFKA_STREAMS_BUILD``), written in a temp folder
+and renamed into place, so a build that stops half way leaves nothing that looks built, and two
+processes building at once both end with the same folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from eos_harness import jars
+from eos_harness.kafka_streams import bundles, points
+
+__all__ = ["BUILD_ENV", "JAVA_SOURCE", "BuildError", "Server", "ensure_built"]
+
+JAVA_SOURCE = Path(__file__).resolve().parent / "java"
+NATIVE = "librocksdbjni-linux64.so"  # what rocksdbjni's loader looks for on java.library.path first
+MAIN = "eosharness.StoreServer"
+LAYOUT = 3  # what a build folder holds (part of its name: a new layout is built afresh)
+ARCHIVE = "server.jsa"  # the class-data-sharing archive of a store JVM's classes (a start maps them)
+# A store's JVM: small and quick to start (C1 only; one GC thread); the stores hold a few keys.
+JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss1m", "-Xmx256m", "-XX:-UsePerfData",
+               "-Xlog:disable", "-Xlog:all=warning:stderr")  # the JVM's own warnings never on the protocol's stdout
+
+
+class BuildError(RuntimeError):
+    """The JVM side could not be built (no JDK, a jar fetch failed, javac failed); the message says why."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """A built store server for one Kafka Streams version: how to start its JVM."""
+
+    version: str
+    folder: Path
+    classpath: tuple[Path, ...]
+    byteman: Path
+    jar: Path  # the store server's classes (beside the folder: its path is in the class-data archive)
+
+    @property
+    def rules(self) -> Path:
+        return self.folder / "rules.btm"
+
+    def command(self, java: str = "java") -> list[str]:
+        """The command line of one store JVM (Byteman loaded with every crash point's rule; a rule does
+        nothing until the harness asks for the points)."""
+        archive = self.folder / ARCHIVE
+        return [java, *JVM_OPTIONS, f"-Djava.library.path={self.folder / 'native'}",
+                *([f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"] if archive.is_file() else []),
+                f"-javaagent:{self.byteman}=script:{self.rules}",
+                "-cp", os.pathsep.join(str(p) for p in (self.jar, *self.classpath)), MAIN]
+
+
+def _digest(version: str) -> str:
+    digest = hashlib.sha256(f"{version} {LAYOUT}".encode())
+    for path in sorted(JAVA_SOURCE.rglob("*.java")):
+        digest.update(path.relative_to(JAVA_SOURCE).as_posix().encode())
+        digest.update(path.read_bytes())
+    digest.update(points.rules_text(version).encode())
+    return digest.hexdigest()[:12]
+
+
+BUILD_ENV = "EOS_HARNESS_KAFKA_STREAMS_BUILD"  # where builds go instead of <cache>/kafka-streams (tests)
+
+
+def _root() -> Path:
+    return Path(os.environ[BUILD_ENV]) if os.environ.get(BUILD_ENV) else jars.cache_dir() / "kafka-streams"
+
+
+def ensure_built(version: str) -> Server:
+    """The store server of Kafka Streams ``version``, built on first use (jars fetched, and checked, as
+    every bundle is). Raises :class:`BuildError` saying what is missing."""
+    if version not in bundles.VERSIONS:
+        raise BuildError(f"unknown Kafka Streams version {version!r}; known: {', '.join(bundles.VERSIONS)}")
+    try:
+        classpath = tuple(jars.ensure(bundles.streams_bundle(version)))
+        byteman = jars.ensure("byteman")[0]
+    except jars.JarFetchError as exc:
+        raise BuildError(str(exc)) from None
+    folder = _root() / f"server-{version}-{_digest(version)}"
+    jar = folder.with_name(folder.name + ".jar")
+    if (folder / ".complete").is_file() and jar.is_file():
+        return Server(version, folder, classpath, byteman, jar)
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if javac is None or java is None:
+        raise BuildError("Kafka Streams' stores need a JDK (java and javac, 17 or later) on PATH; install one "
+                         "(apt-get install openjdk-17-jdk-headless)")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".build-{version}-", dir=folder.parent))
+    try:
+        _build(version, work, classpath, javac, jar)
+        _archive(Server(version, work, classpath, byteman, jar), java)
+        (work / ".complete").write_text(f"built {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        try:
+            os.rename(work, folder)
+        except OSError:  # another process built it first: keep theirs
+            if not (folder / ".complete").is_file():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return Server(version, folder, classpath, byteman, jar)
+
+
+def _build(version: str, work: Path, classpath: tuple[Path, ...], javac: str, jar: Path) -> None:
+    sources = sorted(str(p) for p in JAVA_SOURCE.rglob("*.java"))
+    proc = subprocess.run([javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d", str(work / "classes"),
+                           "-cp", os.pathsep.join(map(str, classpath)), *sources],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise BuildError(f"javac failed building the store server for Kafka Streams {version}:\n"
+                         + "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:]))
+    # A jar (class-data sharing takes no folders), at its final path (the archive records it), written
+    # under a temp name and renamed: a build beside this one writes the same bytes.
+    with zipfile.ZipFile(work / "server.jar", "w") as archive:
+        for path in sorted((work / "classes").rglob("*.class")):
+            archive.writestr(zipfile.ZipInfo(path.relative_to(work / "classes").as_posix()), path.read_bytes())
+    os.replace(work / "server.jar", jar)
+    shutil.rmtree(work / "classes")
+    rocksdb = [p for p in classpath if p.name.startswith("rocksdbjni-")]
+    if not rocksdb:
+        raise BuildError(f"no rocksdbjni jar among the Kafka Streams {version} jars")
+    (work / "native").mkdir()
+    with zipfile.ZipFile(rocksdb[0]) as archive, archive.open(NATIVE) as source, \
+            open(work / "native" / NATIVE, "wb") as target:
+        shutil.copyfileobj(source, target)
+    (work / "rules.btm").write_text(points.rules_text(version))
+
+
+WARM_UP = "".join(json.dumps(request) + "\n" for request in (
+    {"op": "open", "kind": "rocksdb", "transactional": True, "state_dir": "{state}/r"},
+    {"op": "put", "key": "YQ==", "value": "YQ=="}, {"op": "put_all", "entries": [["Yg==", None]]},
+    {"op": "commit", "offsets": [["app-store-changelog", 0, 1]]}, {"op": "all"}, {"op": "rc_all"},
+    {"op": "committed_offset", "topic": "app-store-changelog", "partition": 0}, {"op": "close"},
+    {"op": "open", "kind": "memory", "transactional": True, "state_dir": "{state}/m"},
+    {"op": "put", "key": "YQ==", "value": "YQ=="}, {"op": "commit", "offsets": [["app-store-changelog", 0, 1]]},
+    {"op": "close"}, {"op": "exit"}))
+
+
+def _archive(server: Server, java: str) -> None:
+    """The class-data-sharing archive of the classes a store JVM loads (each kind of store opened, written,
+    committed, read and closed once), so that each start maps them instead of loading them. Dumped without
+    the Byteman agent (a JVM with an agent dumps none); one started with the agent still maps every class the
+    agent leaves alone. Best effort: without it a JVM starts all the same, only slower."""
+    command = [arg for arg in server.command(java) if not arg.startswith("-javaagent:")]
+    command.insert(1, f"-XX:ArchiveClassesAtExit={server.folder / ARCHIVE}")
+    with tempfile.TemporaryDirectory(prefix="eos-ks-warm-") as state, \
+            contextlib.suppress(subprocess.SubprocessError, OSError):
+        subprocess.run(command, input=WARM_UP.replace("{state}", state), capture_output=True, text=True, timeout=300)

@@ -1,0 +1,262 @@
+package eosharness;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.processor.StateStoreContext;
+import org.apache.kafka.streams.processor.TaskId;
+import org.apache.kafka.streams.processor.api.MockProcessorContext;
+import org.apache.kafka.streams.processor.internals.InternalProcessorContext;
+import org.apache.kafka.streams.processor.internals.ProcessorRecordContext;
+import org.apache.kafka.streams.state.KeyValueBytesStoreSupplier;
+import org.apache.kafka.streams.state.KeyValueIterator;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
+import org.apache.kafka.streams.state.Stores;
+
+/**
+ * One of Kafka Streams' own key-value stores, opened through the public {@code Stores} suppliers and
+ * builders and initialised with a real {@code StateStoreContext} (kafka-streams-test-utils'
+ * {@code MockProcessorContext}), serving eos-harness's store protocol as JSON lines: one request per
+ * line on stdin, one answer per line on stdout ({"ok": value} or {"raise": [kind, message]}).
+ *
+ * <p>The JVM is the store's process: it opens and closes stores as asked (one at a time) and halts,
+ * leaving its store as a crash would, when its stdin ends. A crash point (a Byteman rule calling
+ * {@link #reach}) asks the harness over the same pipe whether to go on ({"point": name}); the harness
+ * kills this process there when the point is armed.
+ */
+public final class StoreServer {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final Base64.Encoder B64 = Base64.getEncoder();
+    private static final Base64.Decoder UNB64 = Base64.getDecoder();
+    private static BufferedReader in;
+    private static PrintStream out;
+    /** Whether crash points are reported to the harness (it sends "points": true while any is armed or traced). */
+    private static volatile boolean reporting;
+
+    private static KeyValueStore<Bytes, byte[]> store;
+    private static ReadOnlyKeyValueStore<Bytes, byte[]> committedView;
+    private static boolean transactional;
+
+    private StoreServer() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8), 1 << 16);
+        out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), false, StandardCharsets.UTF_8);
+        System.setOut(System.err); // whatever Kafka or RocksDB print goes to stderr, never into the protocol
+        out.println("{\"ready\":true}");
+        out.flush();
+        while (true) {
+            String line = in.readLine();
+            if (line == null) {
+                Runtime.getRuntime().halt(0); // the harness is gone: die as a crash would, the store not closed
+            }
+            JsonNode request = JSON.readTree(line);
+            reporting = request.path("points").asBoolean(false);
+            ObjectNode answer = JsonNodeFactory.instance.objectNode();
+            try {
+                answer.set("ok", handle(request));
+            } catch (Throwable error) { // every failure is the store's answer: the harness judges it
+                ArrayNode raised = answer.putArray("raise");
+                raised.add(error.getClass().getName());
+                StringWriter trace = new StringWriter();
+                error.printStackTrace(new PrintWriter(trace));
+                raised.add(String.valueOf(error.getMessage()) + "\n" + trace);
+            }
+            out.println(JSON.writeValueAsString(answer));
+            out.flush();
+        }
+    }
+
+    /** Called by the Byteman rules at each crash point: ask the harness whether to go on. */
+    public static void reach(String point) {
+        if (!reporting) {
+            return;
+        }
+        synchronized (StoreServer.class) {
+            out.println("{\"point\":" + JsonNodeFactory.instance.textNode(point) + "}");
+            out.flush();
+            try {
+                String reply = in.readLine();
+                if (reply != null && reply.contains("\"go\"")) {
+                    return;
+                }
+            } catch (java.io.IOException ignored) {
+                // the harness is gone
+            }
+            Runtime.getRuntime().halt(137); // killed at this point: nothing after it runs
+        }
+    }
+
+    private static JsonNode handle(JsonNode request) throws Exception {
+        String op = request.path("op").asText();
+        JsonNodeFactory nodes = JsonNodeFactory.instance;
+        switch (op) {
+            case "open":
+                return open(request);
+            case "get":
+                return bytes(store.get(key(request.path("key"))));
+            case "put":
+                store.put(key(request.path("key")), value(request.path("value")));
+                return nodes.nullNode();
+            case "put_all": {
+                List<KeyValue<Bytes, byte[]>> entries = new ArrayList<>();
+                for (JsonNode entry : request.path("entries")) {
+                    entries.add(KeyValue.pair(key(entry.get(0)), value(entry.get(1))));
+                }
+                store.putAll(entries);
+                return nodes.nullNode();
+            }
+            case "delete":
+                return bytes(store.delete(key(request.path("key"))));
+            case "range":
+                return listing(store.range(key(request.path("lo")), key(request.path("hi"))));
+            case "all":
+                return listing(store.all());
+            case "rc_get":
+                return bytes(committedView.get(key(request.path("key"))));
+            case "rc_range":
+                return listing(committedView.range(key(request.path("lo")), key(request.path("hi"))));
+            case "rc_all":
+                return listing(committedView.all());
+            case "commit": {
+                Map<TopicPartition, Long> offsets = new HashMap<>();
+                for (JsonNode entry : request.path("offsets")) {
+                    offsets.put(new TopicPartition(entry.get(0).asText(), entry.get(1).asInt()), entry.get(2).asLong());
+                }
+                store.commit(offsets);
+                return nodes.nullNode();
+            }
+            case "committed_offset": {
+                Long offset = store.committedOffset(new TopicPartition(request.path("topic").asText(),
+                        request.path("partition").asInt()));
+                return offset == null ? nodes.nullNode() : nodes.numberNode(offset);
+            }
+            case "close":
+                store.close();
+                store = null;
+                committedView = null;
+                return nodes.nullNode();
+            case "exit": // a normal exit (a class-data-sharing archive is written at it)
+                out.println("{\"ok\":null}");
+                out.flush();
+                System.exit(0);
+                return nodes.nullNode();
+            default:
+                throw new IllegalArgumentException("unknown operation " + op);
+        }
+    }
+
+    private static JsonNode open(JsonNode request) throws Exception {
+        if (store != null) {
+            throw new IllegalStateException("a store is open already: close it first");
+        }
+        String name = request.path("name").asText("store");
+        String kind = request.path("kind").asText();
+        transactional = request.path("transactional").asBoolean(false);
+        Properties props = new Properties();
+        props.put("application.id", request.path("application_id").asText("app"));
+        props.put("bootstrap.servers", "127.0.0.1:9"); // never contacted: a MockProcessorContext sends nothing
+        props.put("processing.guarantee", "exactly_once_v2");
+        props.put("enable.transactional.statestores", String.valueOf(transactional)); // unknown to 4.3.1: ignored
+        File stateDir = new File(request.path("state_dir").asText());
+        KeyValueBytesStoreSupplier supplier;
+        if (kind.equals("rocksdb")) {
+            supplier = Stores.persistentKeyValueStore(name);
+        } else if (kind.equals("memory")) {
+            supplier = Stores.inMemoryKeyValueStore(name);
+        } else {
+            throw new IllegalArgumentException("unknown store kind " + kind);
+        }
+        KeyValueStore<Bytes, byte[]> built = Stores.keyValueStoreBuilder(supplier, Serdes.Bytes(), Serdes.ByteArray())
+                .withLoggingEnabled(new HashMap<>())
+                .withCachingDisabled()
+                .build();
+        MockProcessorContext<Object, Object> mock = new MockProcessorContext<>(props,
+                TaskId.parse(request.path("task_id").asText("0_0")), stateDir);
+        StateStoreContext context = mock.getStateStoreContext();
+        if (context instanceof InternalProcessorContext) {
+            // the change-logging layer reads the record context of each write (the mock's logChange sends nothing)
+            ((InternalProcessorContext<?, ?>) context).setRecordContext(
+                    new ProcessorRecordContext(0L, 0L, 0, "eos-harness-input", new RecordHeaders()));
+        }
+        built.init(context, built);
+        store = built;
+        committedView = readCommitted(built);
+        ObjectNode answer = JsonNodeFactory.instance.objectNode();
+        answer.put("persistent", built.persistent());
+        answer.put("manages_offsets", built.managesOffsets());
+        answer.put("read_committed_view", committedView != built);
+        return answer;
+    }
+
+    /** Kafka's own read-committed view ({@code readOnly(IsolationLevel.READ_COMMITTED)}, KIP-892, 4.4.0 on);
+     * the store itself where there is none (4.3.1) or the store is not transactional. */
+    @SuppressWarnings("unchecked")
+    private static ReadOnlyKeyValueStore<Bytes, byte[]> readCommitted(KeyValueStore<Bytes, byte[]> built) throws Exception {
+        if (!transactional) {
+            return built;
+        }
+        Class<?> isolation;
+        try {
+            isolation = Class.forName("org.apache.kafka.common.IsolationLevel");
+        } catch (ClassNotFoundException absent) {
+            return built;
+        }
+        Method readOnly;
+        try {
+            readOnly = ReadOnlyKeyValueStore.class.getMethod("readOnly", isolation);
+        } catch (NoSuchMethodException absent) {
+            return built;
+        }
+        Object level = isolation.getField("READ_COMMITTED").get(null);
+        return (ReadOnlyKeyValueStore<Bytes, byte[]>) readOnly.invoke(built, level);
+    }
+
+    private static Bytes key(JsonNode node) {
+        return Bytes.wrap(UNB64.decode(node.asText()));
+    }
+
+    private static byte[] value(JsonNode node) {
+        return node == null || node.isNull() ? null : UNB64.decode(node.asText());
+    }
+
+    private static JsonNode bytes(byte[] value) {
+        return value == null ? JsonNodeFactory.instance.nullNode() : JsonNodeFactory.instance.textNode(B64.encodeToString(value));
+    }
+
+    private static JsonNode listing(KeyValueIterator<Bytes, byte[]> iterator) {
+        ArrayNode pairs = JsonNodeFactory.instance.arrayNode();
+        try (KeyValueIterator<Bytes, byte[]> it = iterator) {
+            while (it.hasNext()) {
+                KeyValue<Bytes, byte[]> next = it.next();
+                ArrayNode pair = pairs.addArray();
+                pair.add(B64.encodeToString(next.key.get()));
+                pair.add(B64.encodeToString(next.value));
+            }
+        }
+        return pairs;
+    }
+}

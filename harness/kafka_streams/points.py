@@ -1,0 +1,79 @@
+"""The crash points inside Kafka Streams' own stores: Byteman rules at the steps of a commit.
+
+Each point is a rule injected into one of Kafka's methods (``AT ENTRY``, ``AT INVOKE``, ``AFTER INVOKE``,
+``AT EXIT``) whose action calls ``eosharness.StoreServer.reach(name)``. Every rule is loaded into every
+store JVM; unarmed it is one read of a flag. While the harness arms or traces points (the Python
+crash-point registry, :mod:`eos_harness.faults.points`), each point reached asks the store's process
+over its pipe, which runs :func:`~eos_harness.faults.points.crash_point` there: an armed point kills the
+store's process, and with it the JVM, at that step (the JVM waits for the answer, so nothing after the
+point runs). So these points are armed, counted, traced and listed as every other point is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eos_harness.faults.points import declare
+
+__all__ = ["POINTS", "KafkaPoint", "points_for", "rules_text"]
+
+_INTERNALS = "org.apache.kafka.streams.state.internals"
+
+
+@dataclass(frozen=True)
+class KafkaPoint:
+    name: str
+    cls: str  # the class (in Kafka's state.internals package) whose method the rule sits in
+    method: str  # Byteman's METHOD (each class has one method of that name)
+    location: str  # Byteman's AT/AFTER clause
+    meaning: str
+    kinds: tuple[str, ...]  # the stores it belongs to: "rocksdb", "memory"
+    transactional_only: bool = False  # only where KIP-892's transaction buffer exists (4.4.0, transactions on)
+
+    @property
+    def java(self) -> str:
+        """Where it sits, as a Java reader names it."""
+        return f"{self.cls}.{self.method.partition('(')[0]} ({self.location.lower()})"
+
+
+POINTS = (
+    KafkaPoint("ks.commit.enter", "MeteredKeyValueStore", "commit", "AT ENTRY",
+               "Kafka's store is asked to commit (MeteredKeyValueStore.commit entered): nothing of it done yet",
+               ("rocksdb", "memory")),
+    KafkaPoint("ks.rocksdb.commit.enter", "RocksDBStore", "commit", "AT ENTRY",
+               "RocksDBStore.commit entered: the data written since the last commit is not yet in the commit",
+               ("rocksdb",)),
+    KafkaPoint("ks.rocksdb.commit.before_offsets", "AbstractColumnFamilyAccessor",
+               "commit", "AT ENTRY",
+               "the changelog offsets (and the position) are about to be written to the offsets column family",
+               ("rocksdb",)),
+    KafkaPoint("ks.rocksdb.commit.before_write_batch", "RocksDBTransactionBuffer", "flushToBase",
+               "AT INVOKE org.rocksdb.RocksDB.write",
+               "the transaction buffer's write batch (the data and the offsets) is about to be written to RocksDB "
+               "in one write", ("rocksdb",), transactional_only=True),
+    KafkaPoint("ks.rocksdb.commit.after_write_batch", "RocksDBTransactionBuffer", "flushToBase",
+               "AFTER INVOKE org.rocksdb.RocksDB.write",
+               "the transaction buffer's write batch is written to RocksDB (the memtable; the WAL is off)",
+               ("rocksdb",), transactional_only=True),
+    KafkaPoint("ks.rocksdb.commit.exit", "RocksDBStore", "commit", "AT EXIT",
+               "RocksDBStore.commit is about to return: the commit is in RocksDB's memtable, not flushed to disk",
+               ("rocksdb",)),
+)
+
+for _point in POINTS:
+    declare(_point.name, f"{_point.meaning} [Kafka Streams, in {_point.java}]")
+
+
+def points_for(kind: str, transactional: bool) -> list[KafkaPoint]:
+    """The points of a store of ``kind`` ("rocksdb", "memory"), with KIP-892's transactions on or off."""
+    return [p for p in POINTS if kind in p.kinds and (transactional or not p.transactional_only)]
+
+
+def rules_text(version: str) -> str:
+    """The Byteman script of every point (a rule whose method a version lacks is never injected)."""
+    del version  # one script for every version: a missing class or method leaves its rule unused
+    rules = []
+    for point in POINTS:
+        rules.append(f"RULE {point.name}\nCLASS {_INTERNALS}.{point.cls}\nMETHOD {point.method}\n{point.location}\n"
+                     f"IF true\nDO eosharness.StoreServer.reach(\"{point.name}\")\nENDRULE\n")
+    return "\n".join(rules)

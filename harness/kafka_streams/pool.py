@@ -1,0 +1,135 @@
+"""Store JVMs kept by the driver and lent to store processes, so that a JVM starts per crash, not per open.
+
+A store process (forked by the store server) that opens one of Kafka's stores borrows a JVM that is already
+up: the server hands it the JVM's pipes. A clean ``close`` leaves the JVM running with no store open, and
+it goes back to the pool for the next open; a store process that dies (killed by the driver, at a crash
+point, or by itself) takes its JVM with it: the server SIGKILLs the JVM before it goes on, and a JVM
+waiting at a crash point for the store process's answer never gets one, so nothing of Kafka's code
+after the point runs. For each JVM killed the pool starts the next one at once, so that it boots while
+the scenario goes on. Every JVM dies with the pool (:meth:`JvmPool.shutdown`), and halts by itself when
+its pipe from the driver closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import subprocess
+import threading
+
+__all__ = ["Jvm", "JvmPool", "JvmStartError"]
+
+READY_TIMEOUT_S = 120.0
+_PR_SET_PDEATHSIG = 1
+
+
+class JvmStartError(RuntimeError):
+    """A store JVM did not start; the message says what it wrote."""
+
+
+def _die_with_parent() -> None:  # in the JVM's process, between fork and exec
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class Jvm:
+    """One store JVM (``eosharness.StoreServer``), its pipes unbuffered so that it can be lent."""
+
+    def __init__(self, version: str, command: list[str], log: str | None = None) -> None:
+        self.version = version
+        # What Kafka, RocksDB and the JVM print goes where the store processes' output goes (``log``).
+        stderr = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644) if log else None
+        try:
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                            bufsize=0, preexec_fn=_die_with_parent, close_fds=True)
+        finally:
+            if stderr is not None:
+                os.close(stderr)
+        self._ready = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        """Wait for its ``{"ready":true}`` line (read byte by byte: nothing of a later line is taken)."""
+        if self._ready:
+            return
+        fd = self.process.stdout.fileno()
+        line = b""
+        while not line.endswith(b"\n"):
+            ready, _, _ = select.select([fd], [], [], timeout)
+            chunk = os.read(fd, 1) if ready else b""
+            if not chunk:
+                self.kill()
+                raise JvmStartError(f"the store JVM (Kafka Streams {self.version}) did not start "
+                                    f"(exit code {self.process.returncode}); it wrote {line[:300]!r}")
+            line += chunk
+        if not line.startswith(b'{"ready"'):
+            self.kill()
+            raise JvmStartError(f"the store JVM (Kafka Streams {self.version}) wrote {line[:300]!r} instead of ready")
+        self._ready = True
+
+    def pipes(self) -> tuple[int, int]:
+        """(the fd the JVM reads requests from, the fd its answers come on): duplicates, for a store process."""
+        return os.dup(self.process.stdin.fileno()), os.dup(self.process.stdout.fileno())
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+class JvmPool:
+    """The store JVMs of one store server: idle ones by version, and one started ahead per version used."""
+
+    def __init__(self) -> None:
+        self._idle: dict[str, list[Jvm]] = {}
+        self._all: list[Jvm] = []
+        self._lock = threading.Lock()
+
+    def _start(self, version: str) -> Jvm:
+        from eos_harness.kafka_streams.build import ensure_built
+        from eos_harness.process.server import forkserver_context
+
+        jvm = Jvm(version, ensure_built(version).command(), forkserver_context().output)
+        self._all.append(jvm)
+        return jvm
+
+    def take(self, version: str) -> Jvm:
+        """An idle JVM of ``version``, ready (one is started ahead for the next take)."""
+        with self._lock:
+            idle = self._idle.setdefault(version, [])
+            jvm = idle.pop(0) if idle else self._start(version)
+            if not idle:
+                idle.append(self._start(version))  # boots while this one serves
+        jvm.wait_ready()
+        return jvm
+
+    def give_back(self, jvm: Jvm) -> None:
+        """A JVM whose store was closed cleanly: idle again."""
+        with self._lock:
+            if jvm.alive:
+                self._idle.setdefault(jvm.version, []).insert(0, jvm)
+
+    def kill(self, jvm: Jvm) -> None:
+        """SIGKILL a JVM whose store process died."""
+        jvm.kill()
+        with self._lock:
+            self._all = [j for j in self._all if j is not jvm]
+
+    def shutdown(self) -> None:
+        with self._lock:
+            every, self._all, self._idle = self._all, [], {}
+        for jvm in every:
+            jvm.kill()

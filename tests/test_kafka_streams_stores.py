@@ -1,0 +1,117 @@
+"""Kafka Streams' own state stores (4.4.0 with KIP-892's transactions on and off, 4.3.1) under the store
+suites: opened in a JVM through Kafka's public ``Stores`` builders, driven over a pipe, crashed by Byteman
+rules inside Kafka's commit.
+
+The tests marked ``jvm`` build the JVM side from nothing into a temp folder once per session (the jars
+come from the shared cache, fetched and checked as every bundle is) and leave no JVM behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from eos_harness.kafka_streams.build import BUILD_ENV, ensure_built
+from eos_harness.process.server import ChildCrashed, StoreServer
+from eos_harness.store import TopicPartition
+
+KAFKA_STORES = {  # name: (version, transactional, persistent)
+    "kafka-streams-4.4.0-rocksdb-tx": ("4.4.0", True, True),
+    "kafka-streams-4.4.0-rocksdb": ("4.4.0", False, True),
+    "kafka-streams-4.4.0-memory-tx": ("4.4.0", True, False),
+    "kafka-streams-4.4.0-memory": ("4.4.0", False, False),
+    "kafka-streams-4.3.1-rocksdb": ("4.3.1", False, True),
+    "kafka-streams-4.3.1-memory": ("4.3.1", False, False),
+}
+TX_ROCKSDB = "kafka-streams-4.4.0-rocksdb-tx"
+TP = TopicPartition("app-store-changelog", 0)
+
+
+def test_kafka_streams_stores_are_listed_with_their_system_and_version_and_kept_out_of_default_campaigns(cli):
+    listed = {row["name"]: row for row in json.loads(cli.invoke("stores", "--json").stdout)}
+    for name, (version, transactional, persistent) in KAFKA_STORES.items():
+        row = listed[name]
+        assert (row["system"], row["version"], row["kind"], row["transactional"]) == \
+            ("kafka-streams", version, "store", transactional), row
+        assert row["manages_offsets"] is persistent
+    assert listed["rocksdb-indexed"]["system"] == "eos-harness"
+    from eos_harness.suites.conformance.plan import subjects
+    from eos_harness.suites.lifecycle.plan import default_stores
+
+    assert not set(KAFKA_STORES) & set(subjects(None))  # a JVM per store process: run when named
+    assert not set(KAFKA_STORES) & set(default_stores())
+
+
+def _our_jvms(build: Path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if any(str(build) in part for part in process.info["cmdline"] or ()):
+            found.append(process)
+    return found
+
+
+@pytest.fixture(scope="session")
+def fresh_build(tmp_path_factory):
+    """The JVM side of 4.4.0 built from nothing (javac, RocksDB's native library, the class-data archive)
+    into a temp folder; every JVM started from it is gone at the end."""
+    build = tmp_path_factory.mktemp("kafka-streams-build")
+    saved = os.environ.get(BUILD_ENV)
+    os.environ[BUILD_ENV] = str(build)
+    started = time.monotonic()
+    server = ensure_built("4.4.0")
+    print(f"built the Kafka Streams 4.4.0 store server from nothing in {time.monotonic() - started:.1f} s")
+    assert server.jar.is_file() and (server.folder / "native").is_dir() and (server.folder / "server.jsa").is_file()
+    try:
+        yield build
+    finally:
+        if saved is None:
+            os.environ.pop(BUILD_ENV, None)
+        else:
+            os.environ[BUILD_ENV] = saved
+    assert _our_jvms(build) == []
+
+
+@pytest.mark.jvm
+def test_a_byteman_crash_point_kills_the_store_inside_kafkas_commit_and_the_store_recovers(fresh_build, tmp_path):
+    with StoreServer(timeout=120) as server:
+        store = server.start(TX_ROCKSDB, tmp_path / "store")
+        store.call("put", b"a", b"1")
+        assert store.call("rc_get", b"a") is None  # Kafka's readOnly(READ_COMMITTED): not committed yet
+        store.call("commit", {TP: 1})
+        store.call("close")  # flushed: the commit is on disk
+        store = server.start(TX_ROCKSDB, tmp_path / "store")
+        jvm = store.jvm.pid
+        store.call("put", b"b", b"2")
+        store.call("arm", "ks.rocksdb.commit.before_write_batch", 1)
+        with pytest.raises(ChildCrashed) as died:
+            store.call("commit", {TP: 2})
+        assert died.value.point == "ks.rocksdb.commit.before_write_batch"
+        assert not psutil.pid_exists(jvm) or psutil.Process(jvm).status() == psutil.STATUS_ZOMBIE
+        store = server.start(TX_ROCKSDB, tmp_path / "store")
+        assert store.call("recover", 1) is True
+        assert store.call("all") == [(b"a", b"1")]  # the commit the crash stopped left nothing
+        assert store.call("committed_offset", TP) == 1  # and its data and offset belong together
+        store.call("put", b"c", b"3")
+        store.call("commit", {TP: 3})
+        assert store.call("rc_all") == [(b"a", b"1"), (b"c", b"3")]
+        store.call("close")
+    assert server.crashes["ks.rocksdb.commit.before_write_batch"] == 1
+    assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+def test_verify_runs_the_conformance_and_offsets_suites_on_kafkas_transactional_rocksdb_store(fresh_build, cli,
+                                                                                              tmp_path):
+    out = tmp_path / "verdict.json"
+    done = cli("verify", TX_ROCKSDB, "--seed", "3", "--examples", "3", "--steps", "12", "--json", out,
+               env={BUILD_ENV: str(fresh_build)}, timeout=300)
+    verdict = json.loads(out.read_text())
+    assert done.returncode == 0, (done.stdout, verdict["violations"])
+    assert verdict["verdict"] == "pass"
+    crashed = {p["name"] for p in verdict["points"] if p["crashes"]}  # Byteman's points, reached and crashed at
+    assert "ks.rocksdb.commit.before_write_batch" in crashed, verdict["points"]
+    assert any("committed_durable" in line for line in verdict["not_checked"])  # declared, and said
+    assert _our_jvms(fresh_build) == []
