@@ -110,26 +110,12 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
 
 def show_campaign(campaign: dict) -> None:
     """What a lifecycle campaign shows besides its tallies: the checks no scenario exercised on a store that
-    ran (not passed), with the condition each needs (:data:`~eos_harness.suites.lifecycle.coverage.CONDITIONS`)."""
-    summary = campaign["summary"]
-    unexercised: dict[str, list[str]] = {}  # check -> the stores none of whose scenarios met its condition
-    for store, tally in summary["stores"].items():
-        for check in tally.get("not_exercised", []):
-            unexercised.setdefault(check, []).append(store)
-    if unexercised:
-        from eos_harness.suites.lifecycle.coverage import CONDITIONS
+    ran (:func:`~eos_harness.suites.lifecycle.coverage.not_exercised_note`)."""
+    from eos_harness.suites.lifecycle.coverage import not_exercised_note
 
-        ran = [s for s, t in summary["stores"].items() if t["scenarios"]]
-        # No scenario of the campaign ran a global store's workload (--workloads without global): say how to plan one.
-        several = any(WORKLOADS[r["workload"]].changelog_partitions > 1
-                      for r in campaign["scenarios"] if r.get("workload") in WORKLOADS)
-        hint = {} if several else {"partitions_one_commit": "; no scenario ran a global store's workload: it needs "
-                                                            "global in --workloads and a store's third scenario "
-                                                            "(its crash during recovery)"}
-        console.print("not exercised (no scenario met the check's condition: not passed): " + "; ".join(
-            f"{check} ({CONDITIONS[check][0]}{hint.get(check, '')}) on "
-            f"{'every store' if set(on) >= set(ran) else ', '.join(on)}"
-            for check, on in unexercised.items()), soft_wrap=True, highlight=False, markup=False)
+    note = not_exercised_note(campaign)
+    if note:
+        console.print(note, soft_wrap=True, highlight=False, markup=False)
 
 
 @click.command("demo")

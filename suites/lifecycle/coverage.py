@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["CONDITIONS", "TASK_STORE", "declared_not_applicable", "exercised", "not_applicable"]
+from eos_harness.models.workloads import WORKLOADS
+
+__all__ = ["CONDITIONS", "TASK_STORE", "declared_not_applicable", "exercised", "not_applicable", "not_exercised_note"]
 
 
 def _restarted_after_crash(history: list[dict], transactional: bool | None = None) -> bool:
@@ -102,3 +104,26 @@ def declared_not_applicable(window: bool, task_store: bool) -> dict[str, str]:
         return {"partitions_one_commit": "a window store: no windowed workload feeds it from several changelog "
                                          "partitions (the global workload is a key-value store's)"}
     return {"partitions_one_commit": TASK_STORE} if task_store else {}
+
+
+def not_exercised_note(campaign: dict) -> str | None:
+    """The line a campaign's terminal output ends its tallies with when some check was not exercised on a
+    store that ran (not passed): each such check with its condition and the stores, and how to plan a global
+    store's crash when no scenario ran its workload; None when every check that applies was exercised."""
+    stores = campaign["summary"]["stores"]
+    unexercised: dict[str, list[str]] = {}  # check -> the stores none of whose scenarios met its condition
+    for store, tally in stores.items():
+        for check in tally.get("not_exercised", []):
+            unexercised.setdefault(check, []).append(store)
+    if not unexercised:
+        return None
+    ran = [s for s, t in stores.items() if t["scenarios"]]
+    # No scenario of the campaign ran a global store's workload (--workloads without global): say how to plan one.
+    several = any(WORKLOADS[r["workload"]].changelog_partitions > 1
+                  for r in campaign["scenarios"] if r.get("workload") in WORKLOADS)
+    hint = {} if several else {"partitions_one_commit": "; no scenario ran a global store's workload: it needs "
+                                                        "global in --workloads and a store's third scenario "
+                                                        "(its crash during recovery)"}
+    return "not exercised (no scenario met the check's condition: not passed): " + "; ".join(
+        f"{check} ({CONDITIONS[check][0]}{hint.get(check, '')}) on "
+        f"{'every store' if set(on) >= set(ran) else ', '.join(on)}" for check, on in unexercised.items())
