@@ -93,16 +93,18 @@ class Jvm:
 class JvmPool:
     """The store JVMs of one store server: idle ones by version, and one started ahead per version used."""
 
-    def __init__(self) -> None:
+    def __init__(self, output) -> None:
+        """``output``: a callable giving where the JVMs' stdout and stderr go now (the store server's
+        children's output)."""
+        self._output = output
         self._idle: dict[str, list[Jvm]] = {}
         self._all: list[Jvm] = []
         self._lock = threading.Lock()
 
     def _start(self, version: str) -> Jvm:
         from eos_harness.kafka_streams.build import ensure_built
-        from eos_harness.process.server import forkserver_context
 
-        jvm = Jvm(version, ensure_built(version).command(), forkserver_context().output)
+        jvm = Jvm(version, ensure_built(version).command(), self._output())
         self._all.append(jvm)
         return jvm
 

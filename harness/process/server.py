@@ -530,7 +530,7 @@ class StoreServer:
         from eos_harness.kafka_streams.pool import JvmPool, JvmStartError
 
         if self._jvms is None:
-            self._jvms = JvmPool()
+            self._jvms = JvmPool(lambda: forkserver_context().output)
         try:
             jvm = self._jvms.take(info.version)
         except (BuildError, JvmStartError) as exc:
