@@ -10,7 +10,7 @@ RUN_DIR ?= runs/demo
 # The edit loop's tier: no Kafka, no Spark, no JVM (jvm: Kafka Streams' own stores), none of the opt-in tiers, nothing `heavy` (conftest.py).
 CHECK_MARKERS := not slow and not docker and not browser and not install and not kafka and not spark and not heavy and not jvm
 
-.PHONY: demo test check test-lowest test-beside setup jars lint bench clean docker-image test-docker test-browser
+.PHONY: demo test check test-spark-full test-lowest test-beside setup jars lint bench clean docker-image test-docker test-browser
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ test: $(STAMP) jars
 # The edit loop (no jars, no JVM): under 3 minutes on 2 cores.
 check: $(STAMP)
 	$(BIN)/python -m pytest -q -m '$(CHECK_MARKERS)' --durations=10
+
+# Opt-in: every Spark test, with the `slow` ones `make test` leaves out (the Spark 4.1.1 behaviours
+# the full matrix found: suites/spark/test_spark.py's FINDINGS).
+test-spark-full: $(STAMP) jars
+	$(BIN)/python -m pytest -q -m spark --durations=15 -n $(WORKERS) --dist loadfile
 
 # Opt-in: the harness installed with the lowest version of every dependency (constraints-lowest.txt,
 # the lower bounds of pyproject.toml's ranges) in a new virtual environment, running `make check`'s tests.

@@ -36,3 +36,17 @@ def test_plain_turns_the_options_off(tmp_path, monkeypatch):
     monkeypatch.setenv("EOS_HARNESS_SPARK_JVM", "plain")
     assert driver_options(tmp_path).options == ""
     assert not (tmp_path / "spark-cds").exists()
+
+
+def test_one_run_at_a_time_makes_the_archive_and_a_dead_makers_lock_is_taken_over(tmp_path):
+    assert driver_options(tmp_path, make=False).options == "-XX:TieredStopAtLevel=1"  # a run to be killed
+    maker = driver_options(tmp_path)
+    assert "-XX:ArchiveClassesAtExit=" in maker.options
+    beside = driver_options(tmp_path)  # started while the first is still running: it makes none
+    assert beside.options == "-XX:TieredStopAtLevel=1"
+    maker.finish(-9)  # killed: the next run makes it
+    again = driver_options(tmp_path)
+    assert "-XX:ArchiveClassesAtExit=" in again.options
+    lock = next((tmp_path / "spark-cds").glob("*.lock"))
+    lock.write_text("999999999")  # what a maker killed before it could finish leaves (no such process)
+    assert "-XX:ArchiveClassesAtExit=" in driver_options(tmp_path).options

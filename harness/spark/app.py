@@ -41,6 +41,9 @@ def session(config: dict):
     builder = (
         SparkSession.builder.master("local[2]").appName(f"eos-harness-{config['pipeline']}")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # no progress bars in the run's log
+        # PySpark's daemon with pandas and pyarrow imported once, before it forks the workers
+        .config("spark.python.daemon.module", "eos_harness.spark.daemon")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", "1g")

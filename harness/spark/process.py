@@ -42,12 +42,14 @@ def processes_of(root: Path) -> list[int]:
 
 
 class PipelineProcess:
-    """``with PipelineProcess(config, run_dir, name) as p: p.wait(timeout)``; ``p.pgid`` is the group to kill."""
+    """``with PipelineProcess(config, run_dir, name) as p: p.wait(timeout)``; ``p.pgid`` is the group to kill.
+    ``to_the_end``: the run is not meant to be killed, so it may make the class archive
+    (:mod:`eos_harness.spark.jvm`; a killed run could not)."""
 
-    def __init__(self, config: dict, directory: Path, name: str) -> None:
+    def __init__(self, config: dict, directory: Path, name: str, to_the_end: bool = True) -> None:
         from eos_harness.spark.jvm import driver_options
 
-        self.jvm = driver_options()
+        self.jvm = driver_options(make=to_the_end)
         # in the command's temp root (TMPDIR), removed at the run's end (__exit__)
         self.temp = Path(tempfile.mkdtemp(prefix=f"eos-spark-{name}-"))
         java_options = f"{self.jvm.options} -Djava.io.tmpdir={shlex.quote(str(self.temp))}".strip()
@@ -100,7 +102,7 @@ class PipelineProcess:
             self.kill()  # the JVM and Python workers share the group; kill them even if the driver exited
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
-            self.jvm.finish(self.proc.returncode)
+        self.jvm.finish(self.proc.returncode if self.proc is not None else None)
         self._log.close()
         shutil.rmtree(self.temp, ignore_errors=True)  # the group is dead: nothing writes there any more
 

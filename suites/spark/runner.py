@@ -209,7 +209,7 @@ def _run_all(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
             run["recovery"] = True  # restarted after Spark failed, not after a kill
         watcher_cm = FileWatcher(roots, target, clock_zero=started) if watch or target else _NoWatcher()
         with watcher_cm as watcher, \
-                PipelineProcess(config, run_dir, f"run-{number}") as proc:
+                PipelineProcess(config, run_dir, f"run-{number}", to_the_end=target is None) as proc:
             watcher.attach(proc.pgid)
             run["seq"] = history.add({"type": "start", "run": number, "target": run["target"],
                                       "at": round(proc.started - started, 3)})
