@@ -115,3 +115,16 @@ def test_verify_runs_the_conformance_and_offsets_suites_on_kafkas_transactional_
     assert "ks.rocksdb.commit.before_write_batch" in crashed, verdict["points"]
     assert any("committed_durable" in line for line in verdict["not_checked"])  # declared, and said
     assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+def test_points_lists_the_byteman_points_of_kafkas_store_with_the_java_method_each_sits_in(fresh_build, cli):
+    done = cli("points", "--store", TX_ROCKSDB, "--json", env={BUILD_ENV: str(fresh_build)}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    assert set(rows) == {"ks.commit.enter", "ks.rocksdb.commit.enter", "ks.rocksdb.commit.before_offsets",
+                         "ks.rocksdb.commit.before_write_batch", "ks.rocksdb.commit.after_write_batch",
+                         "ks.rocksdb.commit.exit"}
+    assert all(row["reached"] for row in rows.values()), rows  # one run of the store reaches each
+    assert "RocksDBTransactionBuffer.flushToBase" in rows["ks.rocksdb.commit.before_write_batch"]["description"]
+    assert _our_jvms(fresh_build) == []

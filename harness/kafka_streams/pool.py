@@ -6,7 +6,7 @@ it goes back to the pool for the next open; a store process that dies (killed by
 point, or by itself) takes its JVM with it: the server SIGKILLs the JVM before it goes on, and a JVM
 waiting at a crash point for the store process's answer never gets one, so nothing of Kafka's code
 after the point runs. For each JVM killed the pool starts the next one at once, so that it boots while
-the scenario goes on. Every JVM dies with the pool (:meth:`JvmPool.shutdown`), and halts by itself when
+the store's restart is on its way. Every JVM dies with the pool (:meth:`JvmPool.shutdown`), and halts by itself when
 its pipe from the driver closes.
 """
 
@@ -91,7 +91,7 @@ class Jvm:
 
 
 class JvmPool:
-    """The store JVMs of one store server: idle ones by version, and one started ahead per version used."""
+    """The store JVMs of one store server: idle ones by version (one started ahead after each kill)."""
 
     def __init__(self, output) -> None:
         """``output``: a callable giving where the JVMs' stdout and stderr go now (the store server's
@@ -109,12 +109,12 @@ class JvmPool:
         return jvm
 
     def take(self, version: str) -> Jvm:
-        """An idle JVM of ``version``, ready (one is started ahead for the next take)."""
+        """An idle JVM of ``version``, ready (started now when none is idle)."""
         with self._lock:
             idle = self._idle.setdefault(version, [])
+            while idle and not idle[0].alive:
+                idle.pop(0)
             jvm = idle.pop(0) if idle else self._start(version)
-            if not idle:
-                idle.append(self._start(version))  # boots while this one serves
         jvm.wait_ready()
         return jvm
 
@@ -125,10 +125,14 @@ class JvmPool:
                 self._idle.setdefault(jvm.version, []).insert(0, jvm)
 
     def kill(self, jvm: Jvm) -> None:
-        """SIGKILL a JVM whose store process died."""
+        """SIGKILL a JVM whose store process died, and start the next one at once: a restart of the store
+        follows a crash, and finds it booted (or booting)."""
         jvm.kill()
         with self._lock:
             self._all = [j for j in self._all if j is not jvm]
+            idle = self._idle.setdefault(jvm.version, [])
+            if not any(j.alive for j in idle):
+                idle.append(self._start(jvm.version))
 
     def shutdown(self) -> None:
         with self._lock:

@@ -322,7 +322,7 @@ def _transactional(features: Features) -> str | None:
     if not features.transactional:
         return ("the store is not transactional: its writes are visible (and kept) at once, so a flush that "
                 "commits cannot be told from one that does not")
-    return None
+    return _manages_persistently(features)  # run_flush reads the offsets, and the data after a SIGKILL
 
 
 SCENARIOS = [
