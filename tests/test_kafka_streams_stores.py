@@ -43,6 +43,8 @@ def test_kafka_streams_stores_are_listed_with_their_system_and_version_and_kept_
 
     assert not set(KAFKA_STORES) & set(subjects(None))  # a JVM per store process: run when named
     assert not set(KAFKA_STORES) & set(default_stores())
+    refused = cli.invoke("chaos", "--stores", "kafka-streams-9.9.9-rocksdb")  # a name chaos --stores knows
+    assert refused.returncode == 2 and all(name in refused.stderr for name in KAFKA_STORES), refused.stderr
 
 
 def _our_jvms(build: Path) -> list[psutil.Process]:

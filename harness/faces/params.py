@@ -46,9 +46,10 @@ class NameList(click.ParamType):
 
 
 def _store_names() -> list[str]:
-    from eos_harness.stores.registry import builtin_specs
+    from eos_harness.stores.registry import builtin_specs, opt_in_specs
 
-    return sorted(spec.name for spec in builtin_specs())  # stores, mutants and unsafe variants
+    # stores, mutants and unsafe variants, and the stores run only when named (Kafka Streams' own)
+    return sorted(spec.name for spec in [*builtin_specs(), *opt_in_specs()])
 
 
 def _store_factory_problem(name: str) -> str | None:
