@@ -207,3 +207,32 @@ def test_a_task_the_broker_failed_is_an_error_of_the_environment_not_a_finding_a
                      error=broker_failure(lost))
     assert failed["verdict"] == "fail", failed
     assert "task_finishes" not in {v["check"] for v in failed["violations"]}
+
+
+def _replay_from_an_earlier_commit(durable: bool) -> list[dict]:
+    """Store commits at 0 and 2, the EOS commit of 4, a crash; the store comes back at its commit of 0 and
+    replays 4 records (its commit of 2 was in memory only: Kafka's RocksDB store, write-ahead log off)."""
+    flag = {} if durable else {"commit_durable": False}
+    return history(
+        {**recover(0, {}), **flag},
+        {"type": "store_commit_begin", "input_position": 0},
+        {"type": "store_commit", "input_position": 0},
+        {"type": "commit", "input_position": 2},
+        {"type": "store_commit_begin", "input_position": 2},
+        {"type": "store_commit", "input_position": 2},
+        {"type": "commit", "input_position": 4},
+        {"type": "crash", "point": "task.commit.after_eos"},
+        {**recover(4, MODEL.state_at(4), replayed=4, instance=2), **flag},
+        {"type": "store_commit", "input_position": 4, "instance": 2},
+        {"type": "done", "instance": 2},
+        {**recover(4, MODEL.state_at(4), replayed=0, instance=3), **flag},
+    )
+
+
+def test_a_store_durable_only_once_flushed_may_replay_from_any_commit_since_its_last_clean_close():
+    found = check_all(_replay_from_an_earlier_commit(durable=True), MODEL)
+    assert [v.check for v in found] == ["no_wipe"] and "2 records" in found[0].expected  # the tail after 2
+    assert check_all(_replay_from_an_earlier_commit(durable=False), MODEL) == []  # Capabilities(commit_durable=False)
+    flushed = _replay_from_an_earlier_commit(durable=False)
+    flushed[-1]["replayed_records"] = 4  # after a clean close the last commit is on disk: nothing to replay
+    assert [v.check for v in check_all(flushed, MODEL)] == ["no_wipe"]

@@ -130,3 +130,17 @@ def test_points_lists_the_byteman_points_of_kafkas_store_with_the_java_method_ea
     assert all(row["reached"] for row in rows.values()), rows  # one run of the store reaches each
     assert "RocksDBTransactionBuffer.flushToBase" in rows["ks.rocksdb.commit.before_write_batch"]["description"]
     assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+def test_the_lifecycle_runs_kafkas_store_crashed_by_byteman_in_a_task_process_and_leaves_no_jvm(fresh_build, cli,
+                                                                                               tmp_path):
+    out = tmp_path / "run"
+    done = cli("run", "--store", TX_ROCKSDB, "--crash-at", "ks.rocksdb.commit.before_write_batch", "--seed", "1",
+               "--out", out, "--no-report", "--json", tmp_path / "verdict.json", env={BUILD_ENV: str(fresh_build)},
+               timeout=300)
+    verdict = json.loads((tmp_path / "verdict.json").read_text())
+    assert done.returncode == 0, (done.stdout, verdict.get("violations"))
+    assert verdict["verdict"] == "pass"
+    assert "ks.rocksdb.commit.before_write_batch" in done.stdout  # the point was hit, in the task's own JVM
+    assert _our_jvms(fresh_build) == []

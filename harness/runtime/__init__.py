@@ -307,6 +307,8 @@ class Task:
                 "transactional": store.transactional(),
                 "persistent": store.persistent(),
                 "manages_offsets": store.manages_offsets(),
+                # a store whose commits are durable only once flushed (Capabilities.commit_durable) says so
+                **({} if capabilities_of(store).commit_durable else {"commit_durable": False}),
                 "contents": [[encode(k), encode(v)] for k, v in store.all()] if config.report_contents else None,
                 **self.changelogs.fields("recovered_offset", recovered, "recovered_offsets"),
                 "pre_replay_contents": pre_replay,

@@ -175,9 +175,14 @@ def _expected_tails(history: list[dict], model: LifecycleModel) -> dict[int, set
     """For each recover event (by seq): the changelog tail lengths a correct store replays.
 
     The tail is the changelog written by records committed after the store's last commit; a
-    crash inside ``store.commit`` allows the tail of either side of that commit."""
+    crash inside ``store.commit`` allows the tail of either side of that commit. A store whose commits
+    are durable only once flushed (its ``recover`` events say ``commit_durable: False``: Kafka Streams'
+    RocksDB store, which writes with RocksDB's write-ahead log off and counts on the changelog) may come
+    back at any commit since its last clean close (the task's ``done``), and replays the tail after it."""
     tails: dict[int, set[int]] = {}
     store_positions = {0}
+    durable = all(event.get("commit_durable", True) for event in history if event["type"] == "recover")
+    last_commit: int | None = None
     pending_begin: int | None = None
     # The store commit that ends a restore comes before its ``recover`` event; the tail that the
     # recovery replayed depends on the store's position before it, so it applies after that event.
@@ -193,11 +198,15 @@ def _expected_tails(history: list[dict], model: LifecycleModel) -> dict[int, set
             if event.get("restore"):
                 restore_commit = event["input_position"]
             else:
-                store_positions = {event["input_position"]}
+                last_commit = event["input_position"]
+                store_positions = {last_commit} if durable else store_positions | {last_commit}
             pending_begin = None
+        elif kind == "done" and not durable and last_commit is not None:
+            store_positions = {last_commit}  # a clean close flushed every commit
         elif kind == "crash":
             if restore_commit is not None:
-                store_positions, restore_commit = {restore_commit}, None
+                store_positions = {restore_commit} if durable else store_positions | {restore_commit}
+                restore_commit = None
             if pending_begin is not None:
                 store_positions = store_positions | {pending_begin}
                 pending_begin = None
@@ -205,7 +214,8 @@ def _expected_tails(history: list[dict], model: LifecycleModel) -> dict[int, set
             committed = len(model.changelog(event["input_position"]))
             tails[event["seq"]] = {committed - len(model.changelog(p)) for p in store_positions}
             if restore_commit is not None:
-                store_positions, restore_commit = {restore_commit}, None
+                store_positions = {restore_commit} if durable else store_positions | {restore_commit}
+                last_commit, restore_commit = restore_commit, None
     return tails
 
 
