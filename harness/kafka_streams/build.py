@@ -64,6 +64,7 @@ class Server:
         archive = self.folder / ARCHIVE
         return [java, *JVM_OPTIONS, f"-Djava.library.path={self.folder / 'native'}",
                 *([f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"] if archive.is_file() else []),
+                "-Dorg.jboss.byteman.compile.to.bytecode=true",  # rules run as bytecode, not interpreted
                 f"-javaagent:{self.byteman}=script:{self.rules}",
                 "-cp", os.pathsep.join(str(p) for p in (self.jar, *self.classpath)), MAIN]
 

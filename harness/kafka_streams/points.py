@@ -75,5 +75,6 @@ def rules_text(version: str) -> str:
     rules = []
     for point in POINTS:
         rules.append(f"RULE {point.name}\nCLASS {_INTERNALS}.{point.cls}\nMETHOD {point.method}\n{point.location}\n"
-                     f"IF true\nDO eosharness.StoreServer.reach(\"{point.name}\")\nENDRULE\n")
+                     f"IF eosharness.StoreServer.reporting()\nDO eosharness.StoreServer.reach(\"{point.name}\")\n"
+                     "ENDRULE\n")
     return "\n".join(rules)

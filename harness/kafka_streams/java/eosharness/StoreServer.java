@@ -90,6 +90,11 @@ public final class StoreServer {
         }
     }
 
+    /** Whether the harness asks for the crash points now (a rule's condition: unarmed, a rule does no more). */
+    public static boolean reporting() {
+        return reporting;
+    }
+
     /** Called by the Byteman rules at each crash point: ask the harness whether to go on. */
     public static void reach(String point) {
         if (!reporting) {
