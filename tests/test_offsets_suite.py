@@ -255,3 +255,17 @@ def test_a_store_that_keeps_source_positions_among_its_data_is_told_so_not_about
     assert finding["observed"]["position/app-input-0"] == "100"
     assert finding["detail"].startswith("right after commit #1, the store lists {'position/app-input-0': '100'}, "
                                         "which no write made")
+
+
+@pytest.mark.parametrize("mutant", ["mutant-recover-keeps-uncommitted", "mutant-put-all-bypasses-txn"])
+def test_an_uncommitted_write_that_survives_a_kill_is_named_no_uncommitted_survives(mutant):
+    # Killed with writes given to no commit, restarted with the last commit's offsets: the writes are still
+    # there. That breaks "no uncommitted write survives a crash" (the conformance suite's promise), not
+    # "data and offsets of one commit" (offsets_match_data), which it was named before.
+    result = verify_offsets(mutant, seed=1, only=["partitions_crash"])
+    found = [v for v in result["violations"] if v["case"] == "offsets: partitions_crash: kill before commit"]
+    assert [v["check"] for v in found] == ["no_uncommitted_survives"], result["violations"]
+    [finding] = found
+    assert finding["key"] == "a" and finding["observed"] == {"a": "v2", "c": "v1", "d": "v1"}
+    assert finding["expected"] == {"a": "v1", "b": "v1", "c": "v1"}
+    assert "the uncommitted a=v2, d=v1, the delete of b" in finding["detail"] and "just before" in finding["detail"]

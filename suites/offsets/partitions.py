@@ -151,9 +151,14 @@ def _reached_in_commit(spec: str, workdir: Path, store_timeout: float) -> list[s
 
 
 def _judge_recovery(live: LiveStore, outcomes: list[tuple[str, dict, dict]], data: dict,
-                    offsets: dict[TopicPartition, int | None]) -> Violation | None:
+                    offsets: dict[TopicPartition, int | None],
+                    uncommitted: dict[bytes, bytes | None] | None = None) -> Violation | None:
     """What a restarted store holds must be one of ``outcomes`` (label, data, offsets), whole (the
-    offsets of the partitions the store was asked for: a task's store, its own partition alone)."""
+    offsets of the partitions the store was asked for: a task's store, its own partition alone).
+    ``uncommitted``: the writes made after the last commit and given to none (the store was killed
+    with them open): when the offsets are the last commit's and one of them is in the data, the
+    promise broken is the conformance suite's no_uncommitted_survives, not that data and offsets go
+    together."""
     outcomes = [(label, want, {tp: offs.get(tp) for tp in offsets}) for label, want, offs in outcomes]
     if any(data == want and offsets == offs for _, want, offs in outcomes):
         return None
@@ -182,6 +187,15 @@ def _judge_recovery(live: LiveStore, outcomes: list[tuple[str, dict, dict]], dat
                          detail=f"after the crash and a restart, the store holds the data of {holding[0]} but the "
                                 f"offsets of {matching[0]} ({shown}): data and offsets were not written "
                                 f"together{story}")
+    survived = _survived(uncommitted or {}, outcomes[0][1], data) if matching and len(outcomes) == 1 else []
+    if survived:
+        told = ", ".join(f"{k.decode('latin-1')}={v.decode('latin-1')}" if v is not None
+                         else f"the delete of {k.decode('latin-1')}" for k, v in survived)
+        return Violation("no_uncommitted_survives", survived[0][0].decode("latin-1"), show_data(outcomes[0][1]),
+                         show_data(data),
+                         detail=f"after a SIGKILL with writes never committed and a restart, the store holds the "
+                                f"uncommitted {told} (the offsets are those of {matching[0]}, {shown}): an "
+                                f"uncommitted write survived the crash{story}")
     if matching:
         return Violation("offsets_match_data", None, [show_data(w) for _, w, _ in outcomes], show_data(data),
                          detail=f"after the crash and a restart, the offsets are those of {matching[0]} ({shown}) "
@@ -190,6 +204,14 @@ def _judge_recovery(live: LiveStore, outcomes: list[tuple[str, dict, dict]], dat
     return Violation("partition_offset_exact", str(tp), [o[tp] for _, _, o in outcomes], offsets[tp],
                      detail=f"after the crash and a restart, committed_offset({tp}) returned {offsets[tp]}, which "
                             f"no commit gave it (offsets {shown}){story}")
+
+
+def _survived(uncommitted: dict[bytes, bytes | None], committed: dict[bytes, bytes],
+              data: dict[bytes, bytes]) -> list[tuple[bytes, bytes | None]]:
+    """The writes of ``uncommitted`` (None: a delete) that the recovered ``data`` shows, where the
+    ``committed`` data differs from them."""
+    return [(k, v) for k, v in uncommitted.items()
+            if committed.get(k) != v and (data.get(k) == v if v is not None else k not in data)]
 
 
 def show_data(data: dict[bytes, bytes]) -> dict[str, str]:
@@ -255,7 +277,8 @@ def run_crash(spec: str, workdir: Path, seed: int, store_timeout: float) -> list
             offset = live.call("committed_offset", CHANGELOGS[0])
             live.call("recover", offset)
             live.told(f"restarted; recover({offset})")
-            violation = _judge_recovery(live, outcomes, live.contents(offers), live.offsets([*ALL, NEVER_COMMITTED]))
+            violation = _judge_recovery(live, outcomes, live.contents(offers), live.offsets([*ALL, NEVER_COMMITTED]),
+                                        uncommitted=dict(WRITES) if point is None and not hit else None)
             live.call("close")
         if violation is not None and violation.check not in found:
             found[violation.check] = replace(violation, case=f"offsets: partitions_crash: {label}")
