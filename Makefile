@@ -10,7 +10,7 @@ RUN_DIR ?= runs/demo
 # The edit loop's tier: no Kafka, no Spark, no JVM (jvm: Kafka Streams' own stores), none of the opt-in tiers, nothing `heavy` (conftest.py).
 CHECK_MARKERS := not slow and not docker and not browser and not install and not kafka and not spark and not heavy and not jvm
 
-.PHONY: demo test check test-spark-full test-lowest test-beside setup jars lint bench clean docker-image test-docker test-browser
+.PHONY: demo test check spark-archive test-spark-full test-lowest test-beside setup jars lint bench clean docker-image test-docker test-browser
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ setup: $(STAMP)
 jars: $(STAMP)
 	$(BIN)/python -m eos_harness.jars
 
+# The Spark driver's class archive (.cache/spark-cds/, once): one short pipeline run that ends on its
+# own, before the Spark tests (each of their runs starts a new driver JVM, in half the time from it).
+spark-archive: $(STAMP)
+	$(BIN)/python -m eos_harness.suites.spark.warmup
+
 demo: $(STAMP)
 	$(BIN)/eos-harness demo --out $(RUN_DIR)
 
@@ -32,7 +37,7 @@ demo: $(STAMP)
 # On WORKERS pytest-xdist workers, each test file on one worker (--dist loadfile: a file's module
 # fixtures, a Spark matrix or a Kafka cluster, start once); WORKERS=0 runs them in this process.
 WORKERS ?= 2
-test: $(STAMP) jars
+test: $(STAMP) jars spark-archive
 	$(BIN)/python -m pytest -q --durations=25 -n $(WORKERS) --dist loadfile
 
 # The edit loop (no jars, no JVM): under 3 minutes on 2 cores.
@@ -41,7 +46,7 @@ check: $(STAMP)
 
 # Opt-in: every Spark test, with the `slow` ones `make test` leaves out (the Spark 4.1.1 behaviours
 # the full matrix found: suites/spark/test_spark.py's FINDINGS).
-test-spark-full: $(STAMP) jars
+test-spark-full: $(STAMP) jars spark-archive
 	$(BIN)/python -m pytest -q -m spark --durations=15 -n $(WORKERS) --dist loadfile
 
 # Opt-in: the harness installed with the lowest version of every dependency (constraints-lowest.txt,

@@ -67,11 +67,12 @@ def _run_cli(cli, root: Path) -> dict:
 def kafka_results(cli, tmp_path_factory, eos_kafka_cluster) -> dict:
     root = tmp_path_factory.mktemp("spark-kafka")
     with ThreadPoolExecutor(max_workers=2) as pool:
+        # the longest (three runs) first, beside the CLI's (its own broker); the shortest last
+        mid = pool.submit(run_spark_scenario, SOURCE_MID_BATCH, root / "source-mid-batch", True,
+                          kafka=eos_kafka_cluster.bootstrap_servers)
         sink = pool.submit(_run_cli, cli, root)
         source = pool.submit(run_spark_scenario, SOURCE_CASE, root / "source-run", True,
                              kafka=eos_kafka_cluster.bootstrap_servers)
-        mid = pool.submit(run_spark_scenario, SOURCE_MID_BATCH, root / "source-mid-batch", True,
-                          kafka=eos_kafka_cluster.bootstrap_servers)
         out = {"sink-cli": sink.result(), "source": source.result(), "source-mid-batch": mid.result()}
     out["_left_behind"] = processes_of(root)
     return out

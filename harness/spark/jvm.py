@@ -28,7 +28,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["JvmOptions", "driver_options"]
+__all__ = ["JvmOptions", "archive_path", "driver_options"]
 
 ENV = "EOS_HARNESS_SPARK_JVM"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xshare:auto"
@@ -136,21 +136,29 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def driver_options(cache: Path | None = None, make: bool = True) -> JvmOptions:
-    """The options of a driver about to start; ``make=False``: this run will not make the archive when
-    there is none yet (it is to be killed)."""
+def archive_path(cache: Path | None = None) -> Path | None:
+    """Where this Java and pyspark's class archive is (or will be); None when it is off (``plain``, or
+    a JVM without the flags)."""
     if os.environ.get(ENV) == "plain" or not _supported():
-        return JvmOptions("")
+        return None
     if cache is None:
         from eos_harness.jars import cache_dir
 
         cache = cache_dir()
-    folder = cache / "spark-cds"
+    return cache / "spark-cds" / f"driver-{_fingerprint()}.jsa"
+
+
+def driver_options(cache: Path | None = None, make: bool = True) -> JvmOptions:
+    """The options of a driver about to start; ``make=False``: this run will not make the archive when
+    there is none yet (it is to be killed)."""
+    archive = archive_path(cache)
+    if archive is None:
+        return JvmOptions("")
+    folder = archive.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
         return JvmOptions("-XX:TieredStopAtLevel=1")
-    archive = folder / f"driver-{_fingerprint()}.jsa"
     if archive.exists():
         return JvmOptions(f"-XX:TieredStopAtLevel=1 -XX:SharedArchiveFile={archive} {QUIET}")
     lock = folder / f"driver-{_fingerprint()}.lock"
