@@ -50,15 +50,19 @@ def check_options(allow: Iterable[str] = (), offsets_scenarios: Iterable[str] = 
                                     f"{', '.join(known)}")
 
 
-def listed_checks() -> tuple[list[tuple[str, str, list[tuple[str, str, list[str]]]]], list[tuple[str, list[str]]]]:
+def listed_checks() -> tuple[list[tuple[str, str, list[tuple[str, str, list[str], list[str]]]]],
+                             list[tuple[str, list[str]]]]:
     """Every check ``verify`` may report: per suite (its name, a line saying what it checks), each check with
-    its meaning and the built-in mutants it alone catches; and the offsets suite's scenarios with their checks."""
-    from eos_harness.stores.registry import caught_alone_by
+    its meaning, the built-in mutants it alone catches and the mutants of Kafka Streams' own code it is the
+    first to catch (run only when named); and the offsets suite's scenarios with their checks."""
+    from eos_harness.stores.registry import caught_alone_by, opt_in_specs
     from eos_harness.suite import SUITES
     from eos_harness.suites.offsets.runner import scenarios
 
+    kafka = [s for s in opt_in_specs() if s.kind == "mutant"]
     suites = [(name, f"{SUITES[name].title} ({note})",
-               [(check, meaning, caught_alone_by(check, kind)) for check, meaning in SUITES[name].checks().items()])
+               [(check, meaning, caught_alone_by(check, kind), [s.name for s in kafka if s.caught_by[0] == check and kind == "mutant"])
+                for check, meaning in SUITES[name].checks().items()])
               for name, note, kind in VERIFY_SUITES]
     return suites, [(scenario.name, list(scenario.checks)) for scenario in scenarios()]
 

@@ -215,11 +215,13 @@ def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> Non
     suites, offsets_scenarios = listed_checks()
     for name, about, checks in suites:
         click.echo(f"{name} suite, {about}:")
-        for check, meaning, mutants in checks:
+        for check, meaning, mutants, kafka in checks:
             click.echo(f"  {check:<34} {meaning}")
             alone = (f"alone catches the built-in {', '.join(mutants)}" if mutants
                      else "no built-in mutant that it alone catches yet")
             click.echo(f"  {'':<34} {alone}")
+            if kafka:  # mutants of Kafka Streams' own code (Byteman rules), run only when named
+                click.echo(f"  {'':<34} catches Kafka Streams' {', '.join(kafka)}")
     click.echo("offsets scenarios (verify STORE --offsets-scenario NAME runs one alone):")
     for scenario, checks in offsets_scenarios:
         click.echo(f"  {scenario:<34} {', '.join(checks)}")

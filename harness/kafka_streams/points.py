@@ -14,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eos_harness.faults.points import declare
+from eos_harness.kafka_streams import (
+    mutant_rules,  # the mutants of Kafka's code: their rules act only in them
+)
 
 __all__ = ["POINTS", "KafkaPoint", "points_for", "rules_text"]
 
@@ -77,4 +80,4 @@ def rules_text(version: str) -> str:
         rules.append(f"RULE {point.name}\nCLASS {_INTERNALS}.{point.cls}\nMETHOD {point.method}\n{point.location}\n"
                      f"IF eosharness.StoreServer.reporting()\nDO eosharness.StoreServer.reach(\"{point.name}\")\n"
                      "ENDRULE\n")
-    return "\n".join(rules)
+    return "\n".join([*rules, mutant_rules.rules_text()])

@@ -61,8 +61,9 @@ class KafkaStreamsStore:
     ``Stores.keyValueStoreBuilder`` (change logging on, caching off) under ``enable.transactional.statestores``
     = ``transactional`` (4.4.0; 4.3.1 has no such setting)."""
 
-    def __init__(self, version: str, kind: str, transactional: bool, name: str = "store") -> None:
+    def __init__(self, version: str, kind: str, transactional: bool, name: str = "store", mutant: str = "") -> None:
         self.version, self.kind, self._transactional = version, kind, transactional
+        self.mutant = mutant  # a mutant of Kafka's code (eos_harness.kafka_streams.mutant_rules): its rules act
         self.name = name
         self._jvm = False  # open: talking to a JVM
         self._own = None  # the JVM this store started itself (none when the store server lent one)
@@ -143,7 +144,8 @@ class KafkaStreamsStore:
         try:
             opened = self._call("open", kind=self.kind, transactional=self._transactional,
                                 state_dir=str(context.directory), name=context.store_name,
-                                application_id=context.application_id, task_id=context.task_id)
+                                application_id=context.application_id, task_id=context.task_id,
+                                **({"mutant": self.mutant} if self.mutant else {}))
         except KafkaStoreError as exc:
             if "TaskCorruptedException" in str(exc).partition(":")[0]:
                 raise IncompatibleStoreDirectory(str(exc)) from None  # Kafka wipes it and restores it

@@ -25,6 +25,7 @@ register(StoreSpec("rocksdb-legacy-nowipe", "unsafe-runtime",
                    LegacyRocksStore, base="rocksdb-legacy", runtime={"legacy_wipe": False}))
 
 from eos_harness.kafka_streams import catalogue as _kafka_streams  # noqa: E402,F401  (Kafka Streams' own stores)
+from eos_harness.kafka_streams import mutants as _kafka_streams_mutants  # noqa: E402,F401  (their mutants)
 from eos_harness.stores import (  # noqa: E402,F401  (registers the mutants, window stores and window mutants)
                    migration_mutants,  # noqa: E402,F401  (the KIP-1035 upgrade/downgrade mutants)
                    mutants,

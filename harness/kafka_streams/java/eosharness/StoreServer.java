@@ -58,6 +58,8 @@ public final class StoreServer {
     private static KeyValueStore<Bytes, byte[]> store;
     private static ReadOnlyKeyValueStore<Bytes, byte[]> committedView;
     private static boolean transactional;
+    /** The mutant of Kafka's code the open store runs with ("" for none): its Byteman rules test {@link #mutant}. */
+    private static volatile String mutant = "";
 
     private StoreServer() {
     }
@@ -113,6 +115,18 @@ public final class StoreServer {
             }
             Runtime.getRuntime().halt(137); // killed at this point: nothing after it runs
         }
+    }
+
+    /** Whether the open store runs with the mutant {@code name} (a Byteman rule of a mutant acts only then). */
+    public static boolean mutant(String name) {
+        return name.equals(mutant);
+    }
+
+    /** A mutant's commit: each offset one less, the last record's offset instead of the next one to read. */
+    public static Map<TopicPartition, Long> lastRecordOffsets(Map<TopicPartition, Long> offsets) {
+        Map<TopicPartition, Long> last = new HashMap<>();
+        offsets.forEach((partition, offset) -> last.put(partition, offset == null ? null : offset - 1));
+        return last;
     }
 
     private static JsonNode handle(JsonNode request) throws Exception {
@@ -181,6 +195,7 @@ public final class StoreServer {
         String name = request.path("name").asText("store");
         String kind = request.path("kind").asText();
         transactional = request.path("transactional").asBoolean(false);
+        mutant = request.path("mutant").asText("");
         Properties props = new Properties();
         props.put("application.id", request.path("application_id").asText("app"));
         props.put("bootstrap.servers", "127.0.0.1:9"); // never contacted: a MockProcessorContext sends nothing
