@@ -33,7 +33,7 @@ __all__ = ["BUILD_ENV", "JAVA_SOURCE", "BuildError", "Server", "ensure_built"]
 JAVA_SOURCE = Path(__file__).resolve().parent / "java"
 NATIVE = "librocksdbjni-linux64.so"  # what rocksdbjni's loader looks for on java.library.path first
 MAIN = "eosharness.StoreServer"
-LAYOUT = 3  # what a build folder holds (part of its name: a new layout is built afresh)
+LAYOUT = 4  # what a build folder holds (part of its name: a new layout is built afresh)
 ARCHIVE = "server.jsa"  # the class-data-sharing archive of a store JVM's classes (a start maps them)
 # A store's JVM: small and quick to start (C1 only; one GC thread); the stores hold a few keys.
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss1m", "-Xmx256m", "-XX:-UsePerfData",
@@ -90,12 +90,12 @@ def ensure_built(version: str) -> Server:
     every bundle is). Raises :class:`BuildError` saying what is missing."""
     if version not in bundles.VERSIONS:
         raise BuildError(f"unknown Kafka Streams version {version!r}; known: {', '.join(bundles.VERSIONS)}")
-    try:
-        classpath = tuple(jars.ensure(bundles.streams_bundle(version)))
-        byteman = jars.ensure("byteman")[0]
+    try:  # real paths: the class-data archive records the class path, and maps only under the same one
+        classpath = tuple(p.resolve() for p in jars.ensure(bundles.streams_bundle(version)))
+        byteman = jars.ensure("byteman")[0].resolve()
     except jars.JarFetchError as exc:
         raise BuildError(str(exc)) from None
-    folder = _root() / f"server-{version}-{_digest(version)}"
+    folder = _root().resolve() / f"server-{version}-{_digest(version)}"
     jar = folder.with_name(folder.name + ".jar")
     if (folder / ".complete").is_file() and jar.is_file():
         return Server(version, folder, classpath, byteman, jar)
@@ -158,9 +158,19 @@ def _archive(server: Server, java: str) -> None:
     """The class-data-sharing archive of the classes a store JVM loads (each kind of store opened, written,
     committed, read and closed once), so that each start maps them instead of loading them. Dumped without
     the Byteman agent (a JVM with an agent dumps none); one started with the agent still maps every class the
-    agent leaves alone. Best effort: without it a JVM starts all the same, only slower."""
+    agent leaves alone. Checked by a start that must map it (``-Xshare:on``): an archive no JVM would map is
+    removed. Best effort: without it a JVM starts all the same, only slower."""
     command = [arg for arg in server.command(java) if not arg.startswith("-javaagent:")]
     command.insert(1, f"-XX:ArchiveClassesAtExit={server.folder / ARCHIVE}")
     with tempfile.TemporaryDirectory(prefix="eos-ks-warm-") as state, \
             contextlib.suppress(subprocess.SubprocessError, OSError):
         subprocess.run(command, input=WARM_UP.replace("{state}", state), capture_output=True, text=True, timeout=300)
+    archive = server.folder / ARCHIVE
+    if archive.is_file():
+        check = [("-Xshare:on" if arg == "-Xshare:auto" else arg) for arg in server.command(java)]
+        try:
+            mapped = subprocess.run(check, input='{"op": "exit"}\n', capture_output=True, text=True, timeout=300)
+        except (subprocess.SubprocessError, OSError):
+            mapped = None
+        if mapped is None or mapped.returncode != 0:
+            archive.unlink()
