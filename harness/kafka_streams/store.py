@@ -61,8 +61,13 @@ class KafkaStreamsStore:
     ``Stores.keyValueStoreBuilder`` (change logging on, caching off) under ``enable.transactional.statestores``
     = ``transactional`` (4.4.0; 4.3.1 has no such setting)."""
 
-    def __init__(self, version: str, kind: str, transactional: bool, name: str = "store", mutant: str = "") -> None:
+    def __init__(self, version: str, kind: str, transactional: bool, name: str = "store", mutant: str = "",
+                 supplier: str = "", classpath: str = "") -> None:
         self.version, self.kind, self._transactional = version, kind, transactional
+        # kind "user": a user's own supplier or builder class on classpath (eos_harness.kafka_streams.user); what
+        # it is (persistent, managing offsets) is its answer at init
+        self.supplier, self.classpath = supplier, classpath
+        self._opened: dict = {}
         self.mutant = mutant  # a mutant of Kafka's code (eos_harness.kafka_streams.mutant_rules): its rules act
         self.name = name
         self._jvm = False  # open: talking to a JVM
@@ -71,12 +76,16 @@ class KafkaStreamsStore:
 
     # -- what it is ---------------------------------------------------------------------------------
     def persistent(self) -> bool:
+        if self.kind == "user":
+            return bool(self._opened.get("persistent"))
         return self.kind == "rocksdb"
 
     def transactional(self) -> bool:
         return self._transactional
 
     def manages_offsets(self) -> bool:
+        if self.kind == "user":
+            return bool(self._opened.get("manages_offsets"))
         return self.kind == "rocksdb"  # KIP-1035 (4.3 on): the RocksDB store keeps its changelog offsets
 
     def capabilities(self) -> Capabilities:
@@ -86,7 +95,7 @@ class KafkaStreamsStore:
         # commit is on disk at the next flush (a full memtable, a clean close), and Kafka restores the rest
         # from the changelog (Capabilities.commit_durable).
         return Capabilities(legacy_offsets_import=False, legacy_downgrade=False,
-                            commit_durable=self.kind != "rocksdb")
+                            commit_durable=self.kind == "memory")  # a user's store may write as Kafka's RocksDB
 
     @property
     def metrics_scope(self) -> str:
@@ -145,12 +154,15 @@ class KafkaStreamsStore:
             opened = self._call("open", kind=self.kind, transactional=self._transactional,
                                 state_dir=str(context.directory), name=context.store_name,
                                 application_id=context.application_id, task_id=context.task_id,
-                                **({"mutant": self.mutant} if self.mutant else {}))
+                                **({"mutant": self.mutant} if self.mutant else {}),
+                                **({"supplier": self.supplier, "classpath": self.classpath} if self.kind == "user" else {}))
         except KafkaStoreError as exc:
             if "TaskCorruptedException" in str(exc).partition(":")[0]:
                 raise IncompatibleStoreDirectory(str(exc)) from None  # Kafka wipes it and restores it
             raise
-        if opened["persistent"] != self.persistent() or opened["manages_offsets"] != self.manages_offsets():
+        if self.kind == "user":
+            self._opened = opened
+        elif opened["persistent"] != self.persistent() or opened["manages_offsets"] != self.manages_offsets():
             raise StoreError(f"Kafka Streams {self.version}'s {self.kind} store says persistent={opened['persistent']}, "
                              f"managesOffsets={opened['manages_offsets']}; the harness expected "
                              f"{self.persistent()}, {self.manages_offsets()}")

@@ -520,9 +520,11 @@ class StoreServer:
         if builtin_spec(spec) is None:  # a user's store (loads the catalogue first)
             return None, None
         from eos_harness.kafka_streams.catalogue import KAFKA_STORES
+        from eos_harness.kafka_streams.user import PREFIX, VERSION
 
         info = KAFKA_STORES.get(spec)
-        if info is None:
+        version = info.version if info is not None else VERSION if spec.startswith(PREFIX) else None  # a user's Java store
+        if version is None:
             return None, None
         from multiprocessing.connection import Connection
 
@@ -532,7 +534,7 @@ class StoreServer:
         if self._jvms is None:
             self._jvms = JvmPool(lambda: forkserver_context().output)
         try:
-            jvm = self._jvms.take(info.version)
+            jvm = self._jvms.take(version)
         except (BuildError, JvmStartError) as exc:
             raise StoreCallError("StoreError", str(exc)) from None
         to_jvm, from_jvm = jvm.pipes()

@@ -45,6 +45,10 @@ def builtin_spec(name: str) -> StoreSpec | None:
     """The built-in store, mutant or unsafe variant called ``name`` (or a store run only when named,
     :func:`opt_in_specs`); None for any other name."""
     _load_builtins()
+    if name.startswith("jvm:"):  # a user's Java store, jvm:CLASS@PATH (a usage error when malformed)
+        from eos_harness.kafka_streams.user import java_store_spec
+
+        return java_store_spec(name)
     return BUILTIN.get(name) or OPT_IN.get(name)
 
 

@@ -203,14 +203,20 @@ public final class StoreServer {
         props.put("enable.transactional.statestores", String.valueOf(transactional)); // unknown to 4.3.1: ignored
         File stateDir = new File(request.path("state_dir").asText());
         KeyValueBytesStoreSupplier supplier;
+        KeyValueStore<Bytes, byte[]> userBuilt = null; // a user's StoreBuilder builds its own layers
         if (kind.equals("rocksdb")) {
             supplier = Stores.persistentKeyValueStore(name);
         } else if (kind.equals("memory")) {
             supplier = Stores.inMemoryKeyValueStore(name);
+        } else if (kind.equals("user")) {
+            Object made = UserStores.make(request.path("supplier").asText(), request.path("classpath").asText(), name);
+            supplier = made instanceof KeyValueBytesStoreSupplier ? (KeyValueBytesStoreSupplier) made : null;
+            userBuilt = supplier == null ? UserStores.build(made) : null;
         } else {
             throw new IllegalArgumentException("unknown store kind " + kind);
         }
-        KeyValueStore<Bytes, byte[]> built = Stores.keyValueStoreBuilder(supplier, Serdes.Bytes(), Serdes.ByteArray())
+        KeyValueStore<Bytes, byte[]> built = userBuilt != null ? userBuilt
+                : Stores.keyValueStoreBuilder(supplier, Serdes.Bytes(), Serdes.ByteArray())
                 .withLoggingEnabled(new HashMap<>())
                 .withCachingDisabled()
                 .build();
