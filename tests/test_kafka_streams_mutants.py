@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+from pathlib import Path
 
 import psutil
 import pytest
@@ -77,6 +79,9 @@ def test_kafkas_mutants_are_listed_as_mutants_of_kafkas_store_under_the_check_th
         block = checks.split(f"\n  {check:<34} ", 1)[1].split("\n  ", 2)  # the check's meaning, then its mutants
         assert any(name in line for line in block[1:]), (check, block)
     from eos_harness.suites.conformance.plan import subjects
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for name, mistake in KAFKA_MUTANTS.items():  # the README's table: each mutant with the check that catches it
+        assert re.search(rf"^\| `{mistake}` \|.*\| `{builtin_spec(name).caught_by[0]}` \|$", readme, re.M), mistake
     from eos_harness.suites.lifecycle.plan import default_stores
 
     assert not set(KAFKA_MUTANTS) & (set(default_stores()) | set(subjects(None)))  # run only when named
