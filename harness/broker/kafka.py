@@ -18,6 +18,7 @@ Clients are created lazily, never at import: safe to import before ``fork``.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -53,6 +54,38 @@ _FENCING_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INV
 
 def _is_fencing(error: KafkaError) -> bool:
     return error.code() in _FENCING_CODES or error.fatal()
+
+
+# What a client meets while a partition has no leader for a moment: a broker paused past its session
+# (broker-pause) is fenced by the controller until its next heartbeat, a killed one restarts. Retried
+# until the operation's bound (a partition that stays leaderless is still an error), never at once the
+# broker failing the task.
+_LEADERLESS_CODES = {KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE,
+                     KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.FENCED_LEADER_EPOCH, KafkaError._TRANSPORT,
+                     KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
+
+
+def _is_transient(error: KafkaError | None) -> bool:
+    return error is not None and not error.fatal() and (error.retriable() or error.code() in _LEADERLESS_CODES)
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition, what: str) -> tuple[int, int]:
+    """``get_watermark_offsets`` of ``tp``, retried while the partition is leaderless for a moment
+    (:data:`_LEADERLESS_CODES`) within :data:`OPERATION_TIMEOUT_S`; else a BrokerError saying ``what``."""
+    ktp = KafkaTopicPartition(tp.topic, tp.partition)
+    deadline = time.monotonic() + OPERATION_TIMEOUT_S
+    while True:
+        try:
+            return consumer.get_watermark_offsets(ktp, timeout=max(1.0, deadline - time.monotonic()))
+        except KafkaException as exc:
+            if _is_transient(_error_of(exc)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+                # A client that neither assigned nor subscribed the topic keeps its leaderless metadata (no
+                # refresh of a topic not in use): ask for the topic's metadata again.
+                with contextlib.suppress(KafkaException):
+                    consumer.list_topics(tp.topic, timeout=max(1.0, min(5.0, deadline - time.monotonic())))
+                continue
+            raise BrokerError(f"{what}: {exc}") from None
 
 
 class KafkaBroker:
@@ -146,11 +179,7 @@ class KafkaBroker:
 
     def _read(self, tp: TopicPartition, start: int, isolation: str) -> list[Record]:
         consumer = self._reader(isolation)
-        ktp = KafkaTopicPartition(tp.topic, tp.partition)
-        try:
-            _low, end = consumer.get_watermark_offsets(ktp, timeout=OPERATION_TIMEOUT_S)
-        except KafkaException as exc:
-            raise BrokerError(f"reading {tp}: cannot get its end offset: {exc}") from None
+        _low, end = _watermarks(consumer, tp, f"reading {tp}: cannot get its end offset")
         if start >= end:
             return []
         records: list[Record] = []
@@ -164,6 +193,8 @@ class KafkaBroker:
                         if error.code() == KafkaError._PARTITION_EOF:
                             if msg.offset() >= end:
                                 return records
+                            continue
+                        if _is_transient(error):  # the consumer fetches again (bounded by READ_TIMEOUT_S)
                             continue
                         raise BrokerError(f"reading {tp} ({isolation}) failed: {error}")
                     records.append(Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value()))
@@ -213,11 +244,7 @@ class KafkaBroker:
         return self._read(tp, start, "read_uncommitted")
 
     def end_offset(self, tp: TopicPartition) -> int:
-        try:
-            _low, high = self._reader("read_uncommitted").get_watermark_offsets(
-                KafkaTopicPartition(tp.topic, tp.partition), timeout=OPERATION_TIMEOUT_S)
-        except KafkaException as exc:
-            raise BrokerError(f"end offset of {tp}: {exc}") from None
+        _low, high = _watermarks(self._reader("read_uncommitted"), tp, f"end offset of {tp}")
         return high
 
     def committed_offsets(self, group_id: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int | None]:
@@ -240,7 +267,7 @@ class KafkaBroker:
             except KafkaException as exc:
                 error = _error_of(exc)
                 # The group coordinator may still be loading (a fresh cluster, a moved coordinator).
-                if error is not None and (error.retriable() or error.code() in (
+                if error is not None and (_is_transient(error) or error.code() in (
                     KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
                     KafkaError.COORDINATOR_NOT_AVAILABLE,
                 )) and time.monotonic() < deadline:
