@@ -152,6 +152,10 @@ class FaultKind:
     # Hooks of the lifecycle driver, each called with the instance and the fault:
     before_start: Hook | None = None  # before the instance's process starts
     after_events: Hook | None = None  # when the instance's ``hit``-th event has arrived
+    # The task's process waits after sending its ``hit``-th event, so that what ``after_events`` does (a
+    # kill) lands right after that event whatever the machine's load, not after whatever the process
+    # did next (a replay of the same schedule is then the same run).
+    holds_child: bool = False
     when_fired: Hook | None = None  # the child reported its armed point fired; a str returned ends the instance
     broker_options: tuple[tuple[str, str], ...] = ()  # options the broker spec must carry
     broker_action: Callable[..., None] | None = None  # (cluster, node): what the fault does to that broker
@@ -235,7 +239,7 @@ FREEZE = register(FaultKind(
     when_fired=lambda instance, fault: instance.frozen()))
 register(FaultKind(
     "kill", "kill@n", "the driver SIGKILLs the task's process after its n-th event",
-    BY_DRIVER, draw_hit=_draw(1, 25), after_events=lambda instance, fault: instance.kill()))
+    BY_DRIVER, draw_hit=_draw(1, 25), after_events=lambda instance, fault: instance.kill(), holds_child=True))
 register(FaultKind(
     "broker-kill", "broker-kill@n",
     "after the instance's n-th event: SIGKILL the task's transaction coordinator broker, restart it",
