@@ -68,7 +68,7 @@ class KafkaStreamsStore:
         # it is (persistent, managing offsets) is its answer at init
         self.supplier, self.classpath = supplier, classpath
         self._opened: dict = {}
-        self.mutant = mutant  # a mutant of Kafka's code (eos_harness.kafka_streams.mutant_rules): its rules act
+        self.mutant = mutant  # a mutant of Kafka's code (kafka_streams.mutant_rules): its rules act in this store
         self.name = name
         self._jvm = False  # open: talking to a JVM
         self._own = None  # the JVM this store started itself (none when the store server lent one)

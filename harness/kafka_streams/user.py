@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import sys
 import zipfile
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 from eos_harness.kafka_streams.store import KafkaStreamsStore
@@ -53,8 +53,9 @@ def parse(spec: str) -> tuple[str, Path]:
     return name, path
 
 
+@lru_cache(maxsize=64)
 def java_store_spec(spec: str) -> StoreSpec:
-    """The store ``jvm:CLASS@PATH`` names (checked: :func:`parse`)."""
+    """The store ``jvm:CLASS@PATH`` names (checked once per process: :func:`parse`)."""
     name, path = parse(spec)
     return StoreSpec(spec, "store", f"your Java store {name} from {path}, in Kafka Streams {VERSION}'s JVM",
                      partial(KafkaStreamsStore, VERSION, "user", True, supplier=name, classpath=str(path)))
