@@ -81,22 +81,26 @@ def verify_store(store: str | StoreRef, seed: int, *, examples: int = 40, steps:
     """The verdict of the suite ``store`` gets (see the module), with ``suite`` and ``seconds``. A
     store given by its spec is resolved here (:func:`~eos_harness.stores.child_probe.store_ref`: its
     module imported in a child, its output going to ``log``, as everything the store prints)."""
-    from eos_harness.process.server import children_output
+    from eos_harness.kafka_streams.pool import shared
+    from eos_harness.process.server import children_output, forkserver_context
     from eos_harness.stores.child_probe import store_ref
 
     started = time.monotonic()
     with children_output(log):
         ref = store_ref(store, store_timeout)
-    window = ref.window
-    if window:
-        from eos_harness.suites.windows.runner import verify
+    # One pool of store JVMs (Kafka Streams' stores) for every case: a JVM whose store closed cleanly serves
+    # the next case's store instead of a fresh start.
+    with shared(lambda: forkserver_context().output):
+        window = ref.window
+        if window:
+            from eos_harness.suites.windows.runner import verify
 
-        result = verify(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout)
-    else:
-        from eos_harness.suites.conformance.runner import verify
+            result = verify(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout)
+        else:
+            from eos_harness.suites.conformance.runner import verify
 
-        result = verify(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
-                        log=log, allow=allow, offsets_scenarios=offsets_scenarios,
-                        **({} if max_findings is None else {"max_findings": max_findings}))
+            result = verify(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
+                            log=log, allow=allow, offsets_scenarios=offsets_scenarios,
+                            **({} if max_findings is None else {"max_findings": max_findings}))
     return {"suite": "windows" if window else "conformance", **result,
             "seconds": round(time.monotonic() - started, 3)}

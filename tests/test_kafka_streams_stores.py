@@ -164,3 +164,25 @@ def test_the_lifecycle_runs_kafkas_store_crashed_by_byteman_in_a_task_process_an
     assert verdict["verdict"] == "pass"
     assert "ks.rocksdb.commit.before_write_batch" in done.stdout  # the point was hit, in the task's own JVM
     assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+def test_store_servers_inside_a_shared_pool_reuse_a_cleanly_closed_jvm_and_none_outlives_the_pool(fresh_build,
+                                                                                                   tmp_path):
+    from eos_harness.kafka_streams.pool import shared
+
+    with shared(lambda: None):
+        with StoreServer(timeout=120) as server:
+            store = server.start(TX_ROCKSDB, tmp_path / "a")
+            first = store.jvm.pid
+            store.call("put", b"a", b"1")
+            store.call("commit", {TP: 1})
+            store.call("close")
+        assert psutil.pid_exists(first)  # the server is gone; its JVM, its store closed, waits in the pool
+        with StoreServer(timeout=120) as server:
+            store = server.start(TX_ROCKSDB, tmp_path / "a")
+            assert store.jvm.pid == first  # the next server's store is served by it, no JVM started
+            assert store.call("all") == [(b"a", b"1")]
+            store.call("put", b"b", b"2")  # left open: the server's exit kills the store and its JVM
+        assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
+    assert _our_jvms(fresh_build) == []

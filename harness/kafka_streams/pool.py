@@ -20,7 +20,7 @@ import signal
 import subprocess
 import threading
 
-__all__ = ["Jvm", "JvmPool", "JvmStartError"]
+__all__ = ["Jvm", "JvmPool", "JvmStartError", "current", "shared"]
 
 READY_TIMEOUT_S = 120.0
 _PR_SET_PDEATHSIG = 1
@@ -139,3 +139,29 @@ class JvmPool:
             every, self._all, self._idle = self._all, [], {}
         for jvm in every:
             jvm.kill()
+
+
+_shared: JvmPool | None = None
+
+
+def current() -> JvmPool | None:
+    """The pool every store server in this process lends from (inside :func:`shared`), else None."""
+    return _shared
+
+
+@contextlib.contextmanager
+def shared(output):
+    """Within: every store server of this process lends from one pool, so that a JVM whose store closed
+    cleanly serves the next server's store (a suite makes a server per case) instead of dying with its
+    server; a server's exit still kills the JVMs of its children, as a crash would. Every JVM of the pool dies
+    at the end. Nested: the outer pool."""
+    global _shared
+    if _shared is not None:
+        yield _shared
+        return
+    _shared = JvmPool(output)
+    try:
+        yield _shared
+    finally:
+        pool, _shared = _shared, None
+        pool.shutdown()

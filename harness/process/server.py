@@ -529,10 +529,10 @@ class StoreServer:
         from multiprocessing.connection import Connection
 
         from eos_harness.kafka_streams.build import BuildError
-        from eos_harness.kafka_streams.pool import JvmPool, JvmStartError
+        from eos_harness.kafka_streams.pool import JvmPool, JvmStartError, current
 
         if self._jvms is None:
-            self._jvms = JvmPool(lambda: forkserver_context().output)
+            self._jvms = current() or JvmPool(lambda: forkserver_context().output)
         try:
             jvm = self._jvms.take(version)
         except (BuildError, JvmStartError) as exc:
@@ -545,4 +545,8 @@ class StoreServer:
             child.kill()
         self.children.clear()
         if self._jvms is not None:
-            self._jvms.shutdown()
+            from eos_harness.kafka_streams.pool import current
+
+            if self._jvms is not current():  # a shared pool outlives this server (its idle JVMs serve the next)
+                self._jvms.shutdown()
+            self._jvms = None
