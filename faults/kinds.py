@@ -254,7 +254,7 @@ register(FaultKind(
     "coordinator-kill", "coordinator-kill@n",
     "at the instance's n-th commit, in flight: SIGKILL the transaction coordinator, restart it",
     ON_CLUSTER, needs=(KAFKA, CLUSTER), stops_broker=True, draw_hit=_draw(1, 4),
-    child_point=COMMIT_IN_FLIGHT, child_action=points.NOTIFY,
+    child_point=COMMIT_IN_FLIGHT, child_action=points.FREEZE,  # stopped until the coordinator is dead
     before_start=lambda instance, fault: instance.resolve_coordinator(),
     when_fired=lambda instance, fault: instance.kill_coordinator(fault), broker_action=kill_and_restart_broker))
 register(FaultKind(

@@ -11,6 +11,7 @@ raises or returns the wrong type ends the instance with an ``error`` event carry
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -197,21 +198,29 @@ class Instance(FaultedChild):
         self._broker_fault.start()
 
     def kill_coordinator(self, fault: Fault) -> None:
-        """The instance is inside commit_transaction: SIGKILL the coordinator now (restart it in the
-        background). ``in_flight``: the commit had not returned when the broker died."""
-        node = self.coordinator
-        lock = fault_lock(self.cluster)  # no other scenario's broker fault meanwhile
-        started = time.monotonic()
-        lock.acquire()
-        waited = time.monotonic() - started
+        """The instance stopped itself inside commit_transaction (the kind's child action is a freeze, so
+        its commit cannot return before the broker dies, whatever the machine's load): SIGKILL the
+        coordinator (restart it in the background), then wake the instance. ``in_flight``: the commit
+        had not returned when the broker died."""
+        deadline = time.monotonic() + 5
+        while not _stopped_or_gone(self.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         try:
-            self.cluster.kill_node(node)
-        except BaseException:
-            lock.release()
-            raise
-        in_flight = not self.parent.poll(0)
-        self.start_broker_fault(fault, node, {"in_flight": in_flight, "brokers": len(self.cluster.node_ids()),
-                                               "waited_for_other_fault": round(waited, 3)}, locked=True)
+            node = self.coordinator
+            lock = fault_lock(self.cluster)  # no other scenario's broker fault meanwhile
+            started = time.monotonic()
+            lock.acquire()
+            waited = time.monotonic() - started
+            try:
+                self.cluster.kill_node(node)
+            except BaseException:
+                lock.release()
+                raise
+            in_flight = not self.parent.poll(0)
+            self.start_broker_fault(fault, node, {"in_flight": in_flight, "brokers": len(self.cluster.node_ids()),
+                                                   "waited_for_other_fault": round(waited, 3)}, locked=True)
+        finally:
+            self._wake()
 
     def stall(self, fault: Fault) -> None:
         """The instance stopped itself about to commit its transaction: keep it stopped past
@@ -226,9 +235,14 @@ class Instance(FaultedChild):
         self.resume()
 
     def resume(self) -> None:
-        self.resumed_ns = time.monotonic_ns()
-        os.kill(self.proc.pid, signal.SIGCONT)
+        self._wake()
         self.history.add(self.number, {"type": "resumed"})
+
+    def _wake(self) -> None:
+        """SIGCONT the instance's process (a call running while it was stopped counts from now)."""
+        self.resumed_ns = time.monotonic_ns()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGCONT)
 
     def reap(self) -> None:
         super().reap()
