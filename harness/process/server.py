@@ -348,15 +348,27 @@ def _no_thread_left(grace: float = CLOSE_THREADS_GRACE_S) -> None:
                            f"{names} still ran: an application's process with such a thread never exits")
 
 
+BATCH = "batch"  # a request of several calls (StoreProcess.calls): no store has a method of that name called here
+
+
 def answer_calls(conn, answer: Callable[[str, tuple], object]) -> NoReturn:
     """A store child's call loop, once its store is open: each ``(method, args)`` the driver sends is
     answered ``("ok", answer(method, args))``, or ``("raise", …)`` with what it raised; the child
-    exits after ``close`` or when the driver's end of the pipe is gone."""
+    exits after ``close`` or when the driver's end of the pipe is gone. A ``(BATCH, [(method, args), …])``
+    is those calls in order, each answered as it returns, none made after one that raised."""
     while True:
         try:
             method, args = conn.recv()
         except EOFError:
             os._exit(0)
+        if method == BATCH:  # reads sent together (StoreProcess.calls): each answered as it returns
+            for each, its_args in args:
+                try:
+                    conn.send(("ok", answer(each, its_args)))
+                except BaseException as exc:  # noqa: BLE001 - as below; the calls after it are not made
+                    conn.send(("raise", _raised(exc)))
+                    break
+            continue
         try:
             conn.send(("ok", answer(method, args)))
         except BaseException as exc:  # noqa: BLE001 - the driver decides what an exception means
@@ -446,6 +458,18 @@ class StoreProcess:
             self.process.kill()  # and what it started goes with it (its process group)
             self._end_jvm(clean=True)
         return result
+
+    def calls(self, calls: list[tuple[str, tuple]]) -> Iterator:
+        """The answers of ``calls`` (``(method, args)``, none of them ``close``), in order, sent in one
+        message: the store makes the same calls, each bounded by the timeout as :meth:`call`'s are, and
+        none after one that raised; the driver waits for the child once, not once per call (on a loaded
+        machine each wait is a wake-up of both processes). Raises as :meth:`call` does, at the call that failed."""
+        try:
+            self.conn.send((BATCH, calls))
+        except (BrokenPipeError, OSError):
+            raise self._died(None) from None
+        for method, _ in calls:
+            yield self._receive(_OPERATION.get(method, method))
 
     def close(self) -> None:
         """Clean close of the store, then the child exits (waited for)."""

@@ -170,6 +170,17 @@ class StoreUnderTest:
         except (StoreCallError, StoreHang) as exc:
             self.store_failed(method, exc)
 
+    def calls(self, *calls: tuple) -> list:
+        """The answers of several reads (``(method, *args)`` each), made in order in one request to the
+        child (:meth:`StoreProcess.calls`): the same calls, answers and failures as one :meth:`call` each."""
+        answers: list = []
+        try:
+            for answer in self.proc.calls([(method, tuple(args)) for method, *args in calls]):
+                answers.append(answer)
+        except (StoreCallError, StoreHang) as exc:
+            self.store_failed(calls[len(answers)][0], exc)
+        return answers
+
     def dispose(self) -> None:
         if getattr(self, "proc", None) is not None:
             self.proc.kill()
@@ -179,7 +190,7 @@ class StoreUnderTest:
     def contents(self) -> dict[bytes, bytes]:
         if self.offers.range_scans:
             return dict(self.call("all"))
-        return {k: v for k in KEYS if (v := self.call("get", k)) is not None}
+        return {k: v for k, v in zip(KEYS, self.calls(*(("get", k) for k in KEYS)), strict=True) if v is not None}
 
     def committed_contents(self) -> dict[bytes, bytes]:
         if self.offers.range_scans:
@@ -214,8 +225,10 @@ class StoreUnderTest:
         if self.writes or self.model.committed:
             self.met("read_your_own_writes")
         expected = dict(self.model.all())
-        gets = {key: self.call("get", key) for key in KEYS}
-        listing = dict(self.call("all")) if self.offers.range_scans else None
+        scans = self.offers.range_scans
+        answers = self.calls(*(("get", key) for key in KEYS), *([("all",)] if scans else []))
+        gets = dict(zip(KEYS, answers, strict=False))
+        listing = dict(answers[len(KEYS)]) if scans else None
         self.judge(checks.reads_match(expected, gets, listing))
 
     def check_range(self, lo: bytes, hi: bytes) -> None:
@@ -232,10 +245,13 @@ class StoreUnderTest:
         if model.overlay if model.transactional else expected:
             self.met("read_committed_isolation")
         scans = self.offers.range_scans
-        listing = dict(self.call("rc_all")) if scans else None
-        gets = {key: self.call("rc_get", key) for key in (KEYS[:3] if scans else KEYS)}
+        keys = KEYS[:3] if scans else KEYS
         lo, hi = KEYS[1], KEYS[3]
-        ranged = (lo, hi, self.call("rc_range", lo, hi)) if scans else None
+        answers = self.calls(*([("rc_all",)] if scans else []), *(("rc_get", key) for key in keys),
+                             *([("rc_range", lo, hi)] if scans else []))
+        listing = dict(answers.pop(0)) if scans else None
+        gets = dict(zip(keys, answers, strict=False))
+        ranged = (lo, hi, answers[len(keys)]) if scans else None
         self.judge(checks.read_committed_matches(expected, gets, listing, ranged, model.overlay))
 
     def commit(self) -> None:
@@ -377,7 +393,8 @@ class StoreUnderTest:
                 outcomes += [(data, offsets if model.manages_offsets else {})
                              for data, offsets in reversed(self.unflushed[:-1])]
         data = self.contents()
-        held = {tp: self.call("committed_offset", tp) for tp in (TP, *self.others)}  # what the store holds, by partition
+        partitions = (TP, *self.others)  # what the store holds, by partition:
+        held = dict(zip(partitions, self.calls(*(("committed_offset", tp) for tp in partitions)), strict=True))
         index, broken = checks.judge_recovery(outcomes, data, held, model.overlay, in_flight, offset)
         for violation in broken:
             self.judge(violation)  # waived: the model takes what the store holds as the truth
