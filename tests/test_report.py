@@ -139,7 +139,13 @@ def test_the_report_holds_the_numbers_of_the_campaign_json(mutant_campaign):
         result = failing[section["index"]]
         assert section["repro"] == result["repro"]
         assert section["subject"] == result["store"] == MUTANT
-        assert sorted(section["checks"]) == sorted(v["check"] for v in result["violations"])
+        # Its table: every violation up to 50 rows (the rest in the JSON), every check broken among them.
+        assert {*section["checks"]} == {v["check"] for v in result["violations"]}
+        assert len(section["checks"]) == min(len(result["violations"]), 50)
+        if len(result["violations"]) > 50:
+            assert f"{len(result['violations']) - 50} more in the JSON (every check broken has a row above)" in html
+        else:
+            assert sorted(section["checks"]) == sorted(v["check"] for v in result["violations"])
         assert section["timeline"]
     assert "Plotly.newPlot" in html and 'id="timeline-0"' in html
     # Coverage cells: per (fault kind, store), the scenarios whose schedule names it and their failures.
@@ -323,3 +329,14 @@ def test_the_reproduce_command_makes_seed_and_count_explicit():
     assert reproduce_command(typed, 42, 130, []) == "eos-harness chaos --stores memory --seed 42 --scenarios 130"
     assert reproduce_command(None, 1, 3, ["eos-harness", "chaos", "--suite", "spark"]) == \
         "eos-harness chaos --suite spark --seed 1 --scenarios 3"
+
+
+def test_a_check_broken_after_fifty_violations_of_another_still_has_its_row():
+    from eos_harness.report.load import ScenarioView
+
+    violations = [{"check": "atomic_commit", "key": str(i)} for i in range(70)] + [{"check": "no_wipe", "key": "x"}]
+    view = ScenarioView(name="s", index=0, subject="store", verdict="fail", expected="pass", faults=[], schedule=[],
+                        seed=1, workload=None, violations=violations, repro="")
+    shown = view.shown_violations
+    assert len(shown) == 50 and shown[-1] == {"check": "no_wipe", "key": "x"}
+    assert shown[:49] == violations[:49]  # in their order

@@ -70,6 +70,9 @@ class Event:
     text: str  # what the event says, for the hover
 
 
+SHOWN_VIOLATIONS = 50  # rows of a failing scenario's violations table (the rest are in its JSON)
+
+
 @dataclass
 class ScenarioView:
     name: str
@@ -96,6 +99,21 @@ class ScenarioView:
     @property
     def failed(self) -> bool:
         return self.verdict == FAIL
+
+    @property
+    def shown_violations(self) -> list[dict]:
+        """The violations the report's table shows: at most SHOWN_VIOLATIONS, in their order, the first
+        of every check among them (a check broken late in a long list is still named)."""
+        if len(self.violations) <= SHOWN_VIOLATIONS:
+            return self.violations
+        first = {}
+        for i, v in enumerate(self.violations):
+            first.setdefault(v.get("check"), i)
+        chosen = sorted(first.values())[:SHOWN_VIOLATIONS]
+        taken = set(chosen)
+        rest = [i for i in range(len(self.violations)) if i not in taken]
+        chosen = sorted(chosen + rest[:SHOWN_VIOLATIONS - len(chosen)])
+        return [self.violations[i] for i in chosen]
 
     @property
     def unexpected(self) -> bool:
