@@ -149,7 +149,9 @@ def kill_started_processes() -> int:
 @contextlib.contextmanager
 def session() -> Iterator[Path]:
     """The command's temp root (created, exported as ``TMPDIR``, removed at the end) and its signal
-    handling (SIGTERM → :class:`Terminated`). Yields the root."""
+    handling (SIGTERM → :class:`Terminated`; SIGINT → ``KeyboardInterrupt`` even when the command was
+    started with SIGINT ignored, as a shell starts a background job: a ``kill -INT`` stops it as Ctrl-C
+    does). Yields the root."""
     global _user_temp_dir
     base = tempfile.gettempdir()
     remove_dead_roots(base)
@@ -164,6 +166,7 @@ def session() -> Iterator[Path]:
     saved_user_temp_dir, _user_temp_dir = _user_temp_dir, base
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
     interrupted = False
     try:
         yield root
@@ -176,6 +179,7 @@ def session() -> Iterator[Path]:
             kill_started_processes()
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
         _shutdown_children()
         _release_run_directories()
         tempfile.tempdir = saved_tempdir

@@ -319,3 +319,24 @@ def test_a_short_campaign_exercises_every_check_that_applies_to_each_correct_sto
     assert set(stores["memory-window"]["not_applicable"]) == {"atomic_commit", "no_wipe", "partitions_one_commit"}
     assert "window store" in stores["memory-window"]["not_applicable"]["partitions_one_commit"]
     assert "atomic_commit" not in stores["memory"]["exercised"]  # neither exercised nor passed: not applicable
+
+
+def test_a_campaign_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
+    """A shell starts a background job with SIGINT ignored (and a CI runner may start its tests so): a
+    ``kill -INT`` still stops the campaign as Ctrl-C does (exit 130, what finished kept)."""
+    from tests.conftest import EOS_BIN
+
+    out = tmp_path / "chaos"
+    proc = subprocess.Popen([EOS_BIN, "chaos", "--minutes", "1", "--seed", "3", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        wait_for_results(out, 1, proc)
+        output, took, _ = interrupt(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, output
+    assert took < 10, f"SIGINT took {took:.1f} s to stop the campaign"
+    assert json.loads((out / "chaos.json").read_text())["stopped"]["why"] == "SIGINT"
