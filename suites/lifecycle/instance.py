@@ -202,9 +202,7 @@ class Instance(FaultedChild):
         its commit cannot return before the broker dies, whatever the machine's load): SIGKILL the
         coordinator (restart it in the background), then wake the instance. ``in_flight``: the commit
         had not returned when the broker died."""
-        deadline = time.monotonic() + 5
-        while not _stopped_or_gone(self.proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        self._until_stopped()
         try:
             node = self.coordinator
             lock = fault_lock(self.cluster)  # no other scenario's broker fault meanwhile
@@ -225,9 +223,7 @@ class Instance(FaultedChild):
     def stall(self, fault: Fault) -> None:
         """The instance stopped itself about to commit its transaction: keep it stopped past
         ``transaction.timeout.ms``, then wake it."""
-        deadline = time.monotonic() + 5
-        while not _stopped_or_gone(self.proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        self._until_stopped()
         self.history.add(self.number, {"type": "stalled", "point": self.fired, "fault": fault.point,
                                        "seconds": STALL_SECONDS, "transaction_timeout_ms": TXN_TIMEOUT_MS})
         time.sleep(STALL_SECONDS)
@@ -237,6 +233,12 @@ class Instance(FaultedChild):
     def resume(self) -> None:
         self._wake()
         self.history.add(self.number, {"type": "resumed"})
+
+    def _until_stopped(self, timeout: float = 5.0) -> None:
+        """Wait (at most ``timeout``) until the instance's process has stopped itself at its armed point."""
+        deadline = time.monotonic() + timeout
+        while not _stopped_or_gone(self.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def _wake(self) -> None:
         """SIGCONT the instance's process (a call running while it was stopped counts from now)."""
