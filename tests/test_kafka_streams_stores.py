@@ -85,7 +85,7 @@ def test_a_byteman_crash_point_kills_the_store_inside_kafkas_commit_and_the_stor
         store.call("commit", {TP: 1})
         store.call("close")  # flushed: the commit is on disk
         store = server.start(TX_ROCKSDB, tmp_path / "store")
-        jvm = store.jvm.pid
+        jvm = store.lent.pid
         store.call("put", b"b", b"2")
         store.call("arm", "ks.rocksdb.commit.before_write_batch", 1)
         with pytest.raises(ChildCrashed) as died:
@@ -174,14 +174,14 @@ def test_store_servers_inside_a_shared_pool_reuse_a_cleanly_closed_jvm_and_none_
     with shared(lambda: None):
         with StoreServer(timeout=120) as server:
             store = server.start(TX_ROCKSDB, tmp_path / "a")
-            first = store.jvm.pid
+            first = store.lent.pid
             store.call("put", b"a", b"1")
             store.call("commit", {TP: 1})
             store.call("close")
         assert psutil.pid_exists(first)  # the server is gone; its JVM, its store closed, waits in the pool
         with StoreServer(timeout=120) as server:
             store = server.start(TX_ROCKSDB, tmp_path / "a")
-            assert store.jvm.pid == first  # the next server's store is served by it, no JVM started
+            assert store.lent.pid == first  # the next server's store is served by it, no JVM started
             assert store.call("all") == [(b"a", b"1")]
             store.call("put", b"b", b"2")  # left open: the server's exit kills the store and its JVM
         assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE

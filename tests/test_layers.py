@@ -92,6 +92,8 @@ def test_each_layer_imports_only_what_it_may():
             if module.startswith("eos_harness.faults.") and not other.startswith(("eos_harness.faults.",
                                                                                    "eos_harness.models.")):
                 broken.append(f"{module} (faults know no store, broker or cluster) imports {other}")
+            if module.startswith("eos_harness.process.") and other.startswith("eos_harness.kafka_streams"):
+                broken.append(f"{module} (the store server knows a store's kind only by its Lending) imports {other}")
             if module.endswith(".checks") and other.startswith(("eos_harness.stores", "eos_harness.process",
                                                                 "eos_harness.cluster", "eos_harness.broker")):
                 broken.append(f"{module} (checks read histories, never live systems) imports {other}")

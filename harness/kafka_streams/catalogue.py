@@ -9,8 +9,10 @@ from __future__ import annotations
 from functools import partial
 
 from eos_harness.kafka_streams import points  # noqa: F401  (declares the crash points inside Kafka's code)
+from eos_harness.kafka_streams.lending import lending
 from eos_harness.kafka_streams.store import KafkaStreamsStore
-from eos_harness.stores import StoreSpec, register_opt_in
+from eos_harness.kafka_streams.user import PREFIX, java_store_spec
+from eos_harness.stores import StoreSpec, register_opt_in, register_prefix
 
 __all__ = ["KAFKA_STORES", "KafkaStoreInfo"]
 
@@ -34,10 +36,12 @@ def _register(version: str, kind: str, transactional: bool) -> None:
             + ("enable.transactional.statestores=true (KIP-892)" if transactional
                else "enable.transactional.statestores=false" if version >= "4.4" else "before KIP-892 (KIP-1035 offsets)")
             + "; in a JVM, crash points by Byteman")
-    register_opt_in(StoreSpec(name, "store", what, partial(KafkaStreamsStore, version, kind, transactional)))
+    register_opt_in(StoreSpec(name, "store", what, partial(KafkaStreamsStore, version, kind, transactional),
+                             lending=lending(version)))
     KAFKA_STORES[name] = KafkaStoreInfo(version, kind, transactional)
 
 
+register_prefix(PREFIX, java_store_spec)  # a user's Java store, jvm:CLASS@PATH
 _register("4.4.0", "rocksdb", True)
 _register("4.4.0", "rocksdb", False)
 _register("4.4.0", "memory", True)

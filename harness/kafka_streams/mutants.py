@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import partial
 
 from eos_harness.kafka_streams.catalogue import KAFKA_STORES, KafkaStoreInfo
+from eos_harness.kafka_streams.lending import lending
 from eos_harness.kafka_streams.mutant_rules import MUTANT_RULES
 from eos_harness.kafka_streams.store import KafkaStreamsStore
 from eos_harness.stores import StoreSpec, register_opt_in
@@ -34,6 +35,6 @@ for _rule in MUTANT_RULES:
         _name, "mutant", f"Kafka Streams {_version}'s {_kind} store (transactional), mutated in {_rule.java}: "
                          f"{_rule.meaning}",
         partial(KafkaStreamsStore, _version, _kind, _transactional, mutant=_rule.mistake), _caught_by,
-        suite="conformance"))
+        suite="conformance", lending=lending(_version)))
     KAFKA_STORES[_name] = KafkaStoreInfo(_version, _kind, _transactional)
     KAFKA_MUTANTS[_name] = _rule.mistake

@@ -20,13 +20,15 @@ import signal
 import subprocess
 import threading
 
+from eos_harness.stores import LendError
+
 __all__ = ["Jvm", "JvmPool", "JvmStartError", "current", "shared"]
 
 READY_TIMEOUT_S = 120.0
 _PR_SET_PDEATHSIG = 1
 
 
-class JvmStartError(RuntimeError):
+class JvmStartError(LendError):
     """A store JVM did not start; the message says what it wrote."""
 
 
@@ -102,9 +104,13 @@ class JvmPool:
         self._lock = threading.Lock()
 
     def _start(self, version: str) -> Jvm:
-        from eos_harness.kafka_streams.build import ensure_built
+        from eos_harness.kafka_streams.build import BuildError, ensure_built
 
-        jvm = Jvm(version, ensure_built(version).command(), self._output())
+        try:
+            command = ensure_built(version).command()
+        except BuildError as exc:
+            raise JvmStartError(str(exc)) from None
+        jvm = Jvm(version, command, self._output())
         self._all.append(jvm)
         return jvm
 

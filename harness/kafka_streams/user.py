@@ -18,6 +18,7 @@ import zipfile
 from functools import lru_cache, partial
 from pathlib import Path
 
+from eos_harness.kafka_streams.lending import lending
 from eos_harness.kafka_streams.store import KafkaStreamsStore
 from eos_harness.stores import StoreFactoryError, StoreSpec
 
@@ -58,7 +59,8 @@ def java_store_spec(spec: str) -> StoreSpec:
     """The store ``jvm:CLASS@PATH`` names (checked once per process: :func:`parse`)."""
     name, path = parse(spec)
     return StoreSpec(spec, "store", f"your Java store {name} from {path}, in Kafka Streams {VERSION}'s JVM",
-                     partial(KafkaStreamsStore, VERSION, "user", True, supplier=name, classpath=str(path)))
+                     partial(KafkaStreamsStore, VERSION, "user", True, supplier=name, classpath=str(path)),
+                     lending=lending(VERSION))
 
 
 def main(argv: list[str]) -> int:

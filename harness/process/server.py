@@ -263,23 +263,22 @@ _OPERATION = {"rc_get": "read_committed().get", "rc_range": "read_committed().ra
 
 def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str, int]], conn, stacks=None,
            trace: bool = False, context: dict | None = None, init_arms: list[tuple[str, int]] | None = None,
-           jvm_in=None, jvm_out=None) -> None:
+           lent_in=None, lent_out=None) -> None:
     """Child main loop: open the store, then execute calls until close or EOF. With ``trace``, the
     crash points reached are recorded from the start, and ``close`` answers with them
     (``[(point, declared), …]``). ``context``: further :class:`StoreContext` fields (``changelogs`` …).
-    ``jvm_in``, ``jvm_out``: the pipes to and from a store JVM the server lends the store (Kafka Streams' stores)."""
+    ``lent_in``, ``lent_out``: the pipes to and from what the server lends the store's process (its
+    :class:`~eos_harness.stores.Lending`: a JVM for Kafka Streams' stores), handed to the store's kind."""
     if stacks is not None:
         install_stack_dump(stacks)
-    if jvm_in is not None:
-        from eos_harness.kafka_streams.store import lend
-
-        lend(os.dup(jvm_in.fileno()), os.dup(jvm_out.fileno()))
-        jvm_in.close()
-        jvm_out.close()
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
     from eos_harness.store import StoreContext
-    from eos_harness.stores.registry import resolve
+    from eos_harness.stores.registry import builtin_spec, resolve
 
+    if lent_in is not None:
+        builtin_spec(spec).lending.receive(os.dup(lent_in.fileno()), os.dup(lent_out.fileno()))
+        lent_in.close()
+        lent_out.close()
     points.set_notifier(lambda name: conn.send(("crash", name)))
     if trace:
         points.start_tracing()
@@ -383,9 +382,9 @@ class StoreProcess:
     view calls are ``rc_get``, ``rc_range``, ``rc_all``."""
 
     def __init__(self, process, conn, stacks=None, timeout: float = STORE_TIMEOUT_S,
-                 crashes: Counter | None = None, output_offset: int | None = None, jvm=None, pool=None) -> None:
+                 crashes: Counter | None = None, output_offset: int | None = None, lent=None, pool=None) -> None:
         self.process = process
-        self.jvm, self.pool = jvm, pool  # the store JVM lent to the child (Kafka Streams' stores), its pool
+        self.lent, self.pool = lent, pool  # what the server lent the child (a JVM for Kafka Streams' stores), its pool
         self.conn = conn
         self.stacks = stacks  # the pipe the child writes its stack into on SIGUSR1
         self.timeout = timeout
@@ -409,13 +408,13 @@ class StoreProcess:
         self.conn.close()
         if self.stacks is not None:
             self.stacks.close()
-        self._end_jvm()
+        self._end_lent()
 
-    def _end_jvm(self, clean: bool = False) -> None:
-        """The lent JVM dies with the child; after a clean close of its store it goes back to the pool."""
-        jvm, self.jvm = self.jvm, None
-        if jvm is not None:
-            self.pool.give_back(jvm) if clean else self.pool.kill(jvm)
+    def _end_lent(self, clean: bool = False) -> None:
+        """What was lent dies with the child; after a clean close of its store it goes back to the pool."""
+        lent, self.lent = self.lent, None
+        if lent is not None:
+            self.pool.give_back(lent) if clean else self.pool.kill(lent)
 
     def _receive(self, operation: str):
         if not self.conn.poll(self.timeout):
@@ -456,7 +455,7 @@ class StoreProcess:
         if method == "close":  # the child exits after a clean close: wait, so the directory is free
             self.process.join(10)
             self.process.kill()  # and what it started goes with it (its process group)
-            self._end_jvm(clean=True)
+            self._end_lent(clean=True)
         return result
 
     def calls(self, calls: list[tuple[str, tuple]]) -> Iterator:
@@ -492,7 +491,8 @@ class StoreServer:
     def __init__(self, timeout: float = STORE_TIMEOUT_S, crashes: Counter | None = None) -> None:
         self.children: list[StoreProcess] = []
         self.timeout = timeout
-        self._jvms = None  # the store JVMs lent to children (Kafka Streams' stores), made on first use
+        # what is lent to children (Lending: JVMs for Kafka Streams' stores): family -> (pool, owned), made on first use
+        self._pools: dict[str, tuple[object, bool]] = {}
         # crash point -> how many times a child died there
         self.crashes: Counter[str] = crashes if crashes is not None else Counter()
 
@@ -513,64 +513,57 @@ class StoreServer:
         preload_store(spec, self.timeout)
         ctx = forkserver_context()
         offset = output_offset()
-        jvm, lent = self._lend_jvm(spec)
+        lent, pool, pipes = self._lend(spec)
         parent, child = ctx.Pipe()
         stacks, stack_writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_serve, args=(spec, str(directory), list(sys.path), arms or [], child,
-                                                stack_writer, trace, context, init_arms, *(lent or (None, None))),
+                                                stack_writer, trace, context, init_arms, *(pipes or (None, None))),
                            daemon=True)
         try:
             proc.start()
         except BaseException:
-            if jvm is not None:
-                self._jvms.kill(jvm)
+            if lent is not None:
+                pool.kill(lent)
             raise
         finally:
-            for pipe in lent or ():
+            for pipe in pipes or ():
                 pipe.close()
         child.close()
         stack_writer.close()
-        client = StoreProcess(proc, parent, stacks, self.timeout, self.crashes, offset, jvm, self._jvms)
+        client = StoreProcess(proc, parent, stacks, self.timeout, self.crashes, offset, lent, pool)
         self.children = [c for c in self.children if c.alive]
         self.children.append(client)
         client._receive("init")
         return client
 
-    def _lend_jvm(self, spec: str):
-        """For one of Kafka Streams' stores: a JVM of its version from the pool, and its pipes as
-        Connections (the zygote hands them to the child); else (None, None)."""
+    def _lend(self, spec: str):
+        """For a store whose kind borrows a resource (its spec's :class:`~eos_harness.stores.Lending`: a
+        JVM for Kafka Streams' stores): the resource taken from the server's pool of its family, that pool,
+        and the resource's pipes as Connections (the zygote hands them to the child); else Nones."""
+        from eos_harness.stores import LendError
         from eos_harness.stores.registry import builtin_spec
 
-        if builtin_spec(spec) is None:  # a user's store (loads the catalogue first)
-            return None, None
-        from eos_harness.kafka_streams.catalogue import KAFKA_STORES
-        from eos_harness.kafka_streams.user import PREFIX, VERSION
-
-        info = KAFKA_STORES.get(spec)
-        version = info.version if info is not None else VERSION if spec.startswith(PREFIX) else None  # a user's Java store
-        if version is None:
-            return None, None
+        builtin = builtin_spec(spec)
+        lending = builtin.lending if builtin is not None else None  # a user's module:function borrows nothing
+        if lending is None:
+            return None, None, None
         from multiprocessing.connection import Connection
 
-        from eos_harness.kafka_streams.build import BuildError
-        from eos_harness.kafka_streams.pool import JvmPool, JvmStartError, current
-
-        if self._jvms is None:
-            self._jvms = current() or JvmPool(lambda: forkserver_context().output)
+        if lending.family not in self._pools:
+            self._pools[lending.family] = lending.pool(lambda: forkserver_context().output)
+        pool, _ = self._pools[lending.family]
         try:
-            jvm = self._jvms.take(version)
-        except (BuildError, JvmStartError) as exc:
+            lent = pool.take(lending.key)
+        except LendError as exc:
             raise StoreCallError("StoreError", str(exc)) from None
-        to_jvm, from_jvm = jvm.pipes()
-        return jvm, (Connection(to_jvm, readable=False), Connection(from_jvm, writable=False))
+        to_lent, from_lent = lent.pipes()
+        return lent, pool, (Connection(to_lent, readable=False), Connection(from_lent, writable=False))
 
     def shutdown(self) -> None:
         for child in self.children:
             child.kill()
         self.children.clear()
-        if self._jvms is not None:
-            from eos_harness.kafka_streams.pool import current
-
-            if self._jvms is not current():  # a shared pool outlives this server (its idle JVMs serve the next)
-                self._jvms.shutdown()
-            self._jvms = None
+        pools, self._pools = self._pools, {}
+        for pool, owned in pools.values():
+            if owned:  # a shared pool outlives this server (its idle resources serve the next)
+                pool.shutdown()

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from eos_harness.store import StateStore
 
-__all__ = ["BUILTIN", "KEY_VALUE", "KINDS", "WINDOW", "WINDOW_KINDS", "StoreFactoryError", "StoreRef", "StoreSpec",
-           "check_store", "register"]
+__all__ = ["BUILTIN", "KEY_VALUE", "KINDS", "PREFIXED", "WINDOW", "WINDOW_KINDS", "LendError", "Lending",
+           "StoreFactoryError", "StoreRef", "StoreSpec", "check_store", "register", "register_prefix"]
 
 KINDS = ("store", "mutant", "unsafe-runtime", "window-store", "window-mutant")  # in the order they are listed
 WINDOW_KINDS = ("window-store", "window-mutant")  # window stores (eos_harness.window_store), not key-value ones
@@ -25,6 +25,31 @@ WINDOW_KINDS = ("window-store", "window-mutant")  # window stores (eos_harness.w
 
 class StoreFactoryError(ValueError):
     """A store name or factory could not be turned into a store; the message says what to do."""
+
+
+class LendError(RuntimeError):
+    """What a store's process borrows could not be made (its program failed to build or to start); the
+    message says why."""
+
+
+@dataclass(frozen=True)
+class Lending:
+    """A resource the store server lends to the process of a store of some kind, kept apart from that
+    process so that it outlives a clean close and serves the next open (Kafka Streams' stores: a JVM of
+    their Kafka version, :mod:`eos_harness.kafka_streams.pool`). The store server knows stores only by this.
+
+    ``family``: the server keeps one pool per family; ``key``: what to take from it (a version …);
+    ``pool(output)``: the pool the server lends from and whether the server owns it (shuts it down at its
+    end; a pool shared across servers outlives them), ``output`` a callable giving where the resources
+    write; ``receive(to, from)``: in the store's process, before its store is made, the file descriptors
+    of the resource's pipes. A pool has ``take(key)`` (a resource, with ``pipes()``: duplicates of its
+    two pipes; raises :class:`LendError`), ``give_back(resource)`` (its store closed cleanly),
+    ``kill(resource)`` (the store's process died: the resource dies too) and ``shutdown()``."""
+
+    family: str
+    key: str
+    pool: Callable[[Callable[[], object]], tuple[object, bool]]
+    receive: Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -48,6 +73,8 @@ class StoreSpec:
     # For a mutant ``verify`` catches by one check alone (no other fires; one of ``caught_by``): that
     # check, and ``verify --list-checks`` names the mutant as the one it alone catches (tested).
     alone: str | None = None
+    # For a store whose process borrows a resource from the store server (Kafka Streams' stores: a JVM).
+    lending: Lending | None = None
 
     @property
     def expected_to_fail(self) -> bool:
@@ -129,6 +156,9 @@ BUILTIN: dict[str, StoreSpec] = {}
 # Stores run only when named (Kafka Streams' own, each in a JVM): known to every command that takes a store
 # name, never in a campaign's default stores nor in the lists of built-in stores the suites go through.
 OPT_IN: dict[str, StoreSpec] = {}
+# Store references by prefix (``jvm:CLASS@PATH``, a user's Java store): prefix -> the spec of a reference
+# (raising StoreFactoryError when it is malformed).
+PREFIXED: dict[str, Callable[[str], StoreSpec]] = {}
 
 
 def register(spec: StoreSpec) -> StoreSpec:
@@ -146,6 +176,11 @@ def register_opt_in(spec: StoreSpec) -> StoreSpec:
         raise ValueError(f"opt-in store {spec.name!r}: kind must be 'store' or 'mutant', got {spec.kind!r}")
     OPT_IN[spec.name] = spec
     return spec
+
+
+def register_prefix(prefix: str, spec_of: Callable[[str], StoreSpec]) -> None:
+    """Store references starting with ``prefix`` name the store ``spec_of(reference)`` (:data:`PREFIXED`)."""
+    PREFIXED[prefix] = spec_of
 
 
 _REQUIRED = (

@@ -14,7 +14,7 @@ import importlib
 from collections.abc import Callable
 
 from eos_harness.store import StateStore
-from eos_harness.stores import BUILTIN, KINDS, OPT_IN, StoreFactoryError, StoreSpec, check_store
+from eos_harness.stores import BUILTIN, KINDS, OPT_IN, PREFIXED, StoreFactoryError, StoreSpec, check_store
 from eos_harness.window_store import WindowStore
 
 __all__ = ["WINDOW_METHODS", "base_store", "builtin_spec", "builtin_specs", "opt_in_specs", "caught_alone_by", "is_window_store",
@@ -45,10 +45,9 @@ def builtin_spec(name: str) -> StoreSpec | None:
     """The built-in store, mutant or unsafe variant called ``name`` (or a store run only when named,
     :func:`opt_in_specs`); None for any other name."""
     _load_builtins()
-    if name.startswith("jvm:"):  # a user's Java store, jvm:CLASS@PATH (a usage error when malformed)
-        from eos_harness.kafka_streams.user import java_store_spec
-
-        return java_store_spec(name)
+    for prefix, spec_of in PREFIXED.items():  # e.g. a user's Java store, jvm:CLASS@PATH (a usage error when malformed)
+        if name.startswith(prefix):
+            return spec_of(name)
     return BUILTIN.get(name) or OPT_IN.get(name)
 
 

@@ -1,0 +1,24 @@
+"""What the process of one of Kafka Streams' stores borrows from the store server: a JVM of the store's
+Kafka version (:class:`~eos_harness.stores.Lending`), from the server's pool
+(:mod:`eos_harness.kafka_streams.pool`), its pipes handed to the store (:func:`eos_harness.kafka_streams.store.lend`).
+"""
+
+from __future__ import annotations
+
+from eos_harness.kafka_streams.pool import JvmPool, current
+from eos_harness.kafka_streams.store import lend
+from eos_harness.stores import Lending
+
+__all__ = ["lending"]
+
+
+def lending(version: str) -> Lending:
+    """A JVM of Kafka Streams ``version``, lent to the store's process."""
+    return Lending("jvm", version, _server_pool, lend)
+
+
+def _server_pool(output) -> tuple[JvmPool, bool]:
+    """The pool a store server lends JVMs from: the shared one (:func:`~eos_harness.kafka_streams.pool.shared`,
+    not the server's to shut down), else its own."""
+    shared = current()
+    return (shared, False) if shared is not None else (JvmPool(output), True)
