@@ -20,6 +20,7 @@ __all__ = [
     "GUARD_CHECKS",
     "WAIVABLE",
     "clean_close_durable",
+    "clean_close_refused",
     "commit_offset",
     "delete_returns",
     "explaining",
@@ -29,6 +30,7 @@ __all__ = [
     "read_committed_matches",
     "reads_match",
     "reopened_offset",
+    "recover_refused",
     "recover_trust",
     "recovered_partition",
     "recovered_state",
@@ -222,6 +224,17 @@ def recover_trust(persistent: bool, transactional: bool, offset: int | None, tru
     return None
 
 
+def recover_refused(refusal: str) -> Violation:
+    """recover_trust: a transactional persistent store that refuses its own directory after a crash
+    (``init`` raised ``IncompatibleStoreDirectory``; Kafka's RocksDB store: ``TaskCorruptedException``)."""
+    return _violation("recover_trust", None, "the store reopens its directory and trusts it (transactional)",
+                      "init refused the directory", f"after a crash, init raised {refusal}: the runtime wipes the "
+                      "store and restores it from the changelog, but a transactional store keeps only committed "
+                      "writes and must reopen what it kept (KIP-892; Kafka Streams 4.4.0, "
+                      "enable.transactional.statestores: \"Under EOS, state stores will no longer be wiped on-error "
+                      "and rebuilt from scratch\")")
+
+
 def explaining(outcomes: Sequence[tuple[Mapping, Mapping]], data: Mapping, offsets: Mapping) -> list[int]:
     """The recorded ``outcomes`` (each: its data, and its offset by partition) that explain ALL that a
     recovered store shows: its ``data`` and every partition's offset in ``offsets`` (a partition an
@@ -344,3 +357,14 @@ def clean_close_durable(expected: Mapping[bytes, bytes], data: Mapping[bytes, by
     if uncommitted and key in uncommitted and data.get(key) == uncommitted[key]:
         detail += ": an uncommitted write of the transaction open at the close, which close() must discard"
     return _violation("clean_close_durable", key, expected.get(key), data.get(key), detail)
+
+
+def clean_close_refused(expected: Mapping[bytes, bytes], refusal: str) -> Violation:
+    """clean_close_durable: after a clean ``close``, the store's ``init`` refused the directory it closed
+    (``IncompatibleStoreDirectory``; Kafka's RocksDB store: ``TaskCorruptedException``, its status marker not
+    CLOSED): the runtime wipes it, and every committed write is gone from the store."""
+    key = min(expected)
+    return _violation("clean_close_durable", key, expected[key], None,
+                      f"after close() and a reopen, init raised {refusal}: the store refused the directory it had "
+                      f"closed cleanly, so the runtime wipes it and its {len(expected)} committed keys are gone "
+                      "(restored from the changelog, not kept)")

@@ -349,35 +349,62 @@ class StoreUnderTest:
         self.proc.kill()
         self.recover_after_crash(in_flight=None)
 
-    def _restart(self) -> None:
-        """Open the store in its directory, in a new child (a store that cannot: a finding)."""
+    def _restart(self, refusal: bool = False) -> str | None:
+        """Open the store in its directory, in a new child (a store that cannot: a finding). With
+        ``refusal``, a store whose ``init`` refuses the directory (``IncompatibleStoreDirectory``, which
+        Kafka's RocksDB store raises as ``TaskCorruptedException``) is wiped and opened empty, as the
+        runtime and Kafka Streams do (:meth:`_wipe`), and the refusal's message is returned."""
         self.proc = None
         self.writes = 0
         try:
             self.proc = self.server.start(self.spec, self.directory, context=self.context)
         except (StoreCallError, StoreHang) as exc:
-            self.store_failed("init", exc)
+            if not (refusal and isinstance(exc, StoreCallError) and exc.kind == "IncompatibleStoreDirectory"):
+                self.store_failed("init", exc)
+            self._wipe()
+            return str(exc).partition("\n")[0]
+        return None
+
+    def _wipe(self) -> None:
+        """The runtime's rule for a store it cannot trust under exactly-once (and Kafka Streams': a task
+        whose store raised TaskCorruptedException is closed dirty, its state directory deleted, and
+        restored from the changelog): delete the directory, open the store empty."""
+        if self.proc is not None:
+            self.call("close")
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self._restart()
+        self.model.wipe()
+        self._unflushed(since_durable=True)
+        self.checkpoint = None
 
     def recover_after_crash(self, in_flight: int | None) -> None:
         model = self.model
-        self.met("recover_trust")
         if model.overlay or self.writes:
             self.met("no_uncommitted_survives")
         if model.committed and self.offers.commit_durable:
             self.met("committed_durable")
-        self._restart()
+        refused = self._restart(refusal=True)
+        if refused is not None:
+            # Under exactly-once Kafka Streams re-initialises a task whose store refuses its directory
+            # after an unclean shutdown (TaskCorruptedException: "State store ... didn't find a valid state,
+            # since under EOS it has the risk of getting uncommitted data in stores"): wiped and restored from
+            # the changelog, which is what a non-transactional store is for. A transactional one promises
+            # better (StreamsConfig, enable.transactional.statestores: "Under EOS, state stores will no
+            # longer be wiped on-error and rebuilt from scratch"): it must trust what it kept.
+            self.told(f"restarted the store: init refused its directory ({refused}); the runtime wiped it "
+                      "and reopened it empty")
+            if model.persistent and model.transactional:
+                self.met("recover_trust")
+                self.judge(checks.recover_refused(refused))
+            return
+        self.met("recover_trust")
         offset = self.call("committed_offset", TP) if model.manages_offsets else self.checkpoint
         trusted = self.call("recover", offset)
         self.told(f"restarted the store; recover({offset}) returned {trusted}")
         self.judge(checks.recover_trust(model.persistent, model.transactional, offset, trusted))
         if model.persistent and not model.transactional:
             # Kafka's rule under EOS: wipe the untrusted store and restore it from the changelog.
-            self.call("close")
-            shutil.rmtree(self.directory, ignore_errors=True)
-            self._restart()
-            model.wipe()
-            self._unflushed(since_durable=True)
-            self.checkpoint = None
+            self._wipe()
             self.told("closed it, wiped its directory and reopened it empty (the runtime's rule for an "
                       "untrusted store)")
             return
@@ -409,9 +436,16 @@ class StoreUnderTest:
         self.told("close() and reopen")
         uncommitted = dict(self.model.overlay)  # discarded by the close
         self.call("close")
-        self._restart()
+        committed = dict(self.model.committed)
+        refused = self._restart(refusal=True)
         self.model.close_and_reopen()
-        if self.model.persistent:
+        if refused is not None:
+            self.told(f"the reopen: init refused the directory it had closed cleanly ({refused}); the runtime "
+                      "wiped it and reopened it empty")
+            if self.model.persistent and committed:
+                self.met("clean_close_durable")
+                self.judge(checks.clean_close_refused(committed, refused))
+        elif self.model.persistent:
             if self.model.committed:
                 self.met("clean_close_durable")
             data = self.contents()
