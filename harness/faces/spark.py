@@ -105,7 +105,9 @@ def _print_result(result: dict) -> None:
         console.print("watermark lagged after the restart in batch " + ", ".join(
             f"{n} ({marks['recorded'][str(n)]} ms recorded, {marks['uninterrupted'][str(n)]} ms uninterrupted)"
             for n in lagging)
-            + ": judged with the recorded watermarks (Spark may aggregate data behind the watermark)",
+            + (": the output is still judged against the crash-free run's (Spark may aggregate data behind the "
+               "watermark; a difference that explains is reported all the same)" if "reference" in result else
+               ": judged with the recorded watermarks (Spark may aggregate data behind the watermark)"),
             markup=False, highlight=False)
     duplicates = result.get("duplicates", {})
     if duplicates.get("count"):
@@ -114,13 +116,33 @@ def _print_result(result: dict) -> None:
             console.print(f"  {crash['count']} after the kill of run {crash['run']} ({crash['target']}, killed after "
                           f"{crash['after']}): window {crash['window']} of batch {crash['batch']}",
                           markup=False, highlight=False)
+    if "reference" in result and result.get("checks"):
+        console.print(f"output: {result['checks'].get('output_rows_compared')} rows of the crash-free run "
+                      f"({'cached' if result['reference'].get('cached') else 'run'} in "
+                      f"{result['reference'].get('seconds')} s) compared as a multiset"
+                      + (f" by {', '.join(result['key'])}" if result.get("key") else "")
+                      + f"; sink {result['sink']}, {result['sink_guarantee']}", markup=False, highlight=False)
     console.print(f"replay: {result['repro']}", markup=False, highlight=False)
 
 
 @click.command("run")
 @toolkit.run_options("spark", "spark-run")
-@click.option("--pipeline", type=click.Choice(PIPELINES), required=True)
-@click.option("--sink", type=click.Choice(SINKS), required=True)
+@click.option("--pipeline", required=True, help=f"A built-in pipeline ({', '.join(PIPELINES)}), or your own query "
+              "as module:function: build(source) returns a DataStreamWriter, not started (the harness sets its "
+              "checkpoint location, trigger and a file sink's path; the Spark conf eos.output.dir is the run's "
+              "output directory); an optional read_output(spark, output_dir) in the same module reads a "
+              "foreachBatch sink's output back. Judged against its own crash-free run over the same --input.")
+@click.option("--sink", type=click.Choice(SINKS), help="The built-in pipeline's sink (required with one; your "
+              "own query's writer names its own).")
+@click.option("--input", "input_dir", type=click.Path(file_okay=False), help="Your query's input: a directory of "
+              "JSON-lines files, one micro-batch each, in name order.")
+@click.option("--schema", help="The input's schema as Spark DDL ('key string, ts timestamp'); default: inferred "
+              "from the first input file.")
+@click.option("--key", default="", help="Compare your query's output rows by these columns only (comma-separated; "
+              "default: whole rows).")
+@click.option("--sink-guarantee", "guarantee", type=click.Choice(["exactly-once", "at-least-once"]),
+              help="What your query's sink promises (default: at least once for the Kafka sink, else exactly "
+              "once); at least once: duplicates are counted and attributed to the crash window, not a failure.")
 @click.option("--state-provider", "provider", type=click.Choice(["hdfs", "rocksdb"]), default="rocksdb", show_default=True)
 @click.option("--changelog", is_flag=True, help="RocksDB changelog checkpointing on (Spark's default: off).")
 @click.option("--checkpoint-format", "checkpoint_format", type=click.Choice(["1", "2"]), default="1", show_default=True)
@@ -131,12 +153,36 @@ def _print_result(result: dict) -> None:
               help="Input files (one micro-batch each); at least 3, so a kill has a batch before and after it.")
 @click.option("--strict", is_flag=True, help="At-least-once duplicates (Kafka sink) fail the verdict.")
 @click.option("--broker", type=BROKER, default="kafka-local", help=BROKER_HELP)
-def spark_run_command(pipeline, sink, provider, changelog, checkpoint_format, source, crash_at, batches, strict,
-                      seed, broker, json_path, junit_path, out, overwrite, no_report):
-    """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model."""
+def spark_run_command(pipeline, sink, input_dir, schema, key, guarantee, provider, changelog, checkpoint_format,
+                      source, crash_at, batches, strict, seed, broker, json_path, junit_path, out, overwrite,
+                      no_report):
+    """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model (your own
+    query, module:function: against its own crash-free run)."""
     from eos_harness.suites.spark.runner import SparkScenario, error_result, run_spark_scenario
 
     require_extra("spark", "--suite spark")
+    user_given = [f for f, v in (("--input", input_dir), ("--schema", schema), ("--key", key),
+                                 ("--sink-guarantee", guarantee)) if v]
+    if ":" in pipeline:
+        ctx = click.get_current_context()
+        given = [f"--{n}" for n in ("sink", "source", "batches", "strict")
+                 if ctx.get_parameter_source(n.replace("-", "_")) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: not for your own query (its writer names its sink, "
+                                   "--input is its source, one micro-batch per file)")
+        if not input_dir:
+            raise click.UsageError(f"--pipeline {pipeline}: give its input with --input DIR (one JSON-lines file "
+                                   "per micro-batch)")
+        _user_run(pipeline, input_dir, schema, key, guarantee, provider, changelog, checkpoint_format, crash_at,
+                  seed, json_path, junit_path, out, overwrite, no_report)
+        return
+    if pipeline not in PIPELINES:
+        raise click.UsageError(f"--pipeline {pipeline!r}: a built-in pipeline ({', '.join(PIPELINES)}) or your "
+                               "own query as module:function")
+    if user_given:
+        raise click.UsageError(f"{', '.join(user_given)}: only with your own query (--pipeline module:function)")
+    if sink is None:
+        raise click.UsageError("--sink: required with a built-in pipeline")
     if "kafka" in (source, sink):
         require_extra("kafka", f"--{'source' if source == 'kafka' else 'sink'} kafka")
     seed = toolkit.seed_or_drawn(seed)
@@ -158,6 +204,53 @@ def spark_run_command(pipeline, sink, provider, changelog, checkpoint_format, so
     if junit_path:
         json_error = json_error or write_junit(junit_path, spark_suites([result], strict), f"eos-harness run --suite "
                                                f"spark, seed {seed}")
+    _print_result(result)
+    if json_error:
+        console.print(f"[red]{json_error}[/]")
+    if not no_report:
+        write_run_report(run_dir)
+    sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
+
+
+def _user_run(pipeline, input_dir, schema, key, guarantee, provider, changelog, checkpoint_format, crash_at, seed,
+              json_path, junit_path, out, overwrite, no_report) -> None:
+    """``run --suite spark --pipeline module:function``: a user's query killed, restarted and judged against its
+    crash-free run (:mod:`eos_harness.suites.spark.user`). Bad input is a usage error before anything runs."""
+    from pathlib import Path
+
+    from eos_harness.suites.spark.user import (
+        UserScenario,
+        drawn_schedule,
+        input_files,
+        probe,
+        python_path,
+        run_user_scenario,
+        user_error_result,
+    )
+
+    seed = toolkit.seed_or_drawn(seed)
+    schedule = tuple(t.strip() for t in crash_at.split(",") if t.strip())
+    scenario = UserScenario(pipeline, str(Path(input_dir).absolute()), schema or None,
+                            tuple(c.strip() for c in key.split(",") if c.strip()), guarantee, provider,
+                            int(checkpoint_format), changelog, schedule, seed, tuple(python_path()))
+    try:
+        scenario.validate()
+        if not schedule:
+            scenario = UserScenario(**{**scenario.__dict__, "schedule": drawn_schedule(
+                seed, len(input_files(Path(scenario.input))))})
+        found = probe(pipeline, list(scenario.python_path))
+        run_dir = toolkit.run_outputs(json_path, junit_path, out, "spark-run", seed, overwrite)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    console.print(f"seed: {seed}")
+    try:
+        result = run_user_scenario(scenario, run_dir, module_file=found.get("file"))
+    except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
+        result = user_error_result(scenario, exc)
+    json_error = toolkit.write_json(json_path, result)
+    if junit_path:
+        json_error = json_error or write_junit(junit_path, spark_suites([result], False), f"eos-harness run --suite "
+                                               f"spark --pipeline {pipeline}, seed {seed}")
     _print_result(result)
     if json_error:
         console.print(f"[red]{json_error}[/]")

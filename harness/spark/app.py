@@ -39,7 +39,7 @@ def session(config: dict):
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.master("local[2]").appName(f"eos-harness-{config['pipeline']}")
+        SparkSession.builder.master("local[2]").appName(f"eos-harness-{config.get('pipeline', 'user')}")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")  # no progress bars in the run's log
         # PySpark's daemon with pandas and pyarrow imported once, before it forks the workers
@@ -49,6 +49,7 @@ def session(config: dict):
         .config("spark.driver.memory", "1g")
         .config("spark.sql.shuffle.partitions", str(config.get("partitions", 2)))
         .config("spark.sql.streaming.stateStore.providerClass", PROVIDERS[config["provider"]])
+        .config("eos.output.dir", config["output"])  # where a user's foreachBatch sink writes
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled",
                 "true" if config.get("changelog") else "false")
         .config("spark.sql.streaming.stateStore.checkpointFormatVersion", str(config["format"]))
@@ -139,6 +140,14 @@ def run(config: dict) -> int:
     report = config["report"]
     spark = session(config)
     _report(report, {"event": "session"})
+    if config.get("user"):  # a user's own query (module:function), imported only here
+        from eos_harness.spark import user_app
+
+        user_app.run(spark, config, lambda event: _report(report, event))
+        spark.stop()
+        if "ArchiveClassesAtExit" in config.get("java_options", ""):
+            _wait_for_jvm()
+        return 0
     if config.get("read_state", True):
         _read_and_report(spark, config, "before")
     frame = build(spark, config["pipeline"], source(spark, config))

@@ -60,6 +60,8 @@ class PipelineProcess:
         self.config_path.write_text(json.dumps(config, indent=2))
         self.proc: subprocess.Popen | None = None
         self.started = 0.0
+        # a user's query: its module's folders, for the driver and for the Python workers (its UDFs)
+        self.python_path = list(config.get("user", {}).get("python_path", []))
 
     def __enter__(self) -> PipelineProcess:
         from eos_harness.session import stop_starting
@@ -70,6 +72,8 @@ class PipelineProcess:
                # inherited by the JVM and the Python workers: finds whatever a run left behind
                RUN_ENV: str(self.config_path.parent),
                "TMPDIR": str(self.temp)}  # the driver's and the Python workers' own temp files
+        if self.python_path:
+            env["PYTHONPATH"] = os.pathsep.join([*self.python_path, *filter(None, [os.environ.get("PYTHONPATH")])])
         env.pop("PYSPARK_SUBMIT_ARGS", None)
         env.pop("SPARK_LOCAL_DIRS", None)  # it would win over the run's spark.local.dir
         log = open(self.log_path, "ab")  # noqa: SIM115 (closed in __exit__)

@@ -1,0 +1,626 @@
+"""A user's own Structured Streaming query (``--pipeline module:function``) judged against its own crash-free run.
+
+The query has no model, but it has an oracle: the output of a crash-free run of the same query over the same
+input batches (run once per configuration and kept by the hash of the input, the schema, the module's source
+and the configuration). A scenario kills the driver right after a step of a micro-batch (``offsets@N``,
+``state@N``, ``sink@N``, ``commit@N``, ``random@MS``), restarts it on the same checkpoint until it finishes,
+reads the output back and judges it against the crash-free run's:
+
+- a sink expected to be exactly once (a file sink, ``foreachBatch``: the default but for the Kafka sink) holds
+  the crash-free output as a multiset (``exactly_once_output``, ``no_loss``);
+- a sink declared at least once (``--sink-guarantee at-least-once``) holds a superset of it: each duplicate
+  is counted and attributed to the crash window (``strict_only``, as the built-in Kafka sink's);
+- every restart commits a batch within the restart bound, with Spark's error class when it does not
+  (``restart_liveness``); the watermark Spark recorded is never ahead of the crash-free run's.
+
+Rows are compared whole, or by the columns of ``--key`` only (other columns, a processing time or a batch
+id, may differ between runs). The user's module is imported only in a child: the probe before anything
+runs (a bad reference is a usage error) and the driver of each run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from eos_harness.commands import command_line
+from eos_harness.faults.spark import FileWatcher, classify, final_files, parse_target, step_of
+from eos_harness.rundir import claim
+from eos_harness.spark.process import PipelineProcess
+from eos_harness.suites.spark.checks import check_restarts, recorded_watermarks
+from eos_harness.verdict import ERROR, NOT_APPLICABLE, Violation, error_reason, unfired_is_error, verdict_of
+
+__all__ = ["GUARANTEES", "UserScenario", "parse_ddl", "probe", "run_user_scenario"]
+
+GUARANTEES = ("exactly-once", "at-least-once")
+WINDOWS = ("offsets", "state", "sink", "commit")
+RUN_TIMEOUT_S = 300.0
+RESTART_BOUND_S = 120.0
+PROBE_TIMEOUT_S = 60.0
+EPOCH = 1_700_000_000  # input files get modification times EPOCH+n: the file source takes them in that order
+_REF = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_COLUMN = re.compile(r"^[A-Za-z_][\w]*$")
+
+
+# -- the schema: a DDL string checked before anything runs --------------------------------------------------
+
+_PRIMITIVES = {"string", "varchar", "char", "int", "integer", "long", "bigint", "short", "smallint", "tinyint",
+               "byte", "double", "float", "real", "boolean", "bool", "date", "timestamp", "timestamp_ntz",
+               "timestamp_ltz", "binary", "decimal", "dec", "numeric", "void", "variant", "interval"}
+_TOKEN = re.compile(r"\s*(`[^`]+`|[A-Za-z_][\w]*|\d+|'(?:[^'\\]|\\.)*'|[<>(),:])")
+
+
+def _tokens(text: str) -> list[str]:
+    out, at = [], 0
+    while at < len(text):
+        if text[at:].strip() == "":
+            break
+        m = _TOKEN.match(text, at)
+        if not m:
+            raise ValueError(f"unexpected {text[at:].strip()[:20]!r}")
+        out.append(m.group(1))
+        at = m.end()
+    return out
+
+
+def parse_ddl(text: str) -> list[tuple[str, str]]:
+    """``"key string, ts timestamp"`` → ``[("key", "string"), ("ts", "timestamp")]``; a ValueError saying what
+    is wrong when it is not a Spark DDL schema (fields ``name type``, with ``array<…>``, ``map<…,…>``,
+    ``struct<name: type, …>``, ``decimal(p, s)``, ``NOT NULL`` and ``COMMENT '…'``)."""
+    tokens = _tokens(text)
+    at = 0
+
+    def peek() -> str | None:
+        return tokens[at] if at < len(tokens) else None
+
+    def take(expected: str | None = None) -> str:
+        nonlocal at
+        token = peek()
+        if token is None or (expected is not None and token.lower() != expected):
+            raise ValueError(f"expected {expected or 'more'} at {' '.join(tokens[at:at + 3]) or 'the end'!r}")
+        at += 1
+        return token
+
+    def name() -> str:
+        token = take()
+        if not (token.startswith("`") or _COLUMN.match(token)):
+            raise ValueError(f"{token!r} is not a column name")
+        return token.strip("`")
+
+    def data_type() -> str:
+        token = take().lower()
+        if token == "array":
+            take("<")
+            inner = data_type()
+            take(">")
+            return f"array<{inner}>"
+        if token == "map":
+            take("<")
+            k = data_type()
+            take(",")
+            v = data_type()
+            take(">")
+            return f"map<{k},{v}>"
+        if token == "struct":
+            take("<")
+            fields = []
+            while peek() != ">":
+                fields.append(field_of(inner=True))
+                if peek() == ",":
+                    take(",")
+            take(">")
+            return "struct<" + ",".join(f"{n}:{t}" for n, t in fields) + ">"
+        if token not in _PRIMITIVES:
+            raise ValueError(f"{token!r} is not a Spark data type")
+        if peek() == "(":
+            take("(")
+            args = [take()]
+            while peek() == ",":
+                take(",")
+                args.append(take())
+            take(")")
+            if not all(a.isdigit() for a in args):
+                raise ValueError(f"{token}({', '.join(args)}): the arguments must be numbers")
+            return f"{token}({','.join(args)})"
+        return token
+
+    def field_of(inner: bool = False) -> tuple[str, str]:
+        column = name()
+        if peek() == ":":
+            take(":")
+        kind = data_type()
+        if (peek() or "").lower() == "not":
+            take("not")
+            take("null")
+        if (peek() or "").lower() == "comment":
+            take("comment")
+            if not (peek() or "").startswith("'"):
+                raise ValueError("COMMENT takes a quoted string")
+            take()
+        return column, kind
+
+    if not tokens:
+        raise ValueError("the schema is empty")
+    fields = [field_of()]
+    while peek() == ",":
+        take(",")
+        fields.append(field_of())
+    if peek() is not None:
+        raise ValueError(f"unexpected {' '.join(tokens[at:at + 3])!r}")
+    names = [n for n, _ in fields]
+    if len(set(names)) != len(names):
+        raise ValueError("a column is named twice")
+    return fields
+
+
+# -- the scenario --------------------------------------------------------------------------------------------
+
+
+def input_files(directory: Path) -> list[Path]:
+    """The input's files (one micro-batch each), in name order; hidden files are not input."""
+    return sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith((".", "_")))
+
+
+def python_path() -> list[str]:
+    """Where the driver child looks for the user's module besides its own packages: the current directory
+    (as ``python -m`` does) and this process's own folders outside the installation (pytest's rootdir)."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    found = [os.getcwd()]
+    for entry in sys.path:
+        real = os.path.realpath(entry or os.getcwd())
+        if not os.path.isdir(real) or "site-packages" in real or any(real.startswith(p + os.sep) or real == p
+                                                                     for p in prefixes):
+            continue
+        if real not in found:
+            found.append(real)
+    return found
+
+
+@dataclass(frozen=True)
+class UserScenario:
+    """One judged scenario of a user's query: the query, its input, how its output is compared, the state
+    configuration and the kills (one run per kill, then one to the end)."""
+
+    ref: str
+    input: str
+    schema: str | None = None
+    key: tuple[str, ...] = ()
+    guarantee: str | None = None  # None: by the sink (the Kafka sink at least once, every other exactly once)
+    provider: str = "rocksdb"
+    checkpoint_format: int = 1
+    changelog: bool = False
+    schedule: tuple[str, ...] = ()
+    seed: int = 0
+    python_path: tuple[str, ...] = field(default=(), compare=False)
+
+    def validate(self) -> None:
+        """What can be checked without running anything (a ValueError: a usage error)."""
+        if not _REF.match(self.ref):
+            raise ValueError(f"--pipeline {self.ref!r}: give a built-in pipeline or module:function")
+        folder = Path(self.input)
+        if not folder.is_dir():
+            raise ValueError(f"--input {self.input!r} is not a directory")
+        files = input_files(folder)
+        if not files:
+            raise ValueError(f"--input {self.input!r} has no input file (one JSON-lines file per micro-batch)")
+        if self.schema is not None:
+            try:
+                parse_ddl(self.schema)
+            except ValueError as exc:
+                raise ValueError(f"--schema {self.schema!r} is not a Spark DDL schema: {exc}") from None
+        for column in self.key:
+            if not _COLUMN.match(column):
+                raise ValueError(f"--key {','.join(self.key)!r}: {column!r} is not a column name")
+        if self.guarantee is not None and self.guarantee not in GUARANTEES:
+            raise ValueError(f"--sink-guarantee must be one of {', '.join(GUARANTEES)}")
+        if self.provider not in ("hdfs", "rocksdb"):
+            raise ValueError("--state-provider must be hdfs or rocksdb")
+        if self.checkpoint_format not in (1, 2):
+            raise ValueError("--checkpoint-format must be 1 or 2")
+        if self.changelog and self.provider != "rocksdb":
+            raise ValueError("changelog checkpointing is a RocksDB provider option")
+        for text in self.schedule:
+            target = parse_target(text)
+            if target.kind != "random" and target.number >= len(files):
+                raise ValueError(f"--crash-at {text}: the input has {len(files)} micro-batches (0..{len(files) - 1})")
+
+    @property
+    def configuration(self) -> dict:
+        return {"state_provider": self.provider, "changelog_checkpointing": self.changelog,
+                "checkpoint_format": self.checkpoint_format, "source": "file"}
+
+    def repro(self) -> str:
+        words: list[object] = ["run", "--suite", "spark", "--pipeline", self.ref, "--input", self.input]
+        if self.schema:
+            words += ["--schema", self.schema]
+        if self.key:
+            words += ["--key", ",".join(self.key)]
+        if self.guarantee:
+            words += ["--sink-guarantee", self.guarantee]
+        words += ["--state-provider", self.provider, "--checkpoint-format", self.checkpoint_format]
+        if self.changelog:
+            words.append("--changelog")
+        if self.schedule:
+            words += ["--crash-at", ",".join(self.schedule)]
+        return command_line(*words, "--seed", self.seed)
+
+    def header(self, sink: str = "?") -> dict:
+        return {"suite": "spark", "pipeline": self.ref, "sink": sink, "expected": "pass",
+                "configuration": self.configuration, "seed": self.seed, "schedule": list(self.schedule),
+                "strict": False, "input": self.input, "key": list(self.key), "repro": self.repro()}
+
+
+def drawn_schedule(seed: int, batches: int) -> tuple[str, ...]:
+    """The kill of a ``run`` given no ``--crash-at``: a window and a batch drawn from the seed (a batch with one
+    before and one after it when the input has three or more)."""
+    rng = random.Random(seed)
+    window = rng.choice(WINDOWS)
+    batch = rng.randrange(1, batches - 1) if batches >= 3 else rng.randrange(batches)
+    return (f"{window}@{batch}",)
+
+
+_PROBE = """
+import importlib, json, sys
+ref, paths = sys.argv[1], json.loads(sys.argv[2])
+sys.path[:0] = paths
+module_name, _, function = ref.partition(":")
+try:
+    module = importlib.import_module(module_name)
+except ModuleNotFoundError as exc:
+    print(json.dumps({"error": f"module {module_name!r} not found: {exc}"})); sys.exit(0)
+except BaseException as exc:
+    print(json.dumps({"error": f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}"})); sys.exit(0)
+target = module
+for part in function.split("."):
+    if not hasattr(target, part):
+        print(json.dumps({"error": f"module {module_name!r} has no attribute {function!r}"})); sys.exit(0)
+    target = getattr(target, part)
+if not callable(target):
+    print(json.dumps({"error": f"{ref} is a {type(target).__name__}, not a function"})); sys.exit(0)
+reader = getattr(module, "read_output", None)
+if reader is not None and not callable(reader):
+    print(json.dumps({"error": f"{module_name}.read_output is a {type(reader).__name__}, not a function"}))
+    sys.exit(0)
+print(json.dumps({"file": getattr(module, "__file__", None), "read_output": reader is not None}))
+"""
+
+
+def probe(ref: str, paths: list[str], timeout: float = PROBE_TIMEOUT_S) -> dict:
+    """Import the user's module in a child (its code bounded by ``timeout``): its file and whether it has
+    ``read_output``; a ValueError (a usage error) when the module or the function is not there."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE, ref, json.dumps(paths)], capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"--pipeline {ref}: importing its module took more than {timeout:g} s") from None
+    lines = done.stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise ValueError(f"--pipeline {ref}: importing its module ended the process (exit {done.returncode}): "
+                         f"{done.stderr.strip()[-500:]}") from None
+    if "error" in answer:
+        raise ValueError(f"--pipeline {ref}: {answer['error']}")
+    return answer
+
+
+# -- the crash-free reference, once per configuration ----------------------------------------------------------
+
+
+def reference_key(scenario: UserScenario, module_file: str | None) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"ref": scenario.ref, "schema": scenario.schema, **scenario.configuration}).encode())
+    if module_file and Path(module_file).is_file():
+        digest.update(Path(module_file).read_bytes())
+    for path in input_files(Path(scenario.input)):
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:20]
+
+
+def _copy_input(scenario: UserScenario, directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for n, path in enumerate(input_files(Path(scenario.input))):
+        target = directory / f"part-{n:05d}.json"
+        shutil.copyfile(path, target)
+        os.utime(target, (EPOCH + n, EPOCH + n))
+        copied.append(target)
+    return copied
+
+
+def _config(scenario: UserScenario, run_dir: Path, name: str, read_output: bool) -> dict:
+    files = sorted((run_dir / "input").iterdir())
+    return {"pipeline": "user", "user": {"ref": scenario.ref, "python_path": list(scenario.python_path),
+                                         "marks": str(run_dir / "marks"), "rows": str(run_dir / f"{name}.rows.jsonl")},
+            "provider": scenario.provider, "changelog": scenario.changelog, "format": scenario.checkpoint_format,
+            "input": str(run_dir / "input"), "first_file": str(files[0]), "schema": scenario.schema,
+            "checkpoint": str(run_dir / "checkpoint"), "output": str(run_dir / "output"),
+            "report": str(run_dir / f"{name}.report.jsonl"), "partitions": 2, "read_output": read_output}
+
+
+def _roots(run_dir: Path) -> dict[str, Path]:
+    return {"checkpoint": run_dir / "checkpoint", "output": run_dir / "output", "marks": run_dir / "marks"}
+
+
+def _commits(roots: dict[str, Path]) -> list[int]:
+    return sorted(s[1] for rel in final_files({"checkpoint": roots["checkpoint"]})["checkpoint"]
+                  if (s := step_of("checkpoint", rel)) and s[0] == "commit")
+
+
+def reference(scenario: UserScenario, root: Path, module_file: str | None) -> dict:
+    """The crash-free run of ``scenario``'s query over its input (its schedule ignored), kept in ``root`` by
+    :func:`reference_key`: run once, whoever asks first (a lock per key), read from disk after."""
+    key = reference_key(scenario, module_file)
+    root.mkdir(parents=True, exist_ok=True)
+    folder = root / f"reference-{key}"
+    with open(root / f".reference-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        kept = folder / "reference.json"
+        if kept.exists():
+            return {**json.loads(kept.read_text()), "cached": True}
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir()
+        _copy_input(scenario, folder / "input")
+        roots = _roots(folder)
+        for path in roots.values():
+            path.mkdir(parents=True, exist_ok=True)
+        config = _config(scenario, folder, "run-0", read_output=True)
+        started = time.monotonic()
+        with PipelineProcess(config, folder, "run-0", to_the_end=True) as proc:
+            code = proc.wait(RUN_TIMEOUT_S)
+            if code is None:
+                proc.kill()
+            reports = proc.reports()
+            causes = proc.causes() if code != 0 else ""
+        found = {"key": key, "folder": str(folder), "exit": code, "seconds": round(time.monotonic() - started, 3),
+                 "sink": next((e["sink"] for e in reports if e["event"] == "user_query"), None),
+                 "commits": _commits(roots), "watermarks": recorded_watermarks(roots["checkpoint"]),
+                 "stateful": (roots["checkpoint"] / "state").is_dir()}
+        errors = [e["error"] for e in reports if e["event"] == "error"]
+        if code != 0 or errors:
+            reason = errors[0] if errors else f"no exit within {RUN_TIMEOUT_S:g} s" if code is None else f"exit {code}"
+            found["error"] = f"{causes}\n{reason}".strip()
+        else:
+            found["rows"] = config["user"]["rows"]
+        kept.write_text(json.dumps(found, indent=2))
+        return {**found, "cached": False}
+
+
+def _rows(path: str | Path, key: tuple[str, ...]) -> Counter:
+    """The output rows (JSON lines, keys sorted), whole or only the ``key`` columns, as a multiset."""
+    text = Path(path).read_text() if Path(path).exists() else ""
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if key:
+        return Counter(json.dumps({k: r.get(k) for k in key}, sort_keys=True) for r in rows)
+    return Counter(json.dumps(r, sort_keys=True) for r in rows)
+
+
+# -- one scenario ----------------------------------------------------------------------------------------------
+
+
+def _guarantee(scenario: UserScenario, sink: str | None) -> str:
+    if scenario.guarantee:
+        return scenario.guarantee
+    return "at-least-once" if sink == "kafka" else "exactly-once"
+
+
+def run_user_scenario(scenario: UserScenario, run_dir: Path, reference_root: Path | None = None,
+                      module_file: str | None = None, faults_must_fire: bool = True) -> dict:
+    """Run ``scenario`` in ``run_dir`` and judge it against the crash-free run (kept under ``reference_root``,
+    by default ``run_dir``); returns the verdict object (also ``run_dir/verdict.json``)."""
+    started = time.monotonic()
+    started_at = round(time.time(), 3)
+    run_dir = claim(Path(run_dir))
+    ref = reference(scenario, Path(reference_root or run_dir), module_file)
+    base = {**scenario.header(ref.get("sink") or "?"), "sink_guarantee": _guarantee(scenario, ref.get("sink")),
+            "reference": {k: ref.get(k) for k in ("folder", "seconds", "cached", "commits", "exit")}}
+    if ref.get("error"):
+        return {**base, "verdict": ERROR, "violations": [], "crash_points": [], "crash_windows": [],
+                "error": f"the crash-free run of the query failed, so there is nothing to judge against: "
+                         f"{ref['error']}", "seconds": round(time.monotonic() - started, 3), "started_at": started_at}
+    kinds = {parse_target(t).kind for t in scenario.schedule}
+    if "state" in kinds and not ref["stateful"]:
+        return {**base, "verdict": NOT_APPLICABLE, "reason": "the query keeps no state: no state@N window",
+                "violations": [], "crash_points": [], "crash_windows": [], "seconds": 0.0, "started_at": started_at}
+    _copy_input(scenario, run_dir / "input")
+    roots = _roots(run_dir)
+    runs, crash_windows, events = _run_all(scenario, run_dir, roots, started)
+    result = _judge(scenario, base, ref, runs, crash_windows, roots, events)
+    result.update({"runs": runs, "seconds": round(time.monotonic() - started, 3), "started_at": started_at})
+    (run_dir / "history.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    result["history"] = str(run_dir / "history.jsonl")
+    if faults_must_fire:
+        result = unfired_is_error(result)
+    (run_dir / "verdict.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _run_all(scenario: UserScenario, run_dir: Path, roots: dict[str, Path],
+             started: float) -> tuple[list[dict], list[dict], list[dict]]:
+    """One run per scheduled kill and one more to the end, on the same checkpoint (and once more after a run
+    Spark failed that had committed a batch: the output after Spark's own recovery is judged too)."""
+    targets = [parse_target(t) for t in scenario.schedule] + [None]
+    runs: list[dict] = []
+    crash_windows: list[dict] = []
+    events: list[dict] = []
+    killed_at: float | None = None
+    for number, target in enumerate(targets):
+        name = f"run-{number}"
+        config = _config(scenario, run_dir, name, read_output=target is None)
+        committed_before = set(_commits(roots))
+        run: dict = {"run": number, "target": str(target) if target else None}
+        with FileWatcher(roots, target, clock_zero=started) as watcher, \
+                PipelineProcess(config, run_dir, name, to_the_end=target is None) as proc:
+            watcher.attach(proc.pgid)
+            run["seq"] = len(events)
+            events.append({"seq": len(events), "type": "start", "run": number, "target": run["target"],
+                           "at": round(proc.started - started, 3)})
+            code = proc.wait(RUN_TIMEOUT_S)
+            if code is None:
+                proc.kill()
+                run["error"] = f"no exit within {RUN_TIMEOUT_S:g} s (hung); log: {proc.log_tail()}"
+            time.sleep(0.05)  # let the watcher drain its last events
+            reports = proc.reports()
+            errors = [e["error"] for e in reports if e["event"] == "error"]
+            if errors and not watcher.killed:
+                causes = proc.causes()
+                run["error"] = f"{causes}\n{errors[0]}".strip()
+            elif code not in (0, None) and not watcher.killed:
+                run["log_tail"] = proc.log_tail()
+        run["exit"] = code
+        for at, label, rel in watcher.events:
+            events.append({"seq": len(events), "type": "file", "run": number, "at": at, "root": label, "path": rel})
+        new_commits = [at for at, label, rel in watcher.events
+                       if label == "checkpoint" and (s := step_of(label, rel)) and s[0] == "commit"
+                       and s[1] not in committed_before]
+        if new_commits:
+            run["first_commit_s"] = round(new_commits[0] - (killed_at if killed_at is not None else
+                                                            proc.started - started), 3)
+        if watcher.killed:
+            run["killed"] = True
+            window = classify(final_files(roots), partitions=2)
+            killed_at = watcher.killed["at"]
+            crash = {"run": number, "target": str(target), "after": watcher.killed["after"], **window}
+            crash_windows.append(crash)
+            events.append({"seq": len(events), "type": "crash", **crash, "at": killed_at})
+        else:
+            killed_at = None
+        run["seconds"] = round(time.monotonic() - proc.started, 3)
+        if target is None:
+            run["rows"] = config["user"]["rows"]
+        runs.append(run)
+        if code not in (0, None) and not watcher.killed:
+            if run.get("first_commit_s") is not None and not any(r.get("recovery") for r in runs):
+                targets.append(None)
+                runs[-1]["restarted_after_error"] = True
+                continue
+            break
+    for number, run in enumerate(runs):
+        if number >= len(scenario.schedule) + 1:
+            run["recovery"] = True
+    return runs, crash_windows, events
+
+
+def _orphans(output: Path) -> list[str]:
+    """Part files of a file sink on disk that its metadata log does not name."""
+    log = output / "_spark_metadata"
+    if not log.is_dir():
+        return []
+    named: set[str] = set()
+    for entry in log.iterdir():
+        if entry.name.startswith(".") or not entry.name.split(".")[0].isdigit():
+            continue
+        for line in entry.read_text(errors="replace").splitlines()[1:]:
+            with contextlib.suppress(ValueError, KeyError):
+                named.add(Path(json.loads(line)["path"].removeprefix("file:")).name)
+    return sorted(p.name for p in output.glob("part-*") if not p.name.endswith(".crc") and p.name not in named)
+
+
+def compare_output(expected: Counter, observed: Counter, guarantee: str, crash_windows: list[dict],
+                   seq: int | None = None) -> tuple[list[Violation], dict]:
+    """The output after the kills (``observed``) against the crash-free run's (``expected``), both multisets of
+    rows. A row lost is ``no_loss``; a row the crash-free run never output is ``exactly_once_output`` (extra);
+    a row more often than in the crash-free run is a duplicate, counted and attributed to the crash windows,
+    an ``exactly_once_output`` violation (``strict_only`` for a sink declared ``at-least-once``).
+    Returns the violations and ``{"count", "windows", "by_crash"}``."""
+    violations: list[Violation] = []
+    total = 0
+    explained = ", ".join(f"{c['window']} of batch {c['batch']}" for c in crash_windows) or "no crash"
+    for row in sorted(set(expected) | set(observed)):
+        exp, obs = expected[row], observed[row]
+        if obs == exp:
+            continue
+        if obs < exp:
+            violations.append(Violation("no_loss", row, f"{exp}× (crash-free run)", f"{obs}× (lost)", seq))
+        elif exp == 0:
+            violations.append(Violation("exactly_once_output", row, "0× (not in the crash-free output)",
+                                        f"{obs}× (extra)", seq))
+        else:
+            total += obs - exp
+            violations.append(Violation("exactly_once_output", row, f"{exp}× (crash-free run)",
+                                        f"{obs}× (duplicate, after {explained})", seq,
+                                        strict_only=guarantee == "at-least-once"))
+    duplicates: dict = {"count": total, "windows": sorted({c["window"] for c in crash_windows}) if total else []}
+    if total:
+        duplicates["by_crash"] = [{"run": c["run"], "target": c["target"], "after": c["after"], "window": c["window"],
+                                   "batch": c["batch"], "count": total} for c in crash_windows]
+    return violations, duplicates
+
+
+def _judge(scenario: UserScenario, base: dict, ref: dict, runs: list[dict], crash_windows: list[dict],
+           roots: dict[str, Path], events: list[dict]) -> dict:
+    violations: list[Violation] = []
+    violations += check_restarts(runs, RESTART_BOUND_S)
+    commits = _commits(roots)
+    expected_last = ref["commits"][-1] if ref["commits"] else -1
+    last = commits[-1] if commits else -1
+    if last < expected_last:
+        violations.append(Violation("restart_liveness", "input", f"every batch 0..{expected_last} committed (as "
+                                    "the crash-free run)", f"last committed batch {last}", None))
+    # watermarks: never ahead of the crash-free run's (a lag is reported: Spark may then count late records)
+    recorded = recorded_watermarks(roots["checkpoint"])
+    plain = {int(k): v for k, v in ref["watermarks"].items()}
+    ahead = [n for n in recorded if n in plain and recorded[n] > plain[n]]
+    lagging = [n for n in recorded if n in plain and recorded[n] < plain[n]]
+    violations += [Violation("watermark_not_ahead", f"batch {n}", f"<= {plain[n]} ms (crash-free run)",
+                             f"{recorded[n]} ms recorded in offsets/{n}", None) for n in ahead]
+    final = runs[-1]
+    guarantee = base["sink_guarantee"]
+    duplicates: dict = {"count": 0, "windows": []}
+    orphans = _orphans(roots["output"]) if (base["sink"] or "") != "foreachBatch" else []
+    compared = None
+    if final.get("exit") == 0 and final.get("rows"):
+        expected, observed = _rows(ref["rows"], scenario.key), _rows(final["rows"], scenario.key)
+        seq = len(events)
+        events.append({"seq": seq, "type": "output", "rows": sum(observed.values()),
+                       "crash_free_rows": sum(expected.values()), "file": final["rows"]})
+        found, duplicates = compare_output(expected, observed, guarantee, crash_windows, seq)
+        violations += found
+        compared = sum(expected.values())
+    failed = {v.check for v in violations if v.counts(False)}
+    unjudged = None if compared else ("not exercised (the crash-free run output no row)" if compared == 0 else
+                                      "not exercised (the last run did not read its output back)")
+    targeted = [r for r in runs if r["target"] is not None]
+    not_fired = [r["target"] for r in targeted if not r.get("killed")] + list(scenario.schedule[len(targeted):])
+    return {
+        **base,
+        "verdict": verdict_of(violations, False),
+        "violations": [v.to_json() for v in violations],
+        "crash_points": [c["target"] for c in crash_windows],
+        "crash_windows": crash_windows,
+        "not_fired": not_fired,
+        "checks": {"restart_liveness": "fail" if "restart_liveness" in failed else "pass",
+                   "exactly_once_output": unjudged or ("fail" if "exactly_once_output" in failed else "pass")
+                   if guarantee == "exactly-once" else "n/a",
+                   "no_loss": unjudged or ("fail" if "no_loss" in failed else "pass"),
+                   # how many rows of the crash-free output the comparison had (0: the output judged nothing)
+                   "output_rows_compared": compared,
+                   "state_matches_model": "not exercised (a user's query: its output is judged, not its state)",
+                   "orphan_files": {"count": len(orphans), "files": orphans[:20]}},
+        "duplicates": duplicates,
+        "watermarks": {"recorded": recorded, "uninterrupted": plain, "lagging_batches": lagging,
+                       "ahead_batches": ahead} if recorded and plain else {},
+        "last_committed_batch": last,
+    }
+
+
+def user_error_result(scenario: UserScenario, exc: BaseException) -> dict:
+    return {**scenario.header(), "verdict": ERROR, "error": error_reason(exc), "violations": [], "crash_points": [],
+            "crash_windows": []}
+
+
+def with_schedule(scenario: UserScenario, schedule: tuple[str, ...]) -> UserScenario:
+    return replace(scenario, schedule=schedule)

@@ -1,0 +1,103 @@
+"""A user's own Structured Streaming query (``--pipeline module:function``), judged against its own crash-free
+run: the pipelines are written as a user would (``tests/fixtures/spark_user_*.py``), run through the CLI."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from eos_harness.suites.spark.user import compare_output, parse_ddl
+
+
+def write_batches(folder: Path, batches: int = 5) -> Path:
+    """Events ``(id, key, ts)``, event times rising 10 s a batch; an id twice in its batch, and the last id
+    of each batch delivered again in the next (what a deduplicating query must drop)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in range(batches):
+        rows = [{"id": n * 6 + i, "key": "abc"[i % 3], "ts": 1_000_000 + n * 10 + i} for i in range(6)]
+        rows.append(dict(rows[0]))
+        if n:
+            rows.append({"id": n * 6 - 1, "key": "c", "ts": 1_000_000 + (n - 1) * 10 + 5})
+        (folder / f"batch-{n}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_the_output_is_judged_against_the_crash_free_run_as_a_multiset():
+    crash = [{"run": 0, "target": "sink@1", "after": "marks/_batches/1", "window": "after_sink", "batch": 1}]
+    expected = Counter({"a": 2, "b": 1, "c": 1})
+    assert compare_output(expected, Counter(expected), "exactly-once", crash) == ([], {"count": 0, "windows": []})
+    found, duplicates = compare_output(expected, Counter({"a": 3, "b": 1, "d": 1}), "exactly-once", crash)
+    assert sorted((v.check, v.key) for v in found) == [("exactly_once_output", "a"), ("exactly_once_output", "d"),
+                                                       ("no_loss", "c")]
+    assert duplicates["count"] == 1 and duplicates["windows"] == ["after_sink"]
+    assert duplicates["by_crash"][0]["batch"] == 1
+    # declared at least once: the duplicate is counted and attributed, and fails only under --strict
+    found, duplicates = compare_output(expected, Counter({"a": 3, "b": 1, "c": 1}), "at-least-once", crash)
+    assert [v.counts(False) for v in found] == [False] and duplicates["count"] == 1
+
+
+def test_a_ddl_schema_is_checked_before_anything_runs():
+    assert parse_ddl("id long, key string, at timestamp") == [("id", "long"), ("key", "string"), ("at", "timestamp")]
+    assert parse_ddl("m map<string, array<int>>, s struct<a: int, b: decimal(10, 2)> NOT NULL COMMENT 'x'") == [
+        ("m", "map<string,array<int>>"), ("s", "struct<a:int,b:decimal(10,2)>")]
+    for bad in ("", "id", "id lon", "id long,", "id long, id string", "a array<int", "a decimal(x)"):
+        with pytest.raises(ValueError):
+            parse_ddl(bad)
+
+
+@pytest.mark.spark
+def test_bad_pipeline_input_is_a_usage_error_before_anything_runs(cli, tmp_path):
+    inputs = write_batches(tmp_path / "in")
+    (tmp_path / "empty").mkdir()
+    cases = {
+        ("--pipeline", "no_such_module:build", "--input", inputs): "module 'no_such_module' not found",
+        ("--pipeline", "spark_user_dedup:nope", "--input", inputs): "has no attribute 'nope'",
+        ("--pipeline", "spark_user_dedup:F", "--input", inputs): "not a function",
+        ("--pipeline", "spark_user_dedup:build", "--input", tmp_path / "empty"): "has no input file",
+        ("--pipeline", "spark_user_dedup:build", "--input", inputs, "--schema", "id long, key strin"):
+            "'strin' is not a Spark data type",
+        ("--pipeline", "spark_user_dedup:build", "--input", inputs, "--crash-at", "sink@5"): "5 micro-batches",
+    }
+    for args, message in cases.items():
+        done = cli("run", "--suite", "spark", *args, "--seed", "1", cwd=tmp_path)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert message in done.stderr and "Traceback" not in done.stderr + done.stdout, done.stderr
+    assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+@pytest.mark.spark
+def test_a_deduplicating_aggregation_to_a_file_sink_survives_a_kill_after_its_sink(cli, tmp_path):
+    inputs = write_batches(tmp_path / "in")
+    done = cli("run", "--suite", "spark", "--pipeline", "spark_user_dedup:build", "--input", inputs,
+               "--crash-at", "sink@2", "--seed", "5", "--out", tmp_path / "run", "--json", tmp_path / "v.json",
+               "--no-report", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((tmp_path / "v.json").read_text())
+    assert result["verdict"] == "pass" and result["sink"] == "parquet"
+    assert [c["window"] for c in result["crash_windows"]] == ["after_sink"]
+    assert result["checks"]["output_rows_compared"] > 0 and result["duplicates"]["count"] == 0
+    assert result["checks"]["exactly_once_output"] == "pass" and result["checks"]["orphan_files"]["count"] == 0
+
+
+@pytest.mark.spark
+def test_a_non_idempotent_foreach_batch_is_caught_with_its_crash_window_and_replayed(cli, tmp_path):
+    inputs = write_batches(tmp_path / "in", batches=3)
+    wide = {"COLUMNS": "1000"}  # the replay command on one line
+    done = cli("run", "--suite", "spark", "--pipeline", "spark_user_appender:build", "--input", inputs,
+               "--crash-at", "sink@1", "--seed", "3", "--out", tmp_path / "run", "--json", tmp_path / "v.json",
+               "--no-report", cwd=tmp_path, env=wide)
+    assert done.returncode == 1, done.stdout + done.stderr
+    result = json.loads((tmp_path / "v.json").read_text())
+    assert result["sink"] == "foreachBatch" and result["sink_guarantee"] == "exactly-once"
+    # batch 1 written by the sink, the driver killed before commits/1: the replayed batch is appended again
+    assert result["duplicates"]["windows"] == ["after_sink"] and result["duplicates"]["by_crash"][0]["batch"] == 1
+    assert result["duplicates"]["count"] == 8  # batch 1's rows (its same-batch duplicate counts twice)
+    assert "window after_sink of batch 1" in done.stdout
+    replay = next(line for line in done.stdout.splitlines() if line.startswith("replay: eos-harness "))
+    words = shlex.split(replay.removeprefix("replay: "))
+    again = cli(*words[1:], "--json", tmp_path / "again.json", "--no-report", cwd=tmp_path, env=wide)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert json.loads((tmp_path / "again.json").read_text())["duplicates"]["count"] == 8
