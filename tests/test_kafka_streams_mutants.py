@@ -51,8 +51,15 @@ def _commit_records_last_offset(sut: StoreUnderTest) -> None:
     sut.commit()
 
 
+def _closed_marker_in_buffer(sut: StoreUnderTest) -> None:
+    sut.put(*A)
+    sut.commit()
+    sut.close_and_reopen()  # the marker on disk says OPEN: the reopen under exactly-once is refused
+
+
 STEPS = {"putall-skips-buffer": _putall_skips_buffer, "read-committed-sees-staged": _read_committed_sees_staged,
-         "offsets-flushed-alone": _offsets_flushed_alone, "commit-records-last-offset": _commit_records_last_offset}
+         "offsets-flushed-alone": _offsets_flushed_alone, "commit-records-last-offset": _commit_records_last_offset,
+         "closed-marker-in-buffer": _closed_marker_in_buffer}
 
 
 def _jvms() -> list[psutil.Process]:

@@ -60,3 +60,34 @@ def test_a_non_transactional_store_killed_after_a_flush_is_wiped_as_kafka_does_n
             sut.close_and_reopen()
         finally:
             sut.dispose()
+
+
+STATUS_POINTS = {  # the points at the status marker and the database's close, by store
+    "kafka-streams-4.4.0-rocksdb": ("ks.rocksdb.open.status", "ks.rocksdb.close.status", "ks.rocksdb.close.db"),
+    "kafka-streams-4.3.1-rocksdb": ("ks.rocksdb.open.status", "ks.rocksdb.close.status", "ks.rocksdb.close.db"),
+    "kafka-streams-4.4.0-rocksdb-tx": ("ks.rocksdb.close.db",),  # transactional: no status marker written
+}
+
+
+@pytest.mark.jvm
+@pytest.mark.parametrize("store", list(STATUS_POINTS))
+def test_a_crash_at_the_status_marker_or_the_databases_close_breaks_no_promise_of_kafkas_store(store):
+    # The conformance driver arms a point of the open or the close around a close and reopen (its name holds
+    # ".open." / ".close."): the store dies there, inside Kafka's RocksDBStore, and recovers as after any crash.
+    with StoreServer(timeout=120) as server:
+        for point in STATUS_POINTS[store]:
+            sut = StoreUnderTest(server, store, f"crash at {point}")
+            try:
+                sut.put(b"a", b"v1")
+                sut.commit()
+                sut.put(b"b", b"v2")  # uncommitted at the crash
+                sut.crash_in_commit(point, 1)
+                assert any(f"died at crash point {point}" in line for line in sut.story), sut.story[-4:]
+                sut.check_reads()
+                sut.check_read_committed()
+                sut.put(b"c", b"v3")
+                sut.commit()
+                sut.close_and_reopen()
+            finally:
+                sut.dispose()
+        assert all(server.crashes[point] == 1 for point in STATUS_POINTS[store]), dict(server.crashes)

@@ -24,10 +24,14 @@ class MutantRule:
     condition: str  # besides being the open store's mutant ("" for none)
     action: str
     meaning: str
+    # further rules of the same mistake: (class, method, location, condition, action) each
+    also: tuple[tuple[str, str, str, str, str], ...] = ()
 
     @property
     def java(self) -> str:
-        return f"{self.cls}.{self.method.partition('(')[0]}"
+        methods = [f"{cls}.{method.partition('(')[0]}" for cls, method in ((self.cls, self.method),
+                                                                            *((a[0], a[1]) for a in self.also))]
+        return " and ".join(methods)
 
 
 MUTANT_RULES = (
@@ -47,6 +51,19 @@ MUTANT_RULES = (
                "$3 = eosharness.StoreServer.lastRecordOffsets($3)",
                "commit writes each changelog offset minus one (the last record's offset, not the next offset to "
                "read): committedOffset answers one less than the commit was given"),
+    # Before 4.4.0 a transactional store wrote its status marker as a store without transactions does, and
+    # lost the CLOSED one in its transaction buffer (4.4.0 writes none when transactional). The store's
+    # accessor is still RocksDB's own at open (the transactional one wraps it after), so OPEN lands in
+    # RocksDB; at close the accessor is the transactional one, which stages CLOSED in the buffer that close
+    # then discards. On disk after a clean close: OPEN; reopened under exactly-once: TaskCorruptedException.
+    MutantRule("closed-marker-in-buffer", "AbstractColumnFamilyAccessor", "open", "AT EXIT", "",
+               "$1.put($0.offsetColumnFamilyHandle, $0.statusKey, $0.openState)",
+               "the transactional store writes its status marker as one without transactions: OPEN at open "
+               "straight into RocksDB, CLOSED at close into the transaction buffer, which close discards: after a "
+               "clean close the marker on disk says OPEN, and the store refuses its own directory "
+               "(TaskCorruptedException under exactly-once: wiped and restored from the changelog)",
+               also=(("AbstractColumnFamilyAccessor", "close", "AT ENTRY", "$0.storeOpen.get()",
+                      "$1.put($0.offsetColumnFamilyHandle, $0.statusKey, $0.closedState)"),)),
 )
 
 
@@ -56,7 +73,10 @@ def rules_text() -> str:
     once per putAll, commit or view, not per put."""
     rules = []
     for rule in MUTANT_RULES:
-        condition = f'eosharness.StoreServer.mutant("{rule.mistake}")' + (f" && {rule.condition}" if rule.condition else "")
-        rules.append(f"RULE mutant.{rule.mistake}\nCLASS {_INTERNALS}.{rule.cls}\nMETHOD {rule.method}\n"
-                     f"{rule.location}\nNOCOMPILE\nIF {condition}\nDO {rule.action}\nENDRULE\n")
+        parts = ((rule.cls, rule.method, rule.location, rule.condition, rule.action), *rule.also)
+        for number, (cls, method, location, extra, action) in enumerate(parts):
+            condition = f'eosharness.StoreServer.mutant("{rule.mistake}")' + (f" && {extra}" if extra else "")
+            name = f"mutant.{rule.mistake}" + (f".{number + 1}" if number else "")
+            rules.append(f"RULE {name}\nCLASS {_INTERNALS}.{cls}\nMETHOD {method}\n"
+                         f"{location}\nNOCOMPILE\nIF {condition}\nDO {action}\nENDRULE\n")
     return "\n".join(rules)

@@ -24,6 +24,7 @@ CAUGHT_BY = {
     "read-committed-sees-staged": ("read_committed_isolation",),
     "offsets-flushed-alone": ("atomic_commit",),
     "commit-records-last-offset": ("committed_offset_durable",),
+    "closed-marker-in-buffer": ("clean_close_durable", "recover_trust"),
 }
 
 KAFKA_MUTANTS: dict[str, str] = {}  # store name: mistake

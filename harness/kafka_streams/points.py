@@ -32,6 +32,8 @@ class KafkaPoint:
     meaning: str
     kinds: tuple[str, ...]  # the stores it belongs to: "rocksdb", "memory"
     transactional_only: bool = False  # only where KIP-892's transaction buffer exists (4.4.0, transactions on)
+    # only where the store writes its status marker: without KIP-892's transactions (4.3.1; 4.4.0, transactions off)
+    non_transactional_only: bool = False
 
     @property
     def java(self) -> str:
@@ -61,6 +63,20 @@ POINTS = (
     KafkaPoint("ks.rocksdb.commit.exit", "RocksDBStore", "commit", "AT EXIT",
                "RocksDBStore.commit is about to return: the commit is in RocksDB's memtable, not flushed to disk",
                ("rocksdb",)),
+    # The status marker (the offsets column family's "status" key): OPEN at open, CLOSED at close, written
+    # only without KIP-892's transactions; opened under exactly-once, a marker not CLOSED on disk makes the
+    # store raise TaskCorruptedException. Reached while the store opens or closes, not in a commit: the
+    # suites arm them around the open or the close (their names hold ".open." or ".close.").
+    KafkaPoint("ks.rocksdb.open.status", "AbstractColumnFamilyAccessor", "open", "AT INVOKE put",
+               "the store is opening: its status marker is about to be set OPEN in the offsets column family "
+               "(in RocksDB's memtable: on disk at the next flush)", ("rocksdb",), non_transactional_only=True),
+    KafkaPoint("ks.rocksdb.close.status", "AbstractColumnFamilyAccessor", "close", "AT INVOKE put",
+               "the store is closing: its status marker is about to be set CLOSED in the offsets column family",
+               ("rocksdb",), non_transactional_only=True),
+    KafkaPoint("ks.rocksdb.close.db", "RocksDBStore", "close", "AT INVOKE org.rocksdb.RocksDB.close()",
+               "the store is closing: RocksDB is about to be closed, which flushes its memtables (the WAL is "
+               "off: what was written since the last flush, the status marker among it, reaches disk here)",
+               ("rocksdb",)),
 )
 
 for _point in POINTS:
@@ -69,7 +85,8 @@ for _point in POINTS:
 
 def points_for(kind: str, transactional: bool) -> list[KafkaPoint]:
     """The points of a store of ``kind`` ("rocksdb", "memory"), with KIP-892's transactions on or off."""
-    return [p for p in POINTS if kind in p.kinds and (transactional or not p.transactional_only)]
+    return [p for p in POINTS if kind in p.kinds and (transactional or not p.transactional_only)
+            and not (transactional and p.non_transactional_only)]
 
 
 def rules_text(version: str) -> str:

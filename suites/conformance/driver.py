@@ -24,7 +24,8 @@ from eos_harness.verdict import Violation, finding_violation
 from . import checks
 
 __all__ = ["CONTEXT", "KEYS", "NEVER_COMMITTED", "PARTITIONS", "TASK_CONTEXT", "TP", "VALUES", "ConformanceViolation",
-           "StoreAbandoned", "StoreUnderTest", "commit_offsets", "features_and_kind_of", "features_of", "not_applicable"]
+           "StoreAbandoned", "StoreUnderTest", "commit_offsets", "features_and_kind_of", "features_of", "not_applicable",
+           "step_of"]
 
 # The changelog partition the store's context names (the store server opens every store with the
 # default context): the suite commits offsets for it, as a task commits for its store's changelog.
@@ -323,6 +324,11 @@ class StoreUnderTest:
 
     # -- faults -----------------------------------------------------------------------------------
     def crash_in_commit(self, point: str, hit: int) -> None:
+        """A crash at ``point`` inside the next commit; a point that sits in the store's close or open (its
+        name holds ".close." or ".open.": :func:`step_of`) is armed around a close and reopen instead."""
+        if step_of(point) != "commit":
+            self.close_and_reopen(crash_at=(point, hit))
+            return
         offset = self.next_offset
         self.next_offset += 1
         self.commits += 1
@@ -349,7 +355,7 @@ class StoreUnderTest:
         self.proc.kill()
         self.recover_after_crash(in_flight=None)
 
-    def _restart(self, refusal: bool = False) -> str | None:
+    def _restart(self, refusal: bool = False, init_arms: list[tuple[str, int]] | None = None) -> str | None:
         """Open the store in its directory, in a new child (a store that cannot: a finding). With
         ``refusal``, a store whose ``init`` refuses the directory (``IncompatibleStoreDirectory``, which
         Kafka's RocksDB store raises as ``TaskCorruptedException``) is wiped and opened empty, as the
@@ -357,7 +363,7 @@ class StoreUnderTest:
         self.proc = None
         self.writes = 0
         try:
-            self.proc = self.server.start(self.spec, self.directory, context=self.context)
+            self.proc = self.server.start(self.spec, self.directory, context=self.context, init_arms=init_arms)
         except (StoreCallError, StoreHang) as exc:
             if not (refusal and isinstance(exc, StoreCallError) and exc.kind == "IncompatibleStoreDirectory"):
                 self.store_failed("init", exc)
@@ -432,12 +438,32 @@ class StoreUnderTest:
             model.adopt({}, {})
         self._unflushed(since_durable=True)
 
-    def close_and_reopen(self) -> None:
-        self.told("close() and reopen")
+    def close_and_reopen(self, crash_at: tuple[str, int] | None = None) -> None:
+        """A clean close and reopen; ``crash_at`` (a crash point of the close or of the open, its hit): the
+        store's process is killed there, and the store recovers as after any crash."""
+        point, hit = crash_at or (None, 0)
+        step = step_of(point) if point is not None else None
+        self.told("close() and reopen" + (f", crash point {point} armed for its hit #{hit}" if point else ""))
         uncommitted = dict(self.model.overlay)  # discarded by the close
-        self.call("close")
+        if step == "close":
+            self.call("arm", point, hit)
+        try:
+            self.call("close")
+        except ChildCrashed:
+            self.told(f"close(): the process died at crash point {point}")
+            self.recover_after_crash(in_flight=None)
+            return
         committed = dict(self.model.committed)
-        refused = self._restart(refusal=True)
+        try:
+            refused = self._restart(refusal=True, init_arms=[(point, hit)] if step == "open" else None)
+        except ChildCrashed:
+            self.told(f"closed cleanly; the reopen: the process died at crash point {point}")
+            self.model.close_and_reopen()
+            self._unflushed(since_durable=True)  # the clean close flushed every commit
+            self.recover_after_crash(in_flight=None)
+            return
+        if point is not None:
+            self.told(f"crash point {point} armed for its hit #{hit} was not reached that often")
         self.model.close_and_reopen()
         if refused is not None:
             self.told(f"the reopen: init refused the directory it had closed cleanly ({refused}); the runtime "
@@ -463,6 +489,15 @@ class StoreUnderTest:
         self.told(f"recover({offset}) after the reopen")
         self._unflushed(since_durable=True)  # a clean close flushes every commit
         self.check_reads()
+
+
+def step_of(point: str) -> str:
+    """Where a crash point sits: "close" or "open" when its name holds ".close." or ".open." (Kafka Streams'
+    status marker and database close, :mod:`eos_harness.kafka_streams.points`), else "commit"."""
+    for step in ("close", "open"):
+        if f".{step}." in point:
+            return step
+    return "commit"
 
 
 def features_of(server: StoreServer, spec: str) -> tuple[Capabilities, bool]:
