@@ -15,6 +15,7 @@ write (RocksDB switches memtables at the next write), waiting until the flush's 
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -91,3 +92,51 @@ def test_a_crash_at_the_status_marker_or_the_databases_close_breaks_no_promise_o
             finally:
                 sut.dispose()
         assert all(server.crashes[point] == 1 for point in STATUS_POINTS[store]), dict(server.crashes)
+
+
+UPGRADE_CHECKS = ("migration_keeps_offsets", "migration_keeps_keys", "offsets_match_data", "downgrade_keeps_offsets")
+
+
+@pytest.mark.jvm
+def test_verify_upgrades_a_directory_431_wrote_to_440_transactional_and_back_under_crashes(cli, tmp_path):
+    """The offsets suite's kafka_streams_upgrade, as a user runs it: 4.3.1's directory opened by 4.4.0 with
+    transactions, a crash at each Byteman point its open, first commits and close reach, 4.3.1 killed before
+    and after a flush, and back to 4.3.1 and 4.4.0 without transactions: every check met and passed."""
+    out = tmp_path / "verdict.json"
+    started = time.monotonic()
+    done = cli("verify", "kafka-streams-4.4.0-rocksdb-tx", "--seed", "3", "--offsets-scenario", "kafka_streams_upgrade",
+               "--json", out, timeout=600)
+    verdict = json.loads(out.read_text())
+    assert done.returncode == 0, (done.stdout, verdict["violations"])
+    offsets = verdict["offsets"]
+    assert offsets["cases"] == ["offsets: kafka_streams_upgrade"] and verdict["violations"] == []
+    assert {check: offsets["checks"][check] for check in UPGRADE_CHECKS} == dict.fromkeys(UPGRADE_CHECKS, "pass")
+    # 4.3.1 killed after RocksDB flushed its uncommitted writes (its marker OPEN on disk): 4.4.0 refuses it
+    assert any("flushed" in note and "TaskCorruptedException" in note for note in offsets["notes"]), offsets["notes"]
+    print(f"kafka_streams_upgrade on kafka-streams-4.4.0-rocksdb-tx: {time.monotonic() - started:.0f} s")
+
+
+def test_the_kafka_streams_upgrade_is_not_applicable_to_other_stores(cli, tmp_path):
+    out = tmp_path / "verdict.json"
+    done = cli("verify", "rocksdb-indexed", "--seed", "1", "--offsets-scenario", "kafka_streams_upgrade",
+               "--json", out, timeout=300)
+    offsets = json.loads(out.read_text())["offsets"]
+    assert done.returncode == 0, done.stdout
+    assert [row["scenario"] for row in offsets["not_applicable"]] == ["kafka_streams_upgrade"]
+    assert "4.4.0" in offsets["not_applicable"][0]["reason"]
+    assert all(offsets["checks"][check] == "not_applicable" for check in UPGRADE_CHECKS)
+
+
+@pytest.mark.jvm
+@pytest.mark.slow  # ~70 s each on a loaded 2-core machine
+@pytest.mark.parametrize("store,fired", [
+    ("kafka-streams-4.4.0-rocksdb", set()),  # the upgrade to 4.4.0 without transactions
+    # the mutant refuses its own cleanly closed directory: every commit in it gone
+    ("mutant-kafka-streams-4.4.0-rocksdb-tx-closed-marker-in-buffer", {"offsets_match_data"}),
+])
+def test_the_upgrade_scenario_on_440_without_transactions_and_on_the_status_marker_mutant(store, fired, tmp_path):
+    from eos_harness.suites.offsets.kafka_upgrade import SCENARIOS
+
+    found = SCENARIOS[0].run(store, tmp_path, 3, 120)
+    assert {v.check for v in found} == fired, [v.to_json() for v in found]
+    assert found.cases >= 12

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MUTANT_RULES", "MutantRule", "rules_text"]
+__all__ = ["MUTANT_RULES", "VERSION", "MutantRule", "rules_text"]
 
+VERSION = "4.4.0"  # the Kafka Streams release whose classes the rules change
 _INTERNALS = "org.apache.kafka.streams.state.internals"
 
 

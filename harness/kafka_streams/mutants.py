@@ -10,13 +10,13 @@ from functools import partial
 
 from eos_harness.kafka_streams.catalogue import KAFKA_STORES, KafkaStoreInfo
 from eos_harness.kafka_streams.lending import lending
-from eos_harness.kafka_streams.mutant_rules import MUTANT_RULES
+from eos_harness.kafka_streams.mutant_rules import MUTANT_RULES, VERSION
 from eos_harness.kafka_streams.store import KafkaStreamsStore
 from eos_harness.stores import StoreSpec, register_opt_in
 
 __all__ = ["KAFKA_MUTANTS"]
 
-BASE = ("4.4.0", "rocksdb", True)  # kafka-streams-4.4.0-rocksdb-tx: every mistake lies in its commit path
+BASE = (VERSION, "rocksdb", True)  # kafka-streams-4.4.0-rocksdb-tx: every mistake lies in its commit path
 # mistake: the checks expected to catch it, the one naming its mistake first (verify --list-checks lists the
 # mutant under it; tests/test_kafka_streams_mutants.py holds each to it)
 CAUGHT_BY = {

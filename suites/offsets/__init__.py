@@ -2,5 +2,5 @@
 itself, for several partitions, across crashes, reopens, upgrades and downgrades.
 
 ``checks.PROMISES`` lists its checks; each scenario module (``partitions``, ``migration``,
-``closing``) exposes ``SCENARIOS``; ``runner.verify_offsets`` runs them all against one store.
+``closing``, ``kafka_upgrade``: Kafka Streams' own 4.3.1 -> 4.4.0 upgrade) exposes ``SCENARIOS``; ``runner.verify_offsets`` runs them all against one store.
 """

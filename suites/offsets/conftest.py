@@ -40,7 +40,7 @@ def _plan(config: pytest.Config) -> dict[str, tuple[list[str], list[str], str | 
             chosen, left_out = [], []
             for scenario in scenarios():
                 lacking = scenario.lacking(features)
-                reason = scenario.applies(features)
+                reason = scenario.applies(features) or (scenario.applies_to(spec) if scenario.applies_to else None)
                 if lacking:
                     left_out.append(f"{scenario.name}: not checked: "
                                     f"{'; '.join(CAPABILITIES[name][0] for name in lacking)}")

@@ -42,7 +42,7 @@ from .scenario import Scenario, features_of
 
 __all__ = ["SCENARIO_MODULES", "error_result", "replay_command", "run_one", "scenarios", "verify_offsets"]
 
-SCENARIO_MODULES = ("partitions", "migration", "closing")
+SCENARIO_MODULES = ("partitions", "migration", "closing", "kafka_upgrade")
 
 
 def scenarios() -> list[Scenario]:
@@ -135,6 +135,8 @@ def verify_offsets(spec: str, seed: int, store_timeout: float = STORE_TIMEOUT_S,
                                     "reason": "; ".join(CAPABILITIES[name][0] for name in lacking)})
                 continue
             reason = scenario.applies(features)
+            if reason is None and scenario.applies_to is not None:
+                reason = scenario.applies_to(spec)
             if reason is not None:
                 not_applicable.append({"scenario": scenario.name, "checks": list(scenario.checks), "reason": reason})
                 continue

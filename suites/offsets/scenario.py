@@ -59,6 +59,9 @@ class Scenario:
     # Checks of the scenario that only a store fed by several changelog partitions can break: a task's
     # store (Capabilities(several_changelog_partitions=False)) runs the scenario without them.
     several_only: tuple[str, ...] = ()
+    # Stores it applies to by name (None when it applies to ``spec``, else why not): a scenario of one
+    # system's own upgrade path (Kafka Streams 4.3.1 -> 4.4.0). None: any store whose features it applies to.
+    applies_to: Callable[[str], str | None] | None = None
 
     def lacking(self, features: Features) -> list[str]:
         """The capabilities this scenario checks that the store declares it lacks."""
