@@ -72,11 +72,23 @@ class WindowCapabilities:
     * ``range_fetch``: ``fetch_range``, ``fetch_all`` and ``all`` are offered.
     * ``held_iterators``: an iterator left open across expiry still yields the windows that were
       live when it was opened (Kafka's in-memory store holds expiry back while one is open).
+    * ``argument_validation``: the factory validates its arguments as KIP-428's supplier does, with its
+      messages. A store whose arguments are another system's declares False (Kafka Streams' own window
+      suppliers take no grace period and validate, with their own messages, when their JVM opens them).
+    * ``commit_durable``: a commit that returned survives a crash of the store's process. Declared False
+      by a store that keeps its commits in memory until it flushes, as Kafka Streams' RocksDB stores do
+      (the write-ahead log disabled; the changelog restores the rest, as for
+      :class:`eos_harness.store.Capabilities`' ``commit_durable``): after a crash it may hold any commit
+      since it was last closed cleanly (or recovered), data, stream time and offsets of one commit
+      together, never an uncommitted write; the runtime then restores the changelog after that commit.
+      ``committed_durable`` is then not checked; everything else is.
     """
 
     backward_fetch: bool = True
     range_fetch: bool = True
     held_iterators: bool = True
+    argument_validation: bool = True
+    commit_durable: bool = True
 
     def lacking(self) -> list[str]:
         return [name for name, offered in vars(self).items() if not offered]

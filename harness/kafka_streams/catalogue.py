@@ -12,12 +12,15 @@ from eos_harness.kafka_streams import points  # noqa: F401  (declares the crash 
 from eos_harness.kafka_streams.lending import lending
 from eos_harness.kafka_streams.store import KafkaStreamsStore
 from eos_harness.kafka_streams.user import PREFIX, java_store_spec
+from eos_harness.kafka_streams.window import KafkaStreamsWindowStore
 from eos_harness.stores import StoreSpec, register_opt_in, register_prefix
 
 __all__ = ["KAFKA_STORES", "KafkaStoreInfo"]
 
 SYSTEM = "kafka-streams"
-_KINDS = {"rocksdb": "Stores.persistentKeyValueStore (RocksDB)", "memory": "Stores.inMemoryKeyValueStore"}
+_KINDS = {"rocksdb": "Stores.persistentKeyValueStore (RocksDB)", "memory": "Stores.inMemoryKeyValueStore",
+          "rocksdb-window": "Stores.persistentWindowStore (RocksDB, a database per segment)",
+          "memory-window": "Stores.inMemoryWindowStore"}
 
 
 class KafkaStoreInfo:
@@ -36,8 +39,11 @@ def _register(version: str, kind: str, transactional: bool) -> None:
             + ("enable.transactional.statestores=true (KIP-892)" if transactional
                else "enable.transactional.statestores=false" if version >= "4.4" else "before KIP-892 (KIP-1035 offsets)")
             + "; in a JVM, crash points by Byteman")
-    register_opt_in(StoreSpec(name, "store", what, partial(KafkaStreamsStore, version, kind, transactional),
-                             lending=lending(version)))
+    if kind.endswith("-window"):  # a window store (its factory takes the window's arguments)
+        factory, spec_kind = partial(KafkaStreamsWindowStore, version, kind.removesuffix("-window"), transactional), "window-store"
+    else:
+        factory, spec_kind = partial(KafkaStreamsStore, version, kind, transactional), "store"
+    register_opt_in(StoreSpec(name, spec_kind, what, factory, lending=lending(version)))
     KAFKA_STORES[name] = KafkaStoreInfo(version, kind, transactional)
 
 
@@ -48,3 +54,6 @@ _register("4.4.0", "memory", True)
 _register("4.4.0", "memory", False)
 _register("4.3.1", "rocksdb", False)
 _register("4.3.1", "memory", False)
+for _version, _transactional in (("4.4.0", True), ("4.4.0", False), ("4.3.1", False)):
+    for _kind in ("rocksdb-window", "memory-window"):
+        _register(_version, _kind, _transactional)

@@ -30,7 +30,7 @@ class KafkaPoint:
     method: str  # Byteman's METHOD (each class has one method of that name)
     location: str  # Byteman's AT/AFTER clause
     meaning: str
-    kinds: tuple[str, ...]  # the stores it belongs to: "rocksdb", "memory"
+    kinds: tuple[str, ...]  # the stores it belongs to: "rocksdb", "memory", "rocksdb-window", "memory-window"
     transactional_only: bool = False  # only where KIP-892's transaction buffer exists (4.4.0, transactions on)
     # only where the store writes its status marker: without KIP-892's transactions (4.3.1; 4.4.0, transactions off)
     non_transactional_only: bool = False
@@ -47,22 +47,22 @@ POINTS = (
                ("rocksdb", "memory")),
     KafkaPoint("ks.rocksdb.commit.enter", "RocksDBStore", "commit", "AT ENTRY",
                "RocksDBStore.commit entered: the data written since the last commit is not yet in the commit",
-               ("rocksdb",)),
+               ("rocksdb", "rocksdb-window")),
     KafkaPoint("ks.rocksdb.commit.before_offsets", "AbstractColumnFamilyAccessor",
                "commit", "AT ENTRY",
                "the changelog offsets (and the position) are about to be written to the offsets column family",
-               ("rocksdb",)),
+               ("rocksdb", "rocksdb-window")),
     KafkaPoint("ks.rocksdb.commit.before_write_batch", "RocksDBTransactionBuffer", "flushToBase",
                "AT INVOKE org.rocksdb.RocksDB.write",
                "the transaction buffer's write batch (the data and the offsets) is about to be written to RocksDB "
-               "in one write", ("rocksdb",), transactional_only=True),
+               "in one write", ("rocksdb", "rocksdb-window"), transactional_only=True),
     KafkaPoint("ks.rocksdb.commit.after_write_batch", "RocksDBTransactionBuffer", "flushToBase",
                "AFTER INVOKE org.rocksdb.RocksDB.write",
                "the transaction buffer's write batch is written to RocksDB (the memtable; the WAL is off)",
-               ("rocksdb",), transactional_only=True),
+               ("rocksdb", "rocksdb-window"), transactional_only=True),
     KafkaPoint("ks.rocksdb.commit.exit", "RocksDBStore", "commit", "AT EXIT",
                "RocksDBStore.commit is about to return: the commit is in RocksDB's memtable, not flushed to disk",
-               ("rocksdb",)),
+               ("rocksdb", "rocksdb-window")),
     # The status marker (the offsets column family's "status" key): OPEN at open, CLOSED at close, written
     # only without KIP-892's transactions; opened under exactly-once, a marker not CLOSED on disk makes the
     # store raise TaskCorruptedException. Reached while the store opens or closes, not in a commit: the
@@ -77,6 +77,18 @@ POINTS = (
                "the store is closing: RocksDB is about to be closed, which flushes its memtables (the WAL is "
                "off: what was written since the last flush, the status marker among it, reaches disk here)",
                ("rocksdb",)),
+    # Window stores: a persistent one is a RocksDBStore per segment (the points above fire in each segment's
+    # commit), committed one after another by AbstractSegments.commit.
+    KafkaPoint("ks.window.commit.enter", "MeteredWindowStore", "commit", "AT ENTRY",
+               "Kafka's window store is asked to commit (MeteredWindowStore.commit entered): nothing of it done yet",
+               ("rocksdb-window", "memory-window")),
+    KafkaPoint("ks.window.rocksdb.after_segment_commit", "AbstractSegments", "commit",
+               "AFTER INVOKE org.apache.kafka.streams.state.internals.Segment.commit",
+               "one segment's RocksDB has committed (data and offsets); the later segments are not yet committed",
+               ("rocksdb-window",)),
+    KafkaPoint("ks.window.memory.before_flush", "InMemoryWindowTransactionBuffer", "flushToBase", "AT ENTRY",
+               "the in-memory window store's transaction buffer is about to move its staged writes into the store",
+               ("memory-window",), transactional_only=True),
 )
 
 for _point in POINTS:

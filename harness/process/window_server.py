@@ -55,10 +55,16 @@ def _call(store, method: str, args: tuple, iterators: dict, counter: list[int]):
     return list(result) if method in _LISTING else result
 
 
-def _serve_window(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str, int]], conn) -> None:
+def _serve_window(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str, int]], conn,
+                  lent_in=None, lent_out=None) -> None:
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
     from eos_harness.store import StoreContext
-    from eos_harness.stores.registry import resolve_window
+    from eos_harness.stores.registry import builtin_spec, resolve_window
+
+    if lent_in is not None:  # what the server lent the store's kind (its Lending: a JVM for Kafka Streams' stores)
+        builtin_spec(spec).lending.receive(os.dup(lent_in.fileno()), os.dup(lent_out.fileno()))
+        lent_in.close()
+        lent_out.close()
 
     points.set_notifier(lambda name: conn.send(("crash", name)))
     try:
@@ -81,12 +87,21 @@ class WindowStoreServer(StoreServer):
     def start(self, spec: str, directory: Path, arms: list[tuple[str, int]] | None = None,
               trace: bool = False) -> StoreProcess:
         ctx = forkserver_context()
+        lent, pool, pipes = self._lend(spec)
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve_window, args=(spec, str(directory), list(sys.path), arms or [], child),
-                           daemon=True)
-        proc.start()
+        proc = ctx.Process(target=_serve_window, args=(spec, str(directory), list(sys.path), arms or [], child,
+                                                       *(pipes or (None, None))), daemon=True)
+        try:
+            proc.start()
+        except BaseException:
+            if lent is not None:
+                pool.kill(lent)
+            raise
+        finally:
+            for pipe in pipes or ():
+                pipe.close()
         child.close()
-        client = StoreProcess(proc, parent, None, self.timeout)
+        client = StoreProcess(proc, parent, None, self.timeout, None, None, lent, pool)
         self.children = [c for c in self.children if c.alive]
         self.children.append(client)
         client._receive("init")

@@ -105,7 +105,20 @@ class WindowStoreUnderTest:
         # put since), until a put reaches the stream time of the restart (then None).
         self.restarted: int | None = None
         self.exercised: set[str] = {"store_error"}  # the checks whose condition this case met (checks.CONDITIONS)
+        # A store whose commits are durable only once flushed (WindowCapabilities(commit_durable=False)): the
+        # committed states (records, stream time, offsets, changelog length) of every commit since it was
+        # last closed cleanly or recovered, oldest first; after a crash it may hold any of them.
+        self.unflushed: list[tuple] = []
+        self._flushed()
         self.written: set[int] = set()  # the window starts of every put the store took
+
+    def _flushed(self) -> None:
+        """The store's state is on disk: only the current committed state may come back after a crash."""
+        self.unflushed = [self._committed_state()]
+
+    def _committed_state(self) -> tuple:
+        model = self.model
+        return (model.all(committed_only=True), model.committed_stream_time, dict(model.offsets), len(model.changelog))
 
     def _has(self, method: str) -> bool:
         try:
@@ -218,6 +231,7 @@ class WindowStoreUnderTest:
         self.next_offset += 1
         self.call("commit", {TP: offset})
         self.model.commit({TP: offset})
+        self.unflushed.append(self._committed_state())
         if not self.model.manages_offsets:
             self.checkpoint = offset
         self.check_offset()
@@ -271,6 +285,7 @@ class WindowStoreUnderTest:
             self.fail(Violation("store_error", None, "commit succeeds", str(exc)))
         self.call("disarm")
         self.model.commit({TP: offset})
+        self.unflushed.append(self._committed_state())
         if not self.model.manages_offsets:
             self.checkpoint = offset
 
@@ -289,11 +304,28 @@ class WindowStoreUnderTest:
         self.model.restore()
         self.check_all(after_restore=True)
 
+    def _restore_since(self, state: tuple) -> None:
+        """The store came back at an earlier commit (``state``, one of :attr:`unflushed`): the runtime restores
+        the changelog written after it, as Kafka's does from the store's committed offset."""
+        records, stream_time, offsets, length = state
+        model = self.model
+        tail = list(model.changelog[length:])
+        model.adopt(records, stream_time, offsets)
+        transactional, model.transactional = model.transactional, False
+        try:
+            for key, window_start, value in tail:  # each a put, as the store's restore applies it
+                model.put(key, value, window_start)
+        finally:
+            model.transactional = transactional
+            model.pending = []
+        self.call("restore", tail)
+        self.check_all(after_restore=True)
+
     def recover_after_crash(self, in_flight: int | None) -> None:
         model = self.model
         if model.overlay or model.pending:
             self.met("no_uncommitted_survives")
-        if model.committed:
+        if model.committed and self.capabilities.commit_durable:
             self.met("committed_durable")
         if model.persistent:
             self.met("recover_trust")
@@ -311,10 +343,12 @@ class WindowStoreUnderTest:
             model.wipe()
             self.checkpoint = None
             self._restore()
+            self._flushed()
             return
         if not model.persistent:
             model.crash()
             self._restore()
+            self._flushed()
             return
         if not trusted:
             self.fail(Violation("recover_trust", None, "recover() returns True for a transactional store", "False"))
@@ -323,13 +357,22 @@ class WindowStoreUnderTest:
         if in_flight is not None:
             records, stream_time, offsets = model.committed_after({TP: in_flight})
             outcomes.append((records, stream_time, offsets.get(TP)))
+        earlier = [] if self.capabilities.commit_durable else list(reversed(self.unflushed[:-1]))
+        outcomes += [(records, stream_time, offsets.get(TP)) for records, stream_time, offsets, _ in earlier]
         data = [tuple(r) for r in self.call("all")]
         got_offset = self.call("committed_offset", TP)
         for number, (records, _stream_time, off) in enumerate(outcomes):
             if data == records and got_offset == off:
-                if number == 1:
+                if number == 1 and in_flight is not None:
                     model.commit({TP: in_flight})
                 model.crash()
+                first_earlier = len(outcomes) - len(earlier)
+                if number >= first_earlier:  # an earlier commit: the runtime restores the rest from the changelog
+                    state = earlier[number - first_earlier]
+                    self._restore_since(state)
+                    self.unflushed = [state, self._committed_state()]  # on disk still that commit
+                else:
+                    self._flushed()
                 return
         if any(data == o[0] for o in outcomes):
             self.fail(Violation("atomic_commit" if len(outcomes) > 1 else "committed_offset_durable", str(TP),
@@ -355,6 +398,7 @@ class WindowStoreUnderTest:
         model = self.model
         model.overlay, model.pending = {}, []
         model.stream_time = model.committed_stream_time
+        self._flushed()  # a clean close flushes
         if model.persistent:
             if model.committed:
                 self.met("clean_close_durable")
@@ -497,7 +541,7 @@ def _window_facts(spec: str) -> tuple:
     factory = resolve_window(spec)
     probe = factory()
     capabilities = probe.capabilities() if callable(getattr(probe, "capabilities", None)) else WindowCapabilities()
-    return probe.window_config(), capabilities, check_validation(factory)
+    return probe.window_config(), capabilities, check_validation(factory) if capabilities.argument_validation else []
 
 
 def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25, shrink: bool = True,
@@ -520,7 +564,7 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
                 "violations": [{**violation.to_json(), "replay": repro}], "repro": repro}
     violations: list[Violation] = [replace(v, case="validation") for v in validation]
     cases = ["validation: KIP-428's invalid argument combinations"]
-    exercised: Counter = Counter({"argument_validation": 1})
+    exercised: Counter = Counter({"argument_validation": 1} if capabilities.argument_validation else {})
     with WindowStoreServer(timeout=store_timeout) as server:
         for workload, point in matrix_cases(crash_points):
             name = f"matrix: {workload} × {point or 'kill before commit'}"
@@ -611,4 +655,11 @@ def not_applicable(model: WindowStoreModel, config: WindowConfig, capabilities: 
                                              "in the task's .checkpoint")
     if not capabilities.held_iterators:
         found["held_iterator"] = "the store declares it lacks held iterators"
+    if not capabilities.argument_validation:
+        found["argument_validation"] = ("the store declares it lacks KIP-428's argument validation (its arguments "
+                                        "are another system's)")
+    if not capabilities.commit_durable and model.persistent:
+        found["committed_durable"] = ("the store's commits are durable only once flushed (WindowCapabilities("
+                                      "commit_durable=False)): after a crash it may hold any commit since it was last "
+                                      "closed or recovered, and the runtime restores the rest from the changelog")
     return found

@@ -24,6 +24,7 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.processor.StateStore;
 import org.apache.kafka.streams.processor.StateStoreContext;
 import org.apache.kafka.streams.processor.TaskId;
 import org.apache.kafka.streams.processor.api.MockProcessorContext;
@@ -129,9 +130,23 @@ public final class StoreServer {
         return last;
     }
 
+    /** The open store, key-value or window (commit, committedOffset and close are every store's). */
+    private static StateStore current() {
+        if (store != null) {
+            return store;
+        }
+        if (WindowStores.store != null) {
+            return WindowStores.store;
+        }
+        throw new IllegalStateException("no store is open");
+    }
+
     private static JsonNode handle(JsonNode request) throws Exception {
         String op = request.path("op").asText();
         JsonNodeFactory nodes = JsonNodeFactory.instance;
+        if (op.startsWith("w_")) {
+            return WindowStores.handle(op.substring(2), request);
+        }
         switch (op) {
             case "open":
                 return open(request);
@@ -165,15 +180,19 @@ public final class StoreServer {
                 for (JsonNode entry : request.path("offsets")) {
                     offsets.put(new TopicPartition(entry.get(0).asText(), entry.get(1).asInt()), entry.get(2).asLong());
                 }
-                store.commit(offsets);
+                current().commit(offsets);
                 return nodes.nullNode();
             }
             case "committed_offset": {
-                Long offset = store.committedOffset(new TopicPartition(request.path("topic").asText(),
+                Long offset = current().committedOffset(new TopicPartition(request.path("topic").asText(),
                         request.path("partition").asInt()));
                 return offset == null ? nodes.nullNode() : nodes.numberNode(offset);
             }
             case "close":
+                if (store == null) {
+                    WindowStores.close();
+                    return nodes.nullNode();
+                }
                 store.close();
                 store = null;
                 committedView = null;
@@ -188,12 +207,8 @@ public final class StoreServer {
         }
     }
 
-    private static JsonNode open(JsonNode request) throws Exception {
-        if (store != null) {
-            throw new IllegalStateException("a store is open already: close it first");
-        }
-        String name = request.path("name").asText("store");
-        String kind = request.path("kind").asText();
+    /** A real {@code StateStoreContext} for a store opened under {@code request}'s settings. */
+    static StateStoreContext context(JsonNode request) {
         transactional = request.path("transactional").asBoolean(false);
         mutant = request.path("mutant").asText("");
         Properties props = new Properties();
@@ -202,6 +217,39 @@ public final class StoreServer {
         props.put("processing.guarantee", "exactly_once_v2");
         props.put("enable.transactional.statestores", String.valueOf(transactional)); // unknown to 4.3.1: ignored
         File stateDir = new File(request.path("state_dir").asText());
+        stateDir.mkdirs(); // the task's directory, as the state directory of an application makes it
+        MockProcessorContext<Object, Object> mock = new MockProcessorContext<>(props,
+                TaskId.parse(request.path("task_id").asText("0_0")), stateDir);
+        StateStoreContext context = mock.getStateStoreContext();
+        if (context instanceof InternalProcessorContext) {
+            // the change-logging layer reads the record context of each write (the mock's logChange sends nothing)
+            ((InternalProcessorContext<?, ?>) context).setRecordContext(
+                    new ProcessorRecordContext(0L, 0L, 0, "eos-harness-input", new RecordHeaders()));
+        }
+        return context;
+    }
+
+    static boolean transactional() {
+        return transactional;
+    }
+
+    static String encode(byte[] value) {
+        return B64.encodeToString(value);
+    }
+
+    static byte[] decode(String text) {
+        return UNB64.decode(text);
+    }
+
+    private static JsonNode open(JsonNode request) throws Exception {
+        if (store != null || WindowStores.store != null) {
+            throw new IllegalStateException("a store is open already: close it first");
+        }
+        String name = request.path("name").asText("store");
+        String kind = request.path("kind").asText();
+        if (kind.endsWith("-window")) {
+            return WindowStores.open(request, name, kind.substring(0, kind.length() - "-window".length()));
+        }
         KeyValueBytesStoreSupplier supplier;
         KeyValueStore<Bytes, byte[]> userBuilt = null; // a user's StoreBuilder builds its own layers
         if (kind.equals("rocksdb")) {
@@ -220,14 +268,7 @@ public final class StoreServer {
                 .withLoggingEnabled(new HashMap<>())
                 .withCachingDisabled()
                 .build();
-        MockProcessorContext<Object, Object> mock = new MockProcessorContext<>(props,
-                TaskId.parse(request.path("task_id").asText("0_0")), stateDir);
-        StateStoreContext context = mock.getStateStoreContext();
-        if (context instanceof InternalProcessorContext) {
-            // the change-logging layer reads the record context of each write (the mock's logChange sends nothing)
-            ((InternalProcessorContext<?, ?>) context).setRecordContext(
-                    new ProcessorRecordContext(0L, 0L, 0, "eos-harness-input", new RecordHeaders()));
-        }
+        StateStoreContext context = context(request);
         built.init(context, built);
         store = built;
         committedView = readCommitted(built);

@@ -1,0 +1,117 @@
+"""Kafka Streams' own window stores (``Stores.persistentWindowStore``, ``Stores.inMemoryWindowStore``; 4.4.0 with
+KIP-892's transactions on and off, 4.3.1) under the window suite, in a JVM, crashed by Byteman rules inside
+their commit. The tests marked ``jvm`` build the JVM side from nothing into a temp folder once per session
+(``fresh_build``, shared with tests/test_kafka_streams_stores.py) and leave no JVM behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from eos_harness.kafka_streams.build import BUILD_ENV
+from eos_harness.process.window_server import WindowStoreServer
+from eos_harness.store import StoreContext
+
+from tests.test_kafka_streams_stores import _our_jvms, fresh_build  # noqa: F401  (the session's build)
+
+WINDOW_STORES = {  # name: (version, transactional, persistent)
+    "kafka-streams-4.4.0-rocksdb-window-tx": ("4.4.0", True, True),
+    "kafka-streams-4.4.0-rocksdb-window": ("4.4.0", False, True),
+    "kafka-streams-4.4.0-memory-window-tx": ("4.4.0", True, False),
+    "kafka-streams-4.4.0-memory-window": ("4.4.0", False, False),
+    "kafka-streams-4.3.1-rocksdb-window": ("4.3.1", False, True),
+    "kafka-streams-4.3.1-memory-window": ("4.3.1", False, False),
+}
+TX_ROCKSDB = "kafka-streams-4.4.0-rocksdb-window-tx"
+TX_MEMORY = "kafka-streams-4.4.0-memory-window-tx"
+TP = StoreContext(directory=Path()).changelog
+
+
+def test_kafkas_window_stores_are_listed_as_window_stores_with_their_system_and_version(cli):
+    listed = {row["name"]: row for row in json.loads(cli.invoke("stores", "--json").stdout)}
+    for name, (version, transactional, persistent) in WINDOW_STORES.items():
+        row = listed[name]
+        assert (row["system"], row["version"], row["kind"], row["transactional"], row["manages_offsets"]) == \
+            ("kafka-streams", version, "window-store", transactional, persistent), row
+    from eos_harness.suites.windows.plan import subjects
+
+    assert not set(WINDOW_STORES) & set(subjects(None))  # a JVM per store process: run when named
+
+
+@pytest.mark.jvm
+def test_points_lists_the_window_stores_byteman_points_with_their_java_methods(fresh_build, cli):  # noqa: F811
+    done = cli("points", "--store", TX_ROCKSDB, "--json", env={BUILD_ENV: str(fresh_build)}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = {row["name"]: row for row in json.loads(done.stdout)}
+    assert {"ks.window.commit.enter", "ks.window.rocksdb.after_segment_commit", "ks.rocksdb.commit.enter",
+            "ks.rocksdb.commit.before_write_batch", "ks.rocksdb.commit.exit"} <= set(rows), rows
+    assert "ks.commit.enter" not in rows and "ks.window.memory.before_flush" not in rows  # others' points
+    assert rows["ks.window.commit.enter"]["reached"] and rows["ks.rocksdb.commit.before_write_batch"]["reached"]
+    assert "AbstractSegments.commit" in rows["ks.window.rocksdb.after_segment_commit"]["description"]
+    assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+def test_kafkas_read_committed_window_view_hides_staged_writes_and_shows_committed_ones(fresh_build, tmp_path,  # noqa: F811
+                                                                                       monkeypatch):
+    monkeypatch.setenv(BUILD_ENV, str(fresh_build))
+    with WindowStoreServer(timeout=120) as server:
+        store = server.start(TX_ROCKSDB, tmp_path / "store")
+        store.call("put", b"a", b"v1", 100)
+        assert store.call("rc_all") == []  # Kafka's readOnly(READ_COMMITTED): staged, not committed
+        assert store.call("all") == [(b"a", 100, b"v1")]  # the writer sees its own write
+        store.call("commit", {TP: 1})
+        assert store.call("rc_fetch", b"a", 0, 1000) == [(100, b"v1")]
+        assert store.call("committed_offset", TP) == 1
+        store.call("close")
+    assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+def test_an_uncommitted_put_far_ahead_hides_committed_windows_from_kafkas_read_committed_view(fresh_build, tmp_path,  # noqa: F811
+                                                                                             monkeypatch):
+    """A finding in Kafka Streams 4.4.0 (InMemoryWindowStore, transactional): the stream time of a staged put
+    bounds the read-committed view too, and removeExpiredSegments drops the committed windows it passes."""
+    monkeypatch.setenv(BUILD_ENV, str(fresh_build))
+    with WindowStoreServer(timeout=120) as server:
+        store = server.start(TX_MEMORY, tmp_path / "store")
+        store.call("put", b"a", b"v1", 100)
+        store.call("commit", {TP: 1})
+        assert store.call("rc_all") == [(b"a", 100, b"v1")]
+        store.call("put", b"c", b"v1", 100 + 240_000)  # staged; retention 240000 ms
+        assert store.call("rc_all") == []  # the committed window a@100 is gone from READ_COMMITTED
+        store.call("close")
+    assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+def test_the_window_suite_finds_kafkas_in_memory_read_committed_view_bounded_by_uncommitted_stream_time(
+        fresh_build, cli, tmp_path):  # noqa: F811
+    out = tmp_path / "verdict.json"
+    done = cli("verify", TX_MEMORY, "--seed", "1", "--examples", "1", "--steps", "5", "--no-shrink", "--json", out,
+               env={BUILD_ENV: str(fresh_build)}, timeout=600)
+    verdict = json.loads(out.read_text())
+    assert done.returncode == 1, done.stdout
+    assert verdict["suite"] == "windows" and verdict["semantics"] == "retention-only"
+    edges = [v for v in verdict["violations"] if v["case"].startswith("edges")]
+    assert edges and {v["check"] for v in edges} == {"read_committed_isolation"}, verdict["violations"]
+    assert any("argument_validation" in line for line in verdict["not_checked"])  # declared, and said
+    assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+@pytest.mark.slow  # a JVM per crash, a crash per matrix case: minutes on a loaded 2-core machine
+def test_the_window_suite_finds_kafkas_persistent_window_store_listing_all_by_key_within_a_segment(
+        fresh_build, cli, tmp_path):  # noqa: F811
+    out = tmp_path / "verdict.json"
+    done = cli("verify", TX_ROCKSDB, "--seed", "1", "--examples", "1", "--steps", "5", "--no-shrink", "--json", out,
+               env={BUILD_ENV: str(fresh_build)}, timeout=900)
+    verdict = json.loads(out.read_text())
+    assert done.returncode == 1, done.stdout
+    matrix = [v for v in verdict["violations"] if not v["case"].startswith("hypothesis")]
+    assert {v["check"] for v in matrix} <= {"fetch_order", "read_committed_isolation"}, matrix
+    in_order = [v for v in matrix if v["case"].startswith("in-order")]
+    assert in_order and {v["check"] for v in in_order} == {"fetch_order"}, matrix  # c@100 listed after b@120
+    assert any("commit_durable" in line for line in verdict["not_checked"])  # declared, and said
+    assert _our_jvms(fresh_build) == []
