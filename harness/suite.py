@@ -11,7 +11,8 @@ The contract every suite keeps, so that a campaign is written once (:mod:`eos_ha
 
 - ``suites/<package>/plan.py``: ``campaign(seed, options)``, the campaign's scenarios in order, a pure
   function of the seed and the options (a dict: the suite's :class:`Option` values, and its subjects
-  under the key ``tallies``); ``expected(subject)``, whether that subject must fail (a mutant) and the
+  under the key ``tallies``; ``subjects_of(options)``, when defined, decides them from all the options);
+  ``expected(subject)``, whether that subject must fail (a mutant) and the
   checks of which one must catch it (any one suffices; empty: any check); ``subjects(given)``, the
   subjects a campaign runs (those given, else its defaults); ``known_subjects()``, those it may be given.
   Optionally ``check_options(options)``: a ValueError for options the suite cannot run with (a usage
@@ -187,6 +188,19 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           "format), its driver killed in each crash window", "spark",
           run=f"{_FACES}.spark:spark_run_command", chaos=GENERIC_CHAOS, subject="sink", tallies="sinks",
           pytest_entry=True, extras=("spark",), minutes=None, show=f"{_FACES}.spark:show_campaign", options=(
+              Option("pipeline", "text", None, "Your own query as module:function (build(source) returns a "
+                     "DataStreamWriter, not started): killed in every commit window under every state configuration "
+                     "it allows, judged against its own crash-free run (then --sinks is not given: its subject is "
+                     "'user')."),
+              Option("input", "text", None, "Your query's input: a directory of JSON-lines files, one micro-batch "
+                     "each, in name order."),
+              Option("schema", "text", None, "Your query's input schema as Spark DDL (default: inferred from the "
+                     "first input file)."),
+              Option("key", "text", None, "Compare your query's output by these columns only (comma-separated)."),
+              Option("read_output", "text", None, "module:function(spark, output_dir) reading your query's output "
+                     "back (default: read_output in your query's module, else the file sink's own format)."),
+              Option("sink_guarantee", "choice", None, "What your query's sink promises (default: at least once for "
+                     "the Kafka sink, else exactly once).", choices=("exactly-once", "at-least-once")),
               Option("source", "choice", "file", "Where the pipelines read their input.", choices=("file", "kafka")),
               Option("strict", "flag", False, "At-least-once duplicates fail the verdict."),
               Option("broker", "kafka-broker", "kafka-local", "Kafka for --source kafka / --sinks kafka: kafka-local "

@@ -85,10 +85,9 @@ def test_a_deduplicating_aggregation_to_a_file_sink_survives_a_kill_after_its_si
 @pytest.mark.spark
 def test_a_non_idempotent_foreach_batch_is_caught_with_its_crash_window_and_replayed(cli, tmp_path):
     inputs = write_batches(tmp_path / "in", batches=3)
-    wide = {"COLUMNS": "1000"}  # the replay command on one line
     done = cli("run", "--suite", "spark", "--pipeline", "spark_user_appender:build", "--input", inputs,
                "--crash-at", "sink@1", "--seed", "3", "--out", tmp_path / "run", "--json", tmp_path / "v.json",
-               "--no-report", cwd=tmp_path, env=wide)
+               "--no-report", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     result = json.loads((tmp_path / "v.json").read_text())
     assert result["sink"] == "foreachBatch" and result["sink_guarantee"] == "exactly-once"
@@ -96,8 +95,29 @@ def test_a_non_idempotent_foreach_batch_is_caught_with_its_crash_window_and_repl
     assert result["duplicates"]["windows"] == ["after_sink"] and result["duplicates"]["by_crash"][0]["batch"] == 1
     assert result["duplicates"]["count"] == 8  # batch 1's rows (its same-batch duplicate counts twice)
     assert "window after_sink of batch 1" in done.stdout
-    replay = next(line for line in done.stdout.splitlines() if line.startswith("replay: eos-harness "))
-    words = shlex.split(replay.removeprefix("replay: "))
-    again = cli(*words[1:], "--json", tmp_path / "again.json", "--no-report", cwd=tmp_path, env=wide)
+    printed = " ".join(done.stdout.split("replay: ", 1)[1].split("report:", 1)[0].split())
+    assert printed == result["repro"]  # the printed replay is the verdict's (the console may wrap it)
+    words = shlex.split(result["repro"])
+    assert words[0] == "eos-harness" and "sink@1" in words
+    again = cli(*words[1:], "--json", tmp_path / "again.json", "--no-report", cwd=tmp_path)
     assert again.returncode == 1, again.stdout + again.stderr
     assert json.loads((tmp_path / "again.json").read_text())["duplicates"]["count"] == 8
+
+
+def test_a_campaign_of_a_users_query_kills_it_in_every_window_under_every_state_configuration(tmp_path):
+    from eos_harness.suites.spark.plan import subjects_of
+    from eos_harness.suites.spark.user import STATE_CONFIGS, WINDOWS, UserScenario, user_plan
+
+    template = UserScenario("my_jobs:build", str(write_batches(tmp_path / "in")))
+    planned = user_plan(7, template)
+    assert planned == user_plan(7, template)  # the seed decides it
+    cells = {(s.provider, s.changelog, s.checkpoint_format, s.schedule[0].split("@")[0]) for s in planned}
+    assert cells == {(*c, w) for c in STATE_CONFIGS for w in WINDOWS}  # each window under each configuration
+    assert all(1 <= int(s.schedule[0].split("@")[1]) <= 3 for s in planned)  # a batch before and after the kill
+    assert sum(len(s.schedule) == 2 for s in planned) == len(planned) // 5  # every fifth: a random kill too
+    assert [s.checkpoint_format for s in planned if s.provider == "hdfs"] == [1] * len(WINDOWS)
+    assert subjects_of({"pipeline": "my_jobs:build", "sinks": None}) == ["user"]
+    with pytest.raises(ValueError, match="not with --pipeline"):
+        subjects_of({"pipeline": "my_jobs:build", "sinks": ["file"]})
+    with pytest.raises(ValueError, match="only with your own query"):
+        subjects_of({"sinks": ["user"]})

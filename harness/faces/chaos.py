@@ -124,7 +124,9 @@ def prepare(entry: Suite, values: dict) -> dict:
     from eos_harness.extras import MissingExtra
 
     plan = entry.part("plan")
-    values[entry.tallies] = plan.subjects(values[entry.tallies])
+    # a plan whose subjects depend on its other options (Spark: a user's --pipeline is its one subject)
+    subjects_of = getattr(plan, "subjects_of", None)
+    values[entry.tallies] = subjects_of(values) if subjects_of else plan.subjects(values[entry.tallies])
     running: dict = {}
     if entry.subject == "store":
         from eos_harness.process.server import held_output

@@ -3,7 +3,9 @@
 ``pytest --pyargs eos_harness.suites.conformance eos_harness.suites.lifecycle --eos-store=my_pkg:make_store``
 runs the conformance suite and the lifecycle suite against ``my_pkg.make_store``. The plugin
 adds only ``--eos-…`` options and ``eos_…`` fixtures (``eos_kafka_cluster``: a real Kafka on 127.0.0.1
-for ``-m kafka`` tests), and nothing runs unless a suite of ours is collected.
+for ``-m kafka`` tests; ``eos_spark_pipeline``: ``eos_spark_pipeline.verify(build, batches=…, windows=…)``, a
+team's own Structured Streaming query killed in each commit window and judged against its crash-free run),
+and nothing runs unless a suite of ours is collected.
 """
 
 from __future__ import annotations
@@ -81,3 +83,18 @@ def suite_seed(config: pytest.Config) -> int:
 def pytest_configure_node(node) -> None:
     """pytest-xdist's controller hands each worker the session's seed (:func:`suite_seed`)."""
     node.workerinput["eos_seed"] = suite_seed(node.config)
+
+
+@pytest.fixture(scope="session")
+def eos_spark_pipeline(tmp_path_factory: pytest.TempPathFactory):
+    """``eos_spark_pipeline.verify(build, batches=[[row, …], …], windows=("sink", "commit"))``: the query of
+    ``build`` (module level; ``build(source)`` returns a DataStreamWriter, not started) killed in each window,
+    restarted and judged against its own crash-free run (run once per query, input and configuration in the
+    session); the test fails with the violations and the replay commands
+    (:mod:`eos_harness.suites.spark.pipeline_fixture`). Needs the ``spark`` extra."""
+    from eos_harness.extras import require
+
+    require("spark", "the eos_spark_pipeline fixture")
+    from eos_harness.suites.spark.pipeline_fixture import SparkPipelineFixture
+
+    return SparkPipelineFixture(tmp_path_factory.mktemp("eos-spark-pipelines"))

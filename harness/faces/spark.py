@@ -35,7 +35,8 @@ def _table(results: list[dict], title: str) -> Table:
         colour = {"pass": "green", "fail": "red"}.get(r["verdict"], "yellow")
         dups = r.get("duplicates", {}).get("count", 0)
         verdict = f"[{colour}]{r['verdict']}[/]" + (f" ({dups} duplicates)" if dups else "")
-        sink = r["sink"] + ("" if conf.get("source", "file") == "file" else f" ({conf['source']} source)")
+        sink = r.get("sink_kind") or r["sink"]
+        sink += "" if conf.get("source", "file") == "file" else f" ({conf['source']} source)"
         table.add_row(r["pipeline"], sink, state, str(conf["checkpoint_format"]), ",".join(r["schedule"]) or "-",
                       windows, verdict, ", ".join(fired))
     return table
@@ -48,7 +49,8 @@ def _matrix_table(results: list[dict], title: str) -> Table:
     for r in results:
         conf = r["configuration"]
         state = conf["state_provider"] + ("+changelog" if conf["changelog_checkpointing"] else "")
-        sink = r["sink"] + ("" if conf.get("source", "file") == "file" else f" ({conf['source']} source)")
+        sink = (r.get("sink_kind") or r["sink"]) + ("" if conf.get("source", "file") == "file"
+                                                    else f" ({conf['source']} source)")
         groups.setdefault((r["pipeline"], sink, state, str(conf["checkpoint_format"])), []).append(r)
     table = Table(title=title)
     for col in ("pipeline", "sink", "state", "fmt", "scenarios", "pass", "fail", "n/a", "failing windows",
@@ -140,6 +142,8 @@ def _print_result(result: dict) -> None:
               "from the first input file.")
 @click.option("--key", default="", help="Compare your query's output rows by these columns only (comma-separated; "
               "default: whole rows).")
+@click.option("--read-output", "reader", help="module:function(spark, output_dir) reading your query's output "
+              "back (default: read_output in your query's module, else the file sink's own format).")
 @click.option("--sink-guarantee", "guarantee", type=click.Choice(["exactly-once", "at-least-once"]),
               help="What your query's sink promises (default: at least once for the Kafka sink, else exactly "
               "once); at least once: duplicates are counted and attributed to the crash window, not a failure.")
@@ -153,7 +157,7 @@ def _print_result(result: dict) -> None:
               help="Input files (one micro-batch each); at least 3, so a kill has a batch before and after it.")
 @click.option("--strict", is_flag=True, help="At-least-once duplicates (Kafka sink) fail the verdict.")
 @click.option("--broker", type=BROKER, default="kafka-local", help=BROKER_HELP)
-def spark_run_command(pipeline, sink, input_dir, schema, key, guarantee, provider, changelog, checkpoint_format,
+def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee, provider, changelog, checkpoint_format,
                       source, crash_at, batches, strict, seed, broker, json_path, junit_path, out, overwrite,
                       no_report):
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model (your own
@@ -162,7 +166,7 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, guarantee, provide
 
     require_extra("spark", "--suite spark")
     user_given = [f for f, v in (("--input", input_dir), ("--schema", schema), ("--key", key),
-                                 ("--sink-guarantee", guarantee)) if v]
+                                 ("--read-output", reader), ("--sink-guarantee", guarantee)) if v]
     if ":" in pipeline:
         ctx = click.get_current_context()
         given = [f"--{n}" for n in ("sink", "source", "batches", "strict")
@@ -173,7 +177,7 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, guarantee, provide
         if not input_dir:
             raise click.UsageError(f"--pipeline {pipeline}: give its input with --input DIR (one JSON-lines file "
                                    "per micro-batch)")
-        _user_run(pipeline, input_dir, schema, key, guarantee, provider, changelog, checkpoint_format, crash_at,
+        _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, changelog, checkpoint_format, crash_at,
                   seed, json_path, junit_path, out, overwrite, no_report)
         return
     if pipeline not in PIPELINES:
@@ -212,10 +216,11 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, guarantee, provide
     sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
 
 
-def _user_run(pipeline, input_dir, schema, key, guarantee, provider, changelog, checkpoint_format, crash_at, seed,
+def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, changelog, checkpoint_format, crash_at, seed,
               json_path, junit_path, out, overwrite, no_report) -> None:
     """``run --suite spark --pipeline module:function``: a user's query killed, restarted and judged against its
     crash-free run (:mod:`eos_harness.suites.spark.user`). Bad input is a usage error before anything runs."""
+    from dataclasses import replace
     from pathlib import Path
 
     from eos_harness.suites.spark.user import (
@@ -232,19 +237,20 @@ def _user_run(pipeline, input_dir, schema, key, guarantee, provider, changelog, 
     schedule = tuple(t.strip() for t in crash_at.split(",") if t.strip())
     scenario = UserScenario(pipeline, str(Path(input_dir).absolute()), schema or None,
                             tuple(c.strip() for c in key.split(",") if c.strip()), guarantee, provider,
-                            int(checkpoint_format), changelog, schedule, seed, tuple(python_path()))
+                            int(checkpoint_format), changelog, schedule, seed, tuple(python_path()), reader=reader)
     try:
         scenario.validate()
         if not schedule:
-            scenario = UserScenario(**{**scenario.__dict__, "schedule": drawn_schedule(
-                seed, len(input_files(Path(scenario.input))))})
-        found = probe(pipeline, list(scenario.python_path))
+            scenario = replace(scenario, schedule=drawn_schedule(seed, len(input_files(Path(scenario.input)))))
+        scenario = replace(scenario, module_file=probe(pipeline, list(scenario.python_path)).get("file"))
+        if reader:
+            probe(reader, list(scenario.python_path))
         run_dir = toolkit.run_outputs(json_path, junit_path, out, "spark-run", seed, overwrite)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     console.print(f"seed: {seed}")
     try:
-        result = run_user_scenario(scenario, run_dir, module_file=found.get("file"))
+        result = run_user_scenario(scenario, run_dir)
     except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
         result = user_error_result(scenario, exc)
     json_error = toolkit.write_json(json_path, result)

@@ -8,7 +8,8 @@ its checkpoint location, its trigger (``availableNow``) and, for a file sink, it
 directory is the Spark conf ``eos.output.dir``. A ``foreachBatch`` function is wrapped so that, once it
 returned for batch N, a marker ``_batches/N`` is renamed into place in ``config["marks"]``: the sink's step
 the harness's watcher kills after. At the end of a run meant to end, the output is read back (the module's
-``read_output(spark, output_dir)``, else the file sink's own format) and written as JSON lines
+``read_output(spark, output_dir)`` or the function ``config["user"]["reader"]`` names, else the file sink's own
+format) and written as JSON lines
 (``config["rows"]``).
 """
 
@@ -95,7 +96,7 @@ def run(spark, config: dict, report) -> None:
     writer = writer.option("checkpointLocation", config["checkpoint"])
     if sink in FILE_SINKS:
         writer = writer.option("path", config["output"])
-    reader = getattr(module, "read_output", None)
+    reader = load(user["reader"], [])[1] if user.get("reader") else getattr(module, "read_output", None)
     report({"event": "user_query", "sink": sink, "read_output": callable(reader)})
     query = writer.trigger(availableNow=True).start()
     query.awaitTermination()

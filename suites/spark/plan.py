@@ -169,7 +169,20 @@ CONTROLS = (MUTANT_SINK,)  # every campaign runs the mutant sink first: it shows
 
 
 def known_subjects() -> list[str]:
-    return list(MATRIX_SINKS)
+    return [*MATRIX_SINKS, "user"]
+
+
+def subjects_of(options: Mapping) -> list[str]:
+    """The campaign's subjects: ``user`` for a user's query (``--pipeline module:function``), else the sinks given
+    (:func:`subjects`). A ValueError (a usage error) for sinks given with a user's query, or ``user`` without one."""
+    given = options.get("sinks")
+    if options.get("pipeline"):
+        if given and list(given) != ["user"]:
+            raise ValueError(f"--sinks {','.join(given)}: not with --pipeline (your query's writer names its sink)")
+        return ["user"]
+    if given and "user" in given:
+        raise ValueError("--sinks user: only with your own query (--pipeline module:function)")
+    return subjects(given)
 
 
 def subjects(given: list[str] | None) -> list[str]:
@@ -210,15 +223,53 @@ def check_options(options: Mapping) -> None:
     """The ``kafka`` extra, when the campaign's source or a sink of it is Kafka (MissingExtra, a usage error)."""
     from eos_harness.extras import require
 
+    user_options = [o for o in ("input", "schema", "key", "read_output", "sink_guarantee") if options.get(o)]
+    if options.get("pipeline"):
+        _user_template(options, probed=True)
+        if options.get("source") == "kafka" or options.get("strict"):
+            raise ValueError("--source kafka, --strict: not with --pipeline (--input is its source)")
+        return
+    if user_options:
+        raise ValueError(f"{', '.join('--' + o.replace('_', '-') for o in user_options)}: only with your own query "
+                         "(--pipeline module:function)")
     if options.get("source") == "kafka":
         require("kafka", "--source kafka")
     if "kafka" in options["sinks"]:
         require("kafka", "--sinks kafka")
 
 
+def _user_template(options: Mapping, probed: bool = False):
+    """The campaign's user query as a :class:`~eos_harness.suites.spark.user.UserScenario` (no kill yet), checked
+    (a ValueError: a usage error); ``probed``: its module imported in a child first (its source file kept)."""
+    from pathlib import Path
+
+    from eos_harness.suites.spark.user import UserScenario, probe, python_path
+
+    if not options.get("input"):
+        raise ValueError(f"--pipeline {options['pipeline']}: give its input with --input DIR")
+    template = UserScenario(options["pipeline"], str(Path(options["input"]).absolute()), options.get("schema"),
+                            tuple(c.strip() for c in (options.get("key") or "").split(",") if c.strip()),
+                            options.get("sink_guarantee"), python_path=tuple(python_path()),
+                            reader=options.get("read_output"))
+    template.validate()
+    if probed:
+        template = replace(template, module_file=probe(template.ref, list(template.python_path)).get("file"))
+        if template.reader:
+            probe(template.reader, list(template.python_path))
+    return template
+
+
 def campaign(seed: int, options: Mapping) -> list:
     """:func:`campaign_plan` of the campaign's ``source``, ``sinks`` and ``strict``, its first ``scenarios``;
-    ``kafka``: the bootstrap servers of the Kafka its campaign opened, for the scenarios that use it."""
+    ``kafka``: the bootstrap servers of the Kafka its campaign opened, for the scenarios that use it. A user's
+    query (``pipeline``): the mutant sink first (it shows the checks can fail), then
+    :func:`~eos_harness.suites.spark.user.user_plan`."""
+    if options.get("pipeline"):
+        from eos_harness.suites.spark.user import user_plan
+
+        mutant = SparkScenario("count", MUTANT_SINK, "rocksdb", 1, False, "file", ("sink@2",), seed, 5)
+        planned = [mutant, *user_plan(seed, _user_template(options, probed=True))]
+        return planned[:options["scenarios"]] if options.get("scenarios") else planned
     planned = campaign_plan(seed, options.get("scenarios"), options.get("source", "file"),
                             sinks=tuple(s for s in options["sinks"] if s != MUTANT_SINK),
                             strict=bool(options.get("strict")))

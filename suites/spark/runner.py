@@ -119,8 +119,12 @@ def kafka_jars() -> list[str]:
                            "time with: python -m eos_harness.jars spark-kafka") from exc
 
 
-def error_result(scenario: SparkScenario, exc: BaseException) -> dict:
+def error_result(scenario, exc: BaseException) -> dict:
     """The verdict object of a scenario that could not be run to its end: verdict ``error``, with the reason."""
+    from eos_harness.suites.spark.user import UserScenario, result_of_campaign, user_error_result
+
+    if isinstance(scenario, UserScenario):
+        return result_of_campaign(user_error_result(scenario, exc))
     return {**scenario.header(), "verdict": ERROR, "error": error_reason(exc), "violations": [], "crash_points": [],
             "crash_windows": []}
 
@@ -387,10 +391,14 @@ def _latencies(files: dict[str, list[str]], roots: dict[str, Path]) -> dict:
     return {"batch_latencies": sorted(out)}
 
 
-def run_one(scenario: SparkScenario, directory: Path) -> dict:
+def run_one(scenario, directory: Path) -> dict:
     """One scenario of a campaign (the suite contract), on the Kafka its campaign opened (``scenario.kafka``)
     when its source or sink is Kafka. A scheduled kill never reached makes it an error (the campaign's plan
     lands every kill within its run: :func:`eos_harness.suites.spark.plan.campaign_plan`)."""
+    from eos_harness.suites.spark.user import UserScenario, result_of_campaign, run_user_scenario
+
+    if isinstance(scenario, UserScenario):  # a user's query: its crash-free run kept once for the campaign
+        return result_of_campaign(run_user_scenario(scenario, directory, reference_root=directory.parent))
     return run_spark_scenario(scenario, directory, kafka=scenario.kafka, faults_must_fire=True)
 
 
@@ -412,8 +420,14 @@ def campaign_fields(campaign: dict) -> dict:
     """The campaign's summary with the scenarios Spark refused (``not_applicable``), the size of the matrix
     (with the mutant sink) and the duplicates of the at-least-once Kafka sink."""
     results = campaign["scenarios"]
+    if campaign.get("pipeline"):  # a user's query: every window under every state configuration, and the mutant
+        from eos_harness.suites.spark.user import STATE_CONFIGS, WINDOWS
+
+        size = len(STATE_CONFIGS) * len(WINDOWS) + 1
+    else:
+        size = len(matrix(campaign["source"], tuple(campaign["sinks"]))) + 1
     return {"summary": {**campaign["summary"],
                         "not_applicable": [judge(r) for r in results].count(NOT_APPLICABLE),
-                        "matrix_size": len(matrix(campaign["source"], tuple(campaign["sinks"]))) + 1,
+                        "matrix_size": size,
                         "duplicates": sum(r.get("duplicates", {}).get("count", 0) for r in results
                                           if r["sink"] == "kafka")}}

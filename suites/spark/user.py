@@ -204,11 +204,15 @@ class UserScenario:
     schedule: tuple[str, ...] = ()
     seed: int = 0
     python_path: tuple[str, ...] = field(default=(), compare=False)
+    module_file: str | None = field(default=None, compare=False)  # the module's source (the probe's), for the cache
+    reader: str | None = None  # module:function reading the output back (default: the module's read_output)
 
     def validate(self) -> None:
         """What can be checked without running anything (a ValueError: a usage error)."""
         if not _REF.match(self.ref):
             raise ValueError(f"--pipeline {self.ref!r}: give a built-in pipeline or module:function")
+        if self.reader is not None and not _REF.match(self.reader):
+            raise ValueError(f"--read-output {self.reader!r}: give module:function")
         folder = Path(self.input)
         if not folder.is_dir():
             raise ValueError(f"--input {self.input!r} is not a directory")
@@ -249,6 +253,8 @@ class UserScenario:
             words += ["--key", ",".join(self.key)]
         if self.guarantee:
             words += ["--sink-guarantee", self.guarantee]
+        if self.reader:
+            words += ["--read-output", self.reader]
         words += ["--state-provider", self.provider, "--checkpoint-format", self.checkpoint_format]
         if self.changelog:
             words.append("--changelog")
@@ -321,7 +327,8 @@ def probe(ref: str, paths: list[str], timeout: float = PROBE_TIMEOUT_S) -> dict:
 
 def reference_key(scenario: UserScenario, module_file: str | None) -> str:
     digest = hashlib.sha256()
-    digest.update(json.dumps({"ref": scenario.ref, "schema": scenario.schema, **scenario.configuration}).encode())
+    digest.update(json.dumps({"ref": scenario.ref, "reader": scenario.reader, "schema": scenario.schema,
+                              **scenario.configuration}).encode())
     if module_file and Path(module_file).is_file():
         digest.update(Path(module_file).read_bytes())
     for path in input_files(Path(scenario.input)):
@@ -342,7 +349,8 @@ def _copy_input(scenario: UserScenario, directory: Path) -> list[Path]:
 
 def _config(scenario: UserScenario, run_dir: Path, name: str, read_output: bool) -> dict:
     files = sorted((run_dir / "input").iterdir())
-    return {"pipeline": "user", "user": {"ref": scenario.ref, "python_path": list(scenario.python_path),
+    return {"pipeline": "user", "user": {"ref": scenario.ref, "reader": scenario.reader,
+                                         "python_path": list(scenario.python_path),
                                          "marks": str(run_dir / "marks"), "rows": str(run_dir / f"{name}.rows.jsonl")},
             "provider": scenario.provider, "changelog": scenario.changelog, "format": scenario.checkpoint_format,
             "input": str(run_dir / "input"), "first_file": str(files[0]), "schema": scenario.schema,
@@ -418,13 +426,13 @@ def _guarantee(scenario: UserScenario, sink: str | None) -> str:
 
 
 def run_user_scenario(scenario: UserScenario, run_dir: Path, reference_root: Path | None = None,
-                      module_file: str | None = None, faults_must_fire: bool = True) -> dict:
+                      faults_must_fire: bool = True) -> dict:
     """Run ``scenario`` in ``run_dir`` and judge it against the crash-free run (kept under ``reference_root``,
     by default ``run_dir``); returns the verdict object (also ``run_dir/verdict.json``)."""
     started = time.monotonic()
     started_at = round(time.time(), 3)
     run_dir = claim(Path(run_dir))
-    ref = reference(scenario, Path(reference_root or run_dir), module_file)
+    ref = reference(scenario, Path(reference_root or run_dir), scenario.module_file)
     base = {**scenario.header(ref.get("sink") or "?"), "sink_guarantee": _guarantee(scenario, ref.get("sink")),
             "reference": {k: ref.get(k) for k in ("folder", "seconds", "cached", "commits", "exit")}}
     if ref.get("error"):
@@ -622,5 +630,35 @@ def user_error_result(scenario: UserScenario, exc: BaseException) -> dict:
             "crash_windows": []}
 
 
-def with_schedule(scenario: UserScenario, schedule: tuple[str, ...]) -> UserScenario:
-    return replace(scenario, schedule=schedule)
+# -- a campaign: every commit window under every state configuration ------------------------------------------
+
+USER_SUBJECT = "user"  # the subject (``sink``) a campaign of a user's query tallies
+STATE_CONFIGS = (("hdfs", False, 1), ("rocksdb", False, 1), ("rocksdb", True, 1), ("rocksdb", False, 2),
+                 ("rocksdb", True, 2))  # provider, changelog checkpointing, checkpoint format (HDFS has no v2)
+
+
+def user_plan(seed: int, template: UserScenario, count: int | None = None) -> list[UserScenario]:
+    """A campaign of the user's query, in four rounds: each round has every state configuration, shuffled by
+    ``seed``, each with a commit window of its own (rotated: every window in every round, a configuration a new
+    window each round) at a batch drawn with one batch before and one after it; every fifth case gets a second
+    kill at a random time (500 to 1000 ms after the restarted run's first offsets file)."""
+    rng = random.Random(seed)
+    batches = len(input_files(Path(template.input)))
+    configs = list(STATE_CONFIGS)
+    rng.shuffle(configs)
+    planned = []
+    for round_number in range(len(WINDOWS)):
+        for position, (provider, changelog, fmt) in enumerate(configs):
+            window = WINDOWS[(position + round_number) % len(WINDOWS)]
+            batch = rng.randrange(1, batches - 1) if batches >= 3 else rng.randrange(batches)
+            schedule = [f"{window}@{batch}"]
+            if len(planned) % 5 == 4:
+                schedule.append(f"random@{rng.randint(500, 1000)}")
+            planned.append(replace(template, provider=provider, changelog=changelog, checkpoint_format=fmt,
+                                   schedule=tuple(schedule), seed=rng.randrange(2**31)))
+    return planned[:count] if count else planned
+
+
+def result_of_campaign(result: dict) -> dict:
+    """A campaign tallies a user's query as the subject ``user``; the sink its writer named stays in ``sink_kind``."""
+    return {**result, "sink_kind": result.get("sink"), "sink": USER_SUBJECT}
