@@ -95,7 +95,19 @@ def probe_store(store: str | StoreRef, timeout: float | None = None) -> StorePro
             s.call("commit", {tp: 12})
             s.call("committed_offset", tp)
             trace += s.call("close")
-            s = server.start(store, tmp / "store", trace=True)
+            try:
+                s = server.start(store, tmp / "store", trace=True)
+            except StoreCallError as exc:
+                if exc.kind != "IncompatibleStoreDirectory":
+                    raise
+                # its own cleanly closed directory refused: the runtime wipes it, every committed key gone
+                return StoreProbe([p for p, known in _unique(trace) if known], finding={
+                    "check": "clean_close_durable", "operation": "init",
+                    "expected": "the store reopens the directory it closed cleanly, its 12 committed keys there",
+                    "observed": str(exc).partition("\n")[0],
+                    "detail": "the probe wrote, committed and closed the store cleanly; reopened, init refused the "
+                              "directory (IncompatibleStoreDirectory): the runtime wipes it and restores it from the "
+                              "changelog, so nothing committed was kept"})
             s.call("recover", 12)
             trace += s.call("close")
     except (StoreHang, StoreCallError) as exc:
