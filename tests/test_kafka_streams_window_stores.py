@@ -115,3 +115,29 @@ def test_the_window_suite_finds_kafkas_persistent_window_store_listing_all_by_ke
     assert in_order and {v["check"] for v in in_order} == {"fetch_order"}, matrix  # c@100 listed after b@120
     assert any("commit_durable" in line for line in verdict["not_checked"])  # declared, and said
     assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+def test_a_crash_after_an_uncommitted_put_far_ahead_loses_a_committed_segment_of_kafkas_persistent_window_store(
+        fresh_build, tmp_path, monkeypatch):  # noqa: F811
+    """A finding in Kafka Streams 4.4.0 (AbstractRocksDBSegmentedBytesStore, transactional): a staged put
+    advances observedStreamTime and getOrCreateSegmentIfLive drops the segments it expires, on disk, before any
+    commit; the process dies, the transaction never commits, and the store reopens without the committed
+    window of the dropped segment while its committed offset (kept by the newer segment) says it holds it."""
+    monkeypatch.setenv(BUILD_ENV, str(fresh_build))
+    with WindowStoreServer(timeout=120) as server:
+        store = server.start(TX_ROCKSDB, tmp_path / "store")
+        store.call("put", b"a", b"v1", 100)  # segment 0 (retention 240000 ms: segments of 120000 ms)
+        store.call("put", b"b", b"v1", 120_100)  # segment 1
+        store.call("commit", {TP: 1})
+        store.call("close")  # on disk
+        store = server.start(TX_ROCKSDB, tmp_path / "store")
+        store.call("put", b"c", b"v1", 360_100)  # staged: its stream time expires segment 0
+        store.kill()  # before any commit
+        store = server.start(TX_ROCKSDB, tmp_path / "store")
+        assert store.call("recover", 1) is True  # Kafka trusts it, and restores the changelog after offset 1
+        assert store.call("committed_offset", TP) == 1
+        # committed, and live under the committed stream time 120100: a@100 should be here; it is not
+        assert store.call("all") == [(b"b", 120_100, b"v1")]
+        store.call("close")
+    assert _our_jvms(fresh_build) == []
