@@ -56,6 +56,7 @@ def impressions_and_clicks(batches: int = 4) -> list[list[dict]]:
     return out
 
 
+@pytest.mark.slow  # opt-in with the full Spark tier (make test-spark-full): make test keeps test_spark_user_pipelines
 def test_a_stream_stream_join_into_an_idempotent_foreach_batch_survives_a_kill_after_its_sink(eos_spark_pipeline):
     found = eos_spark_pipeline.verify(build_join, batches=impressions_and_clicks(), windows=("sink",),
                                       schema="side string, id long, ts long", read_output=read_clicks)
@@ -117,6 +118,7 @@ def build_sessions(source):
         outputMode="Append", timeMode="EventTime").writeStream.outputMode("append").format("json"))
 
 
+@pytest.mark.slow
 def test_a_transform_with_state_sessionizer_survives_a_kill_after_its_state(eos_spark_pipeline):
     # u1 active in batches 0, 1 and 3 (its first session ends in the gap of batch 2); u2 only in batch 0
     base = 1_000_000

@@ -13,10 +13,18 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eos_harness.suites.spark.user import WINDOWS, UserScenario, probe, python_path, run_user_scenario
+from eos_harness.suites.spark.user import (
+    WINDOWS,
+    UserScenario,
+    probe,
+    python_path,
+    reference,
+    run_user_scenario,
+)
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, PASS
 
 __all__ = ["PipelineVerification", "SparkPipelineFixture"]
@@ -83,11 +91,13 @@ class SparkPipelineFixture:
                windows: Iterable[str] = WINDOWS, *, batch: int | None = None, schema: str | None = None,
                key: Sequence[str] = (), sink_guarantee: str | None = None, state_provider: str = "rocksdb",
                checkpoint_format: int = 1, changelog: bool = False, seed: int = 0,
-               read_output: Callable | str | None = None, fail: bool = True) -> PipelineVerification:
+               read_output: Callable | str | None = None, workers: int = 2,
+               fail: bool = True) -> PipelineVerification:
         """Verify ``build`` over ``batches`` (rows as dicts, a micro-batch each; or a directory of JSON-lines
         files) with a kill in each of ``windows`` (``offsets``, ``state``, ``sink``, ``commit``, at ``batch``,
         by default the second; or whole crash points, ``sink@2``); ``read_output(spark, output_dir)`` reads a
-        ``foreachBatch`` sink's output back (default: ``read_output`` in build's module). ``fail``: fail the test unless every window
+        ``foreachBatch`` sink's output back (default: ``read_output`` in build's module); ``workers``: windows run
+        at a time once the crash-free run is done (each its own driver). ``fail``: fail the test unless every window
         passes (a ``state`` window of a query that keeps no state is not applicable)."""
         import pytest
 
@@ -114,11 +124,16 @@ class SparkPipelineFixture:
                 probe(template.reader, list(template.python_path))
         except ValueError as exc:  # the test's own mistake: it errors, saying what (nothing ran)
             raise ValueError(f"eos_spark_pipeline.verify: {exc}") from None
-        found = PipelineVerification(ref)
-        for index, target in enumerate(schedule):
-            scenario = UserScenario(**{**template.__dict__, "schedule": (target,), "module_file": module_file})
-            found.results.append(run_user_scenario(scenario, self.directory / f"verify-{number}-{index}",
-                                                   reference_root=self.directory))
+        scenarios = [UserScenario(**{**template.__dict__, "schedule": (target,), "module_file": module_file})
+                     for target in schedule]
+        reference(scenarios[0], self.directory, module_file)  # once, before the windows share it
+
+        def one(index: int) -> dict:
+            return run_user_scenario(scenarios[index], self.directory / f"verify-{number}-{index}",
+                                     reference_root=self.directory)
+
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            found = PipelineVerification(ref, list(pool.map(one, range(len(scenarios)))))
         if fail and found.verdict != PASS:
             pytest.fail(found.explain(), pytrace=False)
         return found
