@@ -151,6 +151,18 @@ def test_a_store_that_loses_its_stream_time_on_reopen_is_named_stream_time_rebui
     assert crashed, result["violations"]
 
 
+def test_a_check_that_fired_in_the_matrix_alone_is_never_reported_not_exercised(monkeypatch):
+    # The matrix's clean close and reopen finds the lost stream time before any read met the check's
+    # condition: the verdict failed on stream_time_rebuilt while its coverage said "not exercised".
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures"))
+    result = verify("broken_window_stores:stream_time_lost_on_reopen", seed=11, examples=1, steps=1, shrink=False)
+    assert {v["check"] for v in result["violations"]} == {"stream_time_rebuilt"}, result["violations"]
+    assert "stream_time_rebuilt" not in result["coverage"]["not_exercised"]
+    assert result["coverage"]["exercised"]["stream_time_rebuilt"] >= 1
+
+
 def test_a_committed_tombstone_that_deletes_another_window_is_named_tombstone_deletes_window():
     from eos_harness.models.windows import RETENTION_ONLY, WindowConfig, WindowStoreModel
     from eos_harness.suites.windows.checks import compare_records

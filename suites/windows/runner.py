@@ -590,6 +590,8 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
             label = "hypothesis (shrunk)" if shrink else "hypothesis (not shrunk)"
             violations.append(replace(exc.violation, case=f"{label}:\n{steps_text}"))
         kind = _kind_of(server, spec)
+    for violation in violations:  # a check that fired met its condition, whatever the case recorded before it raised
+        exercised[violation.check] = exercised.get(violation.check) or 1
     lacking = capabilities.lacking()
     coverage = {} if kind is None else {"coverage": check_coverage(
         CHECKS, CONDITIONS, exercised, not_applicable(kind, config, capabilities, crash_points))}
