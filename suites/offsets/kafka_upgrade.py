@@ -47,7 +47,7 @@ from .scenario import CHANGELOGS, KEYS, Findings, Scenario, show_offsets
 __all__ = ["FROM", "SCENARIOS", "applies_to"]
 
 FROM = "kafka-streams-4.3.1-rocksdb"  # the earlier release: KIP-1035's offsets, no KIP-892
-_UPGRADED = ("kafka-streams-4.4.0-rocksdb", "mutant-kafka-streams-4.4.0-rocksdb")
+_UPGRADED = ("kafka-streams-4.4.0-rocksdb", "kafka-streams-4.4.0-rocksdb-tx")  # and the mutants of the latter
 BIG = 1 << 20  # one uncommitted value of 1 MiB; FLUSHED of them fill Kafka's 16 MiB memtable
 FLUSHED = 18
 UNCOMMITTED = (b"e", b"never committed")
@@ -55,8 +55,8 @@ UNCOMMITTED = (b"e", b"never committed")
 State = tuple[dict[bytes, bytes], dict[TopicPartition, int | None]]
 
 
-# What Kafka Streams 4.4.0's own code does with that refusal when enable.transactional.statestores is on (read in
-# its classes, not run here: a store alone has no task): RocksDBStore.init throws in openDB before it registers
+# What Kafka Streams 4.4.0 does with that refusal when enable.transactional.statestores is on (its code; a real
+# application on a real broker shows it: tests/test_kafka_streams_finding.py): RocksDBStore.init throws in openDB before it registers
 # the store with the task's ProcessorStateManager, so TaskManager.handleCorruption's markChangelogAsCorrupted finds
 # no store to mark (its IllegalStateException is swallowed) and StateManagerUtil.closeStateManager's wipe,
 # "!closeClean && eosEnabled && (!transactionalStateStoresEnabled || stateMgr.hasCorruptedStores())", is false: the
@@ -67,7 +67,7 @@ _NOT_WIPED = ("; but Kafka Streams 4.4.0 with transactional stores does not wipe
 
 
 def applies_to(spec: str) -> str | None:
-    if not spec.startswith(_UPGRADED):
+    if spec not in _UPGRADED and not (spec.startswith("mutant-kafka-streams-4.4.0-rocksdb-tx-") and "window" not in spec):
         return (f"not one of Kafka Streams 4.4.0's RocksDB stores: the upgrade of a directory {FROM} wrote is "
                 "Kafka's own")
     return None
