@@ -40,6 +40,7 @@ __all__ = [
     "set_notifier",
     "start_tracing",
     "stop_tracing",
+    "tracing",
 ]
 
 KILL = "kill"
@@ -145,6 +146,11 @@ def active() -> bool:
     """Whether any point is armed or traced in this process (a store that reaches its points through
     another process, a JVM's, asks it only then: unarmed and untraced, its points cost nothing)."""
     return bool(_armed) or _trace is not None
+
+
+def tracing() -> bool:
+    """Whether the points reached are being recorded in this process (:func:`start_tracing`)."""
+    return _trace is not None
 
 
 def disarm_all() -> None:

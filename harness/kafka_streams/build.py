@@ -33,7 +33,7 @@ __all__ = ["BUILD_ENV", "JAVA_SOURCE", "BuildError", "Server", "ensure_built"]
 JAVA_SOURCE = Path(__file__).resolve().parent / "java"
 NATIVE = "librocksdbjni-linux64.so"  # what rocksdbjni's loader looks for on java.library.path first
 MAIN = "eosharness.StoreServer"
-LAYOUT = 4  # what a build folder holds (part of its name: a new layout is built afresh)
+LAYOUT = 5  # what a build folder holds (part of its name: a new layout is built afresh)
 ARCHIVE = "server.jsa"  # the class-data-sharing archive of a store JVM's classes (a start maps them)
 # A store's JVM: small and quick to start (C1 only; one GC thread); the stores hold a few keys.
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss1m", "-Xmx256m", "-XX:-UsePerfData",
@@ -59,14 +59,16 @@ class Server:
         return self.folder / "rules.btm"
 
     def command(self, java: str = "java") -> list[str]:
-        """The command line of one store JVM (Byteman loaded with every crash point's rule; a rule does
-        nothing until the harness asks for the points)."""
+        """The command line of one store JVM. Its agent is the store server's own (``eosharness.Agent``:
+        it keeps the JVM's Instrumentation, no class transformer); Byteman's agent with every crash
+        point's rule is installed through it when a request first needs the rules (a point armed or
+        traced, a mutant opened), so a JVM that never does loads its classes untransformed."""
         archive = self.folder / ARCHIVE
         return [java, *JVM_OPTIONS, f"-Djava.library.path={self.folder / 'native'}",
                 *([f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"] if archive.is_file() else []),
                 "-Dorg.jboss.byteman.compile.to.bytecode=true",  # rules run as bytecode, not interpreted
-                f"-javaagent:{self.byteman}=script:{self.rules}",
-                "-cp", os.pathsep.join(str(p) for p in (self.jar, *self.classpath)), MAIN]
+                f"-Deosharness.rules={self.rules}", f"-javaagent:{self.jar}",
+                "-cp", os.pathsep.join(str(p) for p in (self.jar, *self.classpath, self.byteman)), MAIN]
 
 
 def _digest(version: str) -> str:
@@ -85,11 +87,24 @@ def _root() -> Path:
     return Path(os.environ[BUILD_ENV]) if os.environ.get(BUILD_ENV) else jars.cache_dir() / "kafka-streams"
 
 
+_checked: dict[tuple[str, str], Server] = {}  # (build root, version) -> its server, jars checked in this process
+
+
 def ensure_built(version: str) -> Server:
     """The store server of Kafka Streams ``version``, built on first use (jars fetched, and checked, as
-    every bundle is). Raises :class:`BuildError` saying what is missing."""
+    every bundle is, once per process: each store JVM's start asks for it). Raises :class:`BuildError`
+    saying what is missing."""
     if version not in bundles.VERSIONS:
         raise BuildError(f"unknown Kafka Streams version {version!r}; known: {', '.join(bundles.VERSIONS)}")
+    key = (str(_root()), version)
+    known = _checked.get(key)
+    if known is not None and (known.folder / ".complete").is_file() and known.jar.is_file():
+        return known
+    _checked[key] = server = _ensure_built(version)
+    return server
+
+
+def _ensure_built(version: str) -> Server:
     try:  # real paths: the class-data archive records the class path, and maps only under the same one
         classpath = tuple(p.resolve() for p in jars.ensure(bundles.streams_bundle(version)))
         byteman = jars.ensure("byteman")[0].resolve()
@@ -106,7 +121,7 @@ def ensure_built(version: str) -> Server:
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".build-{version}-", dir=folder.parent))
     try:
-        _build(version, work, classpath, javac, jar)
+        _build(version, work, (*classpath, byteman), javac, jar)
         _archive(Server(version, work, classpath, byteman, jar), java)
         (work / ".complete").write_text(f"built {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
         try:
@@ -130,6 +145,7 @@ def _build(version: str, work: Path, classpath: tuple[Path, ...], javac: str, ja
     # A jar (class-data sharing takes no folders), at its final path (the archive records it), written
     # under a temp name and renamed: a build beside this one writes the same bytes.
     with zipfile.ZipFile(work / "server.jar", "w") as archive:
+        archive.writestr(zipfile.ZipInfo("META-INF/MANIFEST.MF"), AGENT_MANIFEST)
         for path in sorted((work / "classes").rglob("*.class")):
             archive.writestr(zipfile.ZipInfo(path.relative_to(work / "classes").as_posix()), path.read_bytes())
     os.replace(work / "server.jar", jar)
@@ -143,6 +159,10 @@ def _build(version: str, work: Path, classpath: tuple[Path, ...], javac: str, ja
         shutil.copyfileobj(source, target)
     (work / "rules.btm").write_text(points.rules_text(version))
 
+
+# The store server's jar is also its JVM's agent (eosharness.Agent), with the capabilities Byteman's needs.
+AGENT_MANIFEST = ("Manifest-Version: 1.0\nPremain-Class: eosharness.Agent\nAgent-Class: eosharness.Agent\n"
+                  "Can-Redefine-Classes: true\nCan-Retransform-Classes: true\n\n")
 
 WARM_UP = "".join(json.dumps(request) + "\n" for request in (
     {"op": "open", "kind": "rocksdb", "transactional": True, "state_dir": "{state}/r"},

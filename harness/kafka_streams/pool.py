@@ -19,12 +19,14 @@ import select
 import signal
 import subprocess
 import threading
+import time
 
 from eos_harness.stores import LendError
 
 __all__ = ["Jvm", "JvmPool", "JvmStartError", "current", "shared"]
 
 READY_TIMEOUT_S = 120.0
+IDLE_TIMEOUT_S = 10.0  # how long a JVM whose store's process ended may take to say it is idle
 _PR_SET_PDEATHSIG = 1
 
 
@@ -83,6 +85,27 @@ class Jvm:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def idle(self, timeout: float = IDLE_TIMEOUT_S) -> bool:
+        """Whether the JVM answers, within ``timeout``, that no store is open in it (asked once its store's
+        process has ended: a JVM waiting at a crash point takes the question for the answer and halts, so
+        nothing of Kafka's code after the point runs, and answers nothing)."""
+        if not self.alive:
+            return False
+        fd = self.process.stdout.fileno()
+        try:
+            self.process.stdin.write(b'{"op":"idle"}\n')
+        except OSError:
+            return False
+        line = b""
+        deadline = time.monotonic() + timeout
+        while not line.endswith(b"\n"):
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(fd, 1) if ready else b""
+            if not chunk:
+                return False
+            line += chunk
+        return line.strip() == b'{"ok":true}'
+
     def kill(self) -> None:
         with contextlib.suppress(OSError):
             self.process.kill()
@@ -102,6 +125,7 @@ class JvmPool:
         self._idle: dict[str, list[Jvm]] = {}
         self._all: list[Jvm] = []
         self._lock = threading.Lock()
+        self._closed = False
 
     def _start(self, version: str) -> Jvm:
         from eos_harness.kafka_streams.build import BuildError, ensure_built
@@ -125,10 +149,12 @@ class JvmPool:
         return jvm
 
     def give_back(self, jvm: Jvm) -> None:
-        """A JVM whose store was closed cleanly: idle again."""
+        """A JVM whose store was closed cleanly: idle again (killed, once the pool is shut down)."""
         with self._lock:
-            if jvm.alive:
+            if jvm.alive and not self._closed:
                 self._idle.setdefault(jvm.version, []).insert(0, jvm)
+                return
+        jvm.kill()
 
     def kill(self, jvm: Jvm) -> None:
         """SIGKILL a JVM whose store process died, and start the next one at once: a restart of the store
@@ -137,17 +163,20 @@ class JvmPool:
         with self._lock:
             self._all = [j for j in self._all if j is not jvm]
             idle = self._idle.setdefault(jvm.version, [])
-            if not any(j.alive for j in idle):
+            if not self._closed and not any(j.alive for j in idle):
                 idle.append(self._start(jvm.version))
 
     def shutdown(self) -> None:
+        """Kill every JVM of the pool; one given back or killed later starts none (it dies)."""
         with self._lock:
-            every, self._all, self._idle = self._all, [], {}
+            every, self._all, self._idle, self._closed = self._all, [], {}, True
         for jvm in every:
             jvm.kill()
 
 
 _shared: JvmPool | None = None
+_users = 0  # the blocks inside shared() now
+_shared_lock = threading.Lock()
 
 
 def current() -> JvmPool | None:
@@ -157,17 +186,24 @@ def current() -> JvmPool | None:
 
 @contextlib.contextmanager
 def shared(output):
-    """Within: every store server of this process lends from one pool, so that a JVM whose store closed
-    cleanly serves the next server's store (a suite makes a server per case) instead of dying with its
-    server; a server's exit still kills the JVMs of its children, as a crash would. Every JVM of the pool dies
-    at the end. Nested: the outer pool."""
-    global _shared
-    if _shared is not None:
-        yield _shared
-        return
-    _shared = JvmPool(output)
+    """Within: every store server of this process (and every lifecycle task instance) lends from one pool,
+    so that a JVM whose store closed cleanly serves the next store (a suite makes a server per case)
+    instead of dying with its server; a server's exit still kills the JVMs of its children, as a crash
+    would. Nested, or entered by several threads at once (a campaign's scenarios): one pool, whose every
+    JVM dies when the last of them leaves."""
+    global _shared, _users
+    with _shared_lock:
+        if _shared is None:
+            _shared = JvmPool(output)
+        _users += 1
+        pool = _shared
     try:
-        yield _shared
+        yield pool
     finally:
-        pool, _shared = _shared, None
-        pool.shutdown()
+        with _shared_lock:
+            _users -= 1
+            last = _users == 0
+            if last:
+                _shared = None
+        if last:
+            pool.shutdown()

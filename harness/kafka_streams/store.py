@@ -125,8 +125,8 @@ class KafkaStreamsStore:
         if not self._jvm:
             raise StoreError(f"{op} on a store that is not open (call init first)")
         fields["op"] = op
-        if points.active():
-            fields["points"] = True
+        if points.active():  # the JVM installs the rule of each point named (every one's while traced)
+            fields["points"] = True if points.tracing() else sorted(points.armed())
         try:
             self._to.write(json.dumps(fields).encode() + b"\n")
         except OSError as exc:

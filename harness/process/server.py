@@ -46,7 +46,7 @@ from eos_harness.verdict import hang_finding
 
 __all__ = ["ChildCrashed", "StoreCallError", "StoreHang", "StoreProcess", "StoreServer", "children_output",
            "OwnOutput", "forkserver_context", "held_output", "output_offset", "output_since", "output_to",
-           "own_output_to", "preload_store", "answer_calls"]
+           "own_output_to", "preload_store", "answer_calls", "borrow", "receive_lent"]
 
 PRELOAD = ["eos_harness.stores.catalogue", "eos_harness.runtime", "eos_harness.broker.embedded", "eos_harness.suites.lifecycle.runner",
            "eos_harness.broker.kafka", "eos_harness.metadata.controller", "eos_harness.metadata.reader",
@@ -273,12 +273,9 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
         install_stack_dump(stacks)
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
     from eos_harness.store import StoreContext
-    from eos_harness.stores.registry import builtin_spec, resolve
+    from eos_harness.stores.registry import resolve
 
-    if lent_in is not None:
-        builtin_spec(spec).lending.receive(os.dup(lent_in.fileno()), os.dup(lent_out.fileno()))
-        lent_in.close()
-        lent_out.close()
+    receive_lent(spec, lent_in, lent_out)
     points.set_notifier(lambda name: conn.send(("crash", name)))
     if trace:
         points.start_tracing()
@@ -323,6 +320,7 @@ def _serve(spec: str, directory: str, sys_path: list[str], arms: list[tuple[str,
     answer_calls(conn, answer)
 
 
+RELEASE_CLOSE_S = 10.0  # the bound on the clean close of a store released at a case's end (StoreProcess.release)
 CLOSE_THREADS_GRACE_S = 2.0  # how long threads the store started may take to end after its close
 # How long past that grace the driver waits for the child's answer on them (harness code only: a bound
 # against a child that is stuck, never one a loaded machine meets).
@@ -474,6 +472,21 @@ class StoreProcess:
         """Clean close of the store, then the child exits (waited for)."""
         self.call("close")
 
+    def release(self) -> None:
+        """End the child whose store is no longer needed (a case's end). A child holding something lent (a
+        store JVM) is disarmed and closes its store cleanly, so that what it holds serves the next store
+        instead of dying with the child (a close that fails, or takes over :data:`RELEASE_CLOSE_S`: killed);
+        any other child is killed (:meth:`kill`)."""
+        if self.lent is not None and self.alive:
+            self.timeout = min(self.timeout, RELEASE_CLOSE_S)
+            try:
+                self.call("disarm")
+                self.call("close")
+                return
+            except (ChildCrashed, StoreCallError, StoreHang, OSError, EOFError):
+                pass
+        self.kill()
+
     def kill(self) -> None:
         """SIGKILL the child (a crash at an arbitrary moment) and what it started, and reap it."""
         self.process.kill()
@@ -483,6 +496,41 @@ class StoreProcess:
     @property
     def alive(self) -> bool:
         return self.process.is_alive()
+
+
+def borrow(spec: str, pools: dict[str, tuple[object, bool]], shared_only: bool = False):
+    """What the process of store ``spec`` borrows (its spec's :class:`~eos_harness.stores.Lending`: a JVM
+    for Kafka Streams' stores): ``(resource, its pool, its pipes as Connections)`` (the zygote hands them to
+    the child), else Nones. ``pools``: family -> (pool, owned), the pools made so far (one added on first
+    use). ``shared_only``: borrow only from a pool shared beyond the caller (none: Nones, and the store's
+    process makes its own). Raises :class:`~eos_harness.stores.LendError`."""
+    from eos_harness.stores.registry import builtin_spec
+
+    builtin = builtin_spec(spec)
+    lending = builtin.lending if builtin is not None else None  # a user's module:function borrows nothing
+    if lending is None:
+        return None, None, None
+    from multiprocessing.connection import Connection
+
+    if lending.family not in pools:
+        pools[lending.family] = lending.pool(lambda: forkserver_context().output)
+    pool, owned = pools[lending.family]
+    if owned and shared_only:
+        return None, None, None
+    lent = pool.take(lending.key)
+    to_lent, from_lent = lent.pipes()
+    return lent, pool, (Connection(to_lent, readable=False), Connection(from_lent, writable=False))
+
+
+def receive_lent(spec: str, lent_in, lent_out) -> None:
+    """In a store's process: hand the pipes of what was lent to it (:func:`borrow`) to the store's kind."""
+    if lent_in is None:
+        return
+    from eos_harness.stores.registry import builtin_spec
+
+    builtin_spec(spec).lending.receive(os.dup(lent_in.fileno()), os.dup(lent_out.fileno()))
+    lent_in.close()
+    lent_out.close()
 
 
 class StoreServer:
@@ -541,23 +589,11 @@ class StoreServer:
         JVM for Kafka Streams' stores): the resource taken from the server's pool of its family, that pool,
         and the resource's pipes as Connections (the zygote hands them to the child); else Nones."""
         from eos_harness.stores import LendError
-        from eos_harness.stores.registry import builtin_spec
 
-        builtin = builtin_spec(spec)
-        lending = builtin.lending if builtin is not None else None  # a user's module:function borrows nothing
-        if lending is None:
-            return None, None, None
-        from multiprocessing.connection import Connection
-
-        if lending.family not in self._pools:
-            self._pools[lending.family] = lending.pool(lambda: forkserver_context().output)
-        pool, _ = self._pools[lending.family]
         try:
-            lent = pool.take(lending.key)
+            return borrow(spec, self._pools)
         except LendError as exc:
             raise StoreCallError("StoreError", str(exc)) from None
-        to_lent, from_lent = lent.pipes()
-        return lent, pool, (Connection(to_lent, readable=False), Connection(from_lent, writable=False))
 
     def shutdown(self) -> None:
         for child in self.children:

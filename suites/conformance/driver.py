@@ -184,7 +184,7 @@ class StoreUnderTest:
 
     def dispose(self) -> None:
         if getattr(self, "proc", None) is not None:
-            self.proc.kill()
+            self.proc.release()  # a store JVM it borrowed serves the next case
         shutil.rmtree(self.root, ignore_errors=True)
 
     # -- reads of the whole store (key by key for a store that declares no range scans) ---------------

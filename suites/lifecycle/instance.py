@@ -38,8 +38,16 @@ from eos_harness.process.guard import (
     install_stack_dump,
     stack_and_kill,
 )
-from eos_harness.process.server import OwnOutput, forkserver_context, output_to, preload_store
+from eos_harness.process.server import (
+    OwnOutput,
+    borrow,
+    forkserver_context,
+    output_to,
+    preload_store,
+    receive_lent,
+)
 from eos_harness.runtime import Task, TaskConfig
+from eos_harness.stores import LendError
 from eos_harness.suites.lifecycle.schedule import Fault
 
 EVENT_TIMEOUT_S = 30.0  # no event for this long, outside any store call: the task hangs
@@ -63,13 +71,16 @@ def _held_after(send, hit: int):
 
 
 def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: str, conn, stacks=None,
-                clock=None, for_run: bool = False, output: str | None = None, hold: int | None = None) -> None:
+                clock=None, for_run: bool = False, output: str | None = None, hold: int | None = None,
+                lent_in=None, lent_out=None) -> None:
     """Entry point of a task instance (runs in the forked child); ``armed``: (point, hit, action);
     ``stacks``: where to write the stacks on SIGUSR1; ``clock``: the driver's CallClock; ``for_run``:
     the armed point is a store's own that no module declares, declared for the run by the driver;
     ``output``: the file its stdout and stderr go to (its :class:`OwnOutput`), if any; ``hold``: wait after
-    this many events for the driver's kill (:func:`_held_after`)."""
+    this many events for the driver's kill (:func:`_held_after`); ``lent_in``, ``lent_out``: the pipes of
+    what the driver lent the task's store (a JVM for Kafka Streams' stores, :func:`~eos_harness.process.server.borrow`)."""
     output_to(output)
+    receive_lent(config.store, lent_in, lent_out)
     if stacks is not None:
         install_stack_dump(stacks)
     if clock is not None:
@@ -124,9 +135,23 @@ class Instance(FaultedChild):
         for_run = armed is not None and points.declared_for_run(armed[0])
         hold = fault.hit if self.kind is not None and self.kind.holds_child else None
         self.output = OwnOutput()  # what this child writes, apart from the other scenarios' children
+        # A resource the store's process borrows from the run's shared pool (a JVM already started, for Kafka
+        # Streams' stores); none shared: the store's process makes its own.
+        try:
+            self.lent, self.pool, pipes = borrow(config.store, {}, shared_only=True)
+        except LendError:
+            self.lent, self.pool, pipes = None, None, None  # the store's own start says why, as an error event
         self.proc = ctx.Process(target=_child_main, args=(config, armed, mode, child, stack_writer, self.clock.handle,
-                                                          for_run, self.output.path, hold), daemon=True)
-        self.proc.start()
+                                                          for_run, self.output.path, hold, *(pipes or (None, None))),
+                                daemon=True)
+        try:
+            self.proc.start()
+        except BaseException:
+            self._end_lent()
+            raise
+        finally:
+            for pipe in pipes or ():
+                pipe.close()
         child.close()
         stack_writer.close()
         self.clock.sent()
@@ -248,9 +273,22 @@ class Instance(FaultedChild):
 
     def reap(self) -> None:
         super().reap()
+        self._end_lent()
         self.stacks.close()
         self.clock.close()
         self.output.close()  # into the run's log
+
+    def _end_lent(self) -> None:
+        """What the store's process borrowed goes back to its pool when the process ended well (exit 0) and
+        the resource says its store is closed; else it dies, as with the process (before the next instance
+        opens the store's directory)."""
+        lent, self.lent = self.lent, None
+        if lent is None:
+            return
+        if self.proc.exitcode == 0 and lent.idle():
+            self.pool.give_back(lent)
+        else:
+            self.pool.kill(lent)
 
 
 def _stopped_or_gone(pid: int) -> bool:

@@ -35,10 +35,11 @@ from eos_harness.broker.spec import BrokerSpec
 from eos_harness.commands import command_line
 from eos_harness.faults import kinds
 from eos_harness.history import History
+from eos_harness.kafka_streams.pool import shared
 from eos_harness.models.lifecycle import LifecycleModel
 from eos_harness.models.workloads import workload
 from eos_harness.process.guard import STORE_TIMEOUT_S
-from eos_harness.process.server import children_output
+from eos_harness.process.server import children_output, forkserver_context
 from eos_harness.process.zombies import zombies
 from eos_harness.rundir import claim
 from eos_harness.runtime import TaskConfig, create_topics, encode
@@ -90,10 +91,14 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True, log: str 
 
         cluster = cluster_for(scenario.broker)
     claim(run_dir)
-    if log is None:
-        return _run_claimed(scenario, run_dir, keep, scheduled, cluster, faults_must_fire=faults_must_fire)
-    with children_output(run_dir / log) as log_file:
-        return _run_claimed(scenario, run_dir, keep, scheduled, cluster, log_file, faults_must_fire)
+    # One pool of store JVMs (Kafka Streams' stores) for the scenario's task instances, and for a campaign's
+    # scenarios running at once: each instance's store borrows one already started (the pool starts the
+    # next as one dies), and one whose store closed cleanly serves the next instance.
+    with shared(lambda: forkserver_context().output):
+        if log is None:
+            return _run_claimed(scenario, run_dir, keep, scheduled, cluster, faults_must_fire=faults_must_fire)
+        with children_output(run_dir / log) as log_file:
+            return _run_claimed(scenario, run_dir, keep, scheduled, cluster, log_file, faults_must_fire)
 
 
 def _run_claimed(scenario: Scenario, run_dir: Path, keep: bool, scheduled: list[kinds.FaultKind], cluster,

@@ -16,9 +16,12 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.Serdes;
@@ -35,6 +38,9 @@ import org.apache.kafka.streams.state.KeyValueIterator;
 import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
 import org.apache.kafka.streams.state.Stores;
+import org.jboss.byteman.agent.Retransformer;
+import org.jboss.byteman.modules.ModuleSystem;
+import org.jboss.byteman.modules.NonModuleSystem;
 
 /**
  * One of Kafka Streams' own key-value stores, opened through the public {@code Stores} suppliers and
@@ -53,7 +59,7 @@ public final class StoreServer {
     private static final Base64.Decoder UNB64 = Base64.getDecoder();
     private static BufferedReader in;
     private static PrintStream out;
-    /** Whether crash points are reported to the harness (it sends "points": true while any is armed or traced). */
+    /** Whether crash points are reported to the harness (its request names the points armed, or says true while they are traced). */
     private static volatile boolean reporting;
 
     private static KeyValueStore<Bytes, byte[]> store;
@@ -77,7 +83,9 @@ public final class StoreServer {
                 Runtime.getRuntime().halt(0); // the harness is gone: die as a crash would, the store not closed
             }
             JsonNode request = JSON.readTree(line);
-            reporting = request.path("points").asBoolean(false);
+            JsonNode asked = request.path("points");
+            reporting = asked.isArray() ? asked.size() > 0 : asked.asBoolean(false);
+            needRules(request); // before the request runs: its crash points (or the mutant's rules) are in place
             ObjectNode answer = JsonNodeFactory.instance.objectNode();
             try {
                 answer.set("ok", handle(request));
@@ -91,6 +99,98 @@ public final class StoreServer {
             out.println(JSON.writeValueAsString(answer));
             out.flush();
         }
+    }
+
+    /** Byteman's retransformer, installed through this JVM's agent the first time a request needs a rule. */
+    private static Retransformer byteman;
+    /** Every rule of the script (the crash points' and the mutants'), by name, in the script's order. */
+    private static Map<String, String> rules;
+    /** The rules installed in this JVM (each once, for the JVM's life). */
+    private static final Set<String> installed = new HashSet<>();
+
+    /**
+     * Install the rules a request needs that this JVM has not yet: those of the crash points it names
+     * ({@code "points": [names]}), every point's ({@code "points": true}, points traced) and the mutant it
+     * opens. Byteman's agent itself is installed with the first (through {@link Agent}, no rule loaded at
+     * start), and each rule retransforms the classes of Kafka's it names that are loaded already. A JVM whose
+     * runs arm no point never loads Byteman; one that arms a point pays for that rule alone.
+     */
+    private static void needRules(JsonNode request) {
+        JsonNode wanted = request.path("points");
+        List<String> names = new ArrayList<>();
+        if (wanted.isArray()) {
+            wanted.forEach(name -> names.add(name.asText()));
+        } else if (wanted.asBoolean(false)) {
+            names.add("*");
+        }
+        String opened = request.path("mutant").asText("");
+        if (!opened.isEmpty()) {
+            names.add("mutant." + opened);
+        }
+        if (!names.isEmpty()) {
+            install(names);
+        }
+    }
+
+    private static synchronized void install(List<String> names) {
+        try {
+            if (rules == null) {
+                rules = parseRules(new String(java.nio.file.Files.readAllBytes(
+                        java.nio.file.Paths.get(System.getProperty("eosharness.rules"))), StandardCharsets.UTF_8));
+            }
+            List<String> texts = new ArrayList<>();
+            List<String> added = new ArrayList<>();
+            rules.forEach((name, text) -> {
+                boolean asked = names.contains(name) || (names.contains("*") && !name.startsWith("mutant."));
+                if (asked && !installed.contains(name)) {
+                    texts.add(text);
+                    added.add(name);
+                }
+            });
+            if (texts.isEmpty()) {
+                return;
+            }
+            if (byteman == null) {
+                java.lang.instrument.Instrumentation inst = Agent.instrumentation();
+                if (inst == null) {
+                    throw new IllegalStateException("the store JVM was started without its agent (-javaagent)");
+                }
+                ModuleSystem modules = new NonModuleSystem();
+                modules.initialize("");
+                Retransformer made = new Retransformer(inst, modules, new ArrayList<>(), new ArrayList<>(), true);
+                inst.addTransformer(made, true);
+                byteman = made;
+            }
+            StringWriter said = new StringWriter();
+            byteman.installScript(texts, added, new PrintWriter(said));
+            installed.addAll(added);
+        } catch (Throwable error) { // the harness's failure, not the store's: the JVM ends, saying why on stderr
+            System.err.println("eos-harness: could not install Byteman's rules " + names + ":");
+            error.printStackTrace();
+            System.err.flush();
+            Runtime.getRuntime().halt(70);
+        }
+    }
+
+    /** The rules of a Byteman script by name ("RULE name" ... "ENDRULE"), in order. */
+    static Map<String, String> parseRules(String script) {
+        Map<String, String> parsed = new LinkedHashMap<>();
+        String name = null;
+        StringBuilder text = new StringBuilder();
+        for (String line : script.split("\n")) {
+            if (line.startsWith("RULE ")) {
+                name = line.substring(5).trim();
+                text.setLength(0);
+            }
+            if (name != null) {
+                text.append(line).append('\n');
+                if (line.trim().equals("ENDRULE")) {
+                    parsed.put(name, text.toString());
+                    name = null;
+                }
+            }
+        }
+        return parsed;
     }
 
     /** Whether the harness asks for the crash points now (a rule's condition: unarmed, a rule does no more). */
@@ -197,6 +297,8 @@ public final class StoreServer {
                 store = null;
                 committedView = null;
                 return nodes.nullNode();
+            case "idle": // whether no store is open (a JVM whose store's process ended goes back to its pool only then)
+                return nodes.booleanNode(store == null && WindowStores.store == null);
             case "exit": // a normal exit (a class-data-sharing archive is written at it)
                 out.println("{\"ok\":null}");
                 out.flush();
