@@ -186,3 +186,24 @@ def test_store_servers_inside_a_shared_pool_reuse_a_cleanly_closed_jvm_and_none_
             store.call("put", b"b", b"2")  # left open: the server's exit kills the store and its JVM
         assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
     assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+def test_a_store_released_at_a_cases_end_closes_without_its_armed_point_and_its_jvm_serves_the_next(fresh_build,
+                                                                                                   tmp_path):
+    from eos_harness.kafka_streams.pool import shared
+
+    with shared(lambda: None), StoreServer(timeout=120) as server:
+        store = server.start(TX_ROCKSDB, tmp_path / "a")
+        first = store.lent.pid
+        store.call("put", b"a", b"1")
+        store.call("commit", {TP: 1})
+        store.call("put", b"b", b"2")  # never committed: the clean close drops it
+        store.call("arm", "ks.rocksdb.close.db", 1)  # a point of the close, armed and never reached in the case
+        store.release()
+        assert not store.alive and not server.crashes  # closed cleanly: the armed point did not fire
+        again = server.start(TX_ROCKSDB, tmp_path / "a")
+        assert again.lent.pid == first  # the released store's JVM, no new start
+        assert again.call("all") == [(b"a", b"1")]
+        assert again.call("committed_offset", TP) == 1
+    assert _our_jvms(fresh_build) == []
