@@ -40,8 +40,11 @@ def flush_uncommitted(sut: StoreUnderTest) -> None:
     time.sleep(0.5)  # the flush's MANIFEST edit follows its table files
 
 
+SLOW = pytest.mark.slow  # the same on another of Kafka's stores: the slow tier
+
+
 @pytest.mark.jvm
-@pytest.mark.parametrize("store", ["kafka-streams-4.4.0-rocksdb", "kafka-streams-4.3.1-rocksdb"])
+@pytest.mark.parametrize("store", ["kafka-streams-4.4.0-rocksdb", pytest.param("kafka-streams-4.3.1-rocksdb", marks=SLOW)])
 def test_a_non_transactional_store_killed_after_a_flush_is_wiped_as_kafka_does_not_a_finding(store):
     # The OPEN marker reached disk with the uncommitted writes: on restart Kafka's store raises
     # TaskCorruptedException; the driver wipes it and opens it empty (Kafka's rule), no violation.
@@ -71,7 +74,8 @@ STATUS_POINTS = {  # the points at the status marker and the database's close, b
 
 
 @pytest.mark.jvm
-@pytest.mark.parametrize("store", list(STATUS_POINTS))
+@pytest.mark.parametrize("store", [store if store == "kafka-streams-4.4.0-rocksdb" else pytest.param(store, marks=SLOW)
+                                   for store in STATUS_POINTS])
 def test_a_crash_at_the_status_marker_or_the_databases_close_breaks_no_promise_of_kafkas_store(store):
     # The conformance driver arms a point of the open or the close around a close and reopen (its name holds
     # ".open." / ".close."): the store dies there, inside Kafka's RocksDBStore, and recovers as after any crash.
