@@ -207,3 +207,40 @@ def test_a_store_released_at_a_cases_end_closes_without_its_armed_point_and_its_
         assert again.call("all") == [(b"a", b"1")]
         assert again.call("committed_offset", TP) == 1
     assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+def test_a_jvm_the_shared_pool_started_in_a_scenario_thread_that_ended_serves_another_threads_store(fresh_build,
+                                                                                                     tmp_path):
+    # A campaign runs its scenarios in threads, and they share the pool: a JVM one scenario's thread started
+    # (the pool starts the next as one dies) serves the store of a scenario in another thread after the first
+    # ended. (The JVM's parent-death signal fires when the thread that started it ends: it killed such a JVM,
+    # and the borrowing task's store failed its open, a false store_raised.)
+    import threading
+
+    from eos_harness.kafka_streams.pool import shared
+
+    with shared(lambda: None) as pool:
+        lent, done = threading.Event(), threading.Event()
+        started: list = []
+
+        def scenario() -> None:  # starts a JVM into the pool, and ends once another thread's store borrowed it
+            started.append(pool.take("4.4.0"))
+            pool.give_back(started[0])
+            lent.set()
+            done.wait(60)
+
+        thread = threading.Thread(target=scenario)
+        thread.start()
+        assert lent.wait(120)
+        with StoreServer(timeout=120) as server:
+            store = server.start(TX_ROCKSDB, tmp_path / "a")
+            assert store.lent is started[0]
+            done.set()
+            thread.join()
+            time.sleep(0.5)
+            store.call("put", b"a", b"1")
+            store.call("commit", {TP: 1})
+            assert store.call("all") == [(b"a", b"1")]
+            store.call("close")
+    assert _our_jvms(fresh_build) == []

@@ -12,6 +12,7 @@ its pipe from the driver closes.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import os
@@ -39,6 +40,24 @@ def _die_with_parent() -> None:  # in the JVM's process, between fork and exec
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+_starter: concurrent.futures.ThreadPoolExecutor | None = None
+_starter_lock = threading.Lock()
+
+
+def _started(command: list[str], **options) -> subprocess.Popen:
+    """The JVM's process, started from the main thread or from one thread kept for the process's life: the
+    parent-death signal (:func:`_die_with_parent`) fires when the *thread* that started a child ends, and a
+    pooled JVM started in a campaign's scenario thread would be killed when that scenario ends, under the
+    store of another scenario that borrowed it."""
+    global _starter
+    if threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(command, **options)
+    with _starter_lock:
+        if _starter is None:
+            _starter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-jvm-starter")
+    return _starter.submit(subprocess.Popen, command, **options).result()
+
+
 class Jvm:
     """One store JVM (``eosharness.StoreServer``), its pipes unbuffered so that it can be lent."""
 
@@ -47,8 +66,8 @@ class Jvm:
         # What Kafka, RocksDB and the JVM print goes where the store processes' output goes (``log``).
         stderr = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644) if log else None
         try:
-            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                            bufsize=0, preexec_fn=_die_with_parent, close_fds=True)
+            self.process = _started(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                    bufsize=0, preexec_fn=_die_with_parent, close_fds=True)
         finally:
             if stderr is not None:
                 os.close(stderr)
