@@ -30,6 +30,7 @@ from eos_harness.runtime import (
 from eos_harness.stores import StoreRef
 from eos_harness.stores.probe import reached_points
 from eos_harness.stores.registry import base_store, builtin_spec, builtin_specs
+from eos_harness.suites.conformance.driver import step_of
 from eos_harness.suites.lifecycle.scenario import Scenario
 from eos_harness.suites.lifecycle.schedule import Fault
 
@@ -100,12 +101,20 @@ def _drawn_kinds() -> list[kinds.FaultKind]:
     return [k for k in kinds.kinds(kinds.LIFECYCLE) if k.draw_hit is not None and not k.at_point]
 
 
+def once_per_instance(point: str) -> bool:
+    """A point an instance reaches once: the task's close, a store's own point of its open or close (its
+    name holds ".open." or ".close.": Kafka Streams' status marker, its database close). Its hit is 1 (a
+    later hit is never reached: the scenario would not run)."""
+    return point == P_CLOSE_MID or step_of(point) != "commit"
+
+
 def _hit(rng: random.Random, name: str, commit_interval: int) -> int:
     """A hit count for a crash point or a fault kind's name, by the rule of its kind (or of the point)."""
     if name in POINT_HITS:
         return POINT_HITS[name](rng, commit_interval)
     kind = kinds.named(name) or kinds.CRASH_POINT
-    return kind.draw_hit(rng, name, commit_interval)
+    hit = kind.draw_hit(rng, name, commit_interval)  # drawn all the same: the plan's later draws stay as they were
+    return 1 if once_per_instance(name) else hit
 
 
 def plan(seed: int, stores: list[str], workloads: list[str], commit_interval: int = 10,
@@ -148,6 +157,7 @@ def _plan(seed: int, stores: list[str], workloads: list[str], commit_interval: i
         for point in list(LIFECYCLE_POINTS) + per_store_points[store]:
             wl = runs[len(coverage) % len(runs)]  # one step per scenario: every workload in turn
             hit = {P_MID_BATCH: rng.randint(1, 3 * commit_interval), P_CLOSE_MID: 1}.get(point, rng.randint(1, 3))
+            hit = 1 if once_per_instance(point) else hit
             coverage.append(Scenario(store, wl, rng.randrange(2**31), (Fault(point, hit),), commit_interval=commit_interval))
         # Recovery interrupted: roll-forward needed, then a crash in the middle of the replay.
         wl = runs[len(coverage) % len(runs)]
@@ -267,7 +277,8 @@ def early(seed: int, stores: list[str], workloads: list[str], commit_interval: i
                 point = windows[k]
                 pair.append(Fault(point, _hit(rng, point, commit_interval) if point in POINT_HITS else rng.randint(1, 3)))
             if k < len(own):
-                pair.append(Fault(own[k], rng.randint(FIRST_COMMIT_WITH_DATA, FIRST_COMMIT_WITH_DATA + 1)))
+                hit = rng.randint(FIRST_COMMIT_WITH_DATA, FIRST_COMMIT_WITH_DATA + 1)
+                pair.append(Fault(own[k], 1 if once_per_instance(own[k]) else hit))
             if pair[0].point == P_CLOSE_MID:
                 pair.reverse()  # after a crash in close no input is left, nor a commit to reach the store's point
             schedules.append(tuple(pair))

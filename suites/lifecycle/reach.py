@@ -11,7 +11,9 @@ whether it certainly has a changelog tail to replay; a fault is kept when it fir
 * ``task.process.mid_batch@n``: n records left; ``task.commit.*@n`` and ``kafka.commit.in_flight``
   faults (``coordinator-kill@n``, ``txn-timeout@n``): n commits left; a store's own point ``@n``: n
   commits left (a store's commit reaches its points at least once);
-* ``task.close.mid``: the first time only (an instance closes once);
+* ``task.close.mid``, and a store's own point of its close or open (its name holds ".close." or
+  ".open.": Kafka Streams' status marker, its database close): the first time only (an instance opens
+  and closes its store once);
 * ``task.restore.mid_replay``: the first time only, and only after a crash (or a freeze: the next
   instance restores a fresh store) between the EOS commit and the store's commit
   (``task.commit.after_eos``), or during a replay, which leave a tail for every kind of store (a crash
@@ -40,6 +42,7 @@ from eos_harness.runtime import (
     P_MID_BATCH,
     P_MID_REPLAY,
 )
+from eos_harness.suites.conformance.driver import step_of
 from eos_harness.suites.lifecycle.scenario import Scenario
 from eos_harness.suites.lifecycle.schedule import Fault
 
@@ -86,8 +89,10 @@ def _step(fault: Fault, left: int, tail: bool, interval: int) -> tuple[int, bool
         point = fault.point
         if point == P_MID_REPLAY:
             return (left, True, False) if n == 1 and tail else None
-        if point == P_CLOSE_MID:
+        if point == P_CLOSE_MID or step_of(point) == "close":  # the task's close, a store's own in its close
             return (0, False, False) if n == 1 else None
+        if step_of(point) == "open":  # a store's own point in its open, before any record
+            return (left, tail, False) if n == 1 else None
         if point == P_MID_BATCH:
             return (left - (n - 1), False, False) if n <= left else None
         if point == P_BEFORE_EOS:
