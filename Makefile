@@ -44,7 +44,7 @@ test: $(STAMP) jars spark-archive
 check: $(STAMP)
 	$(BIN)/python -m pytest -q -m '$(CHECK_MARKERS)' --durations=10
 
-# Opt-in: every Spark test, with the `slow` ones `make test` leaves out (the Spark 4.1.1 behaviours
+# Opt-in: every Spark test, with the `slow` ones `make test` leaves out (the Spark behaviours
 # the full matrix found: suites/spark/test_spark.py's FINDINGS).
 test-spark-full: $(STAMP) jars spark-archive
 	$(BIN)/python -m pytest -q -m spark --durations=15 -n $(WORKERS) --dist loadfile

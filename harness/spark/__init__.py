@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from eos_harness.jars import Bundle, register
 
-SPARK_VERSION = "4.1.1"  # the pinned pyspark (pyproject's `spark` extra); the connector must match it
+SPARK_VERSION = "4.2.0"  # the pinned pyspark (pyproject's `spark` extra); the connector must match it
 
 KAFKA_BUNDLE = register(
     Bundle(
@@ -24,7 +24,7 @@ KAFKA_BUNDLE = register(
         # Everything pyspark already ships in pyspark/jars; kept: the connector, kafka-clients,
         # spark-token-provider-kafka and commons-pool2.
         exclude_groups=(
-            "org.apache.hadoop", "org.scala-lang", "org.scala-lang.modules", "org.lz4", "org.xerial.snappy",
+            "org.apache.hadoop", "org.scala-lang", "org.scala-lang.modules", "org.lz4", "at.yawk.lz4", "org.xerial.snappy",
             "org.slf4j", "com.google.code.findbugs",
         ),
         exclude_artifacts=("spark-tags_2.13",),

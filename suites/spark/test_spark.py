@@ -36,7 +36,7 @@ CASES = {  # two at a time, the longest first (make test makes the class archive
 }
 # The mutant sink (foreachBatch without the committed_offset check) is the chaos campaign's first
 # scenario: test_a_spark_chaos_campaign_through_the_cli_catches_the_mutant_and_tabulates_the_matrix.
-FINDINGS = {  # opt-in (slow): what Spark 4.1.1 itself does, each failing the same way every time
+FINDINGS = {  # opt-in (slow): what Spark itself does (found on 4.1.1, the same on 4.2.0), each failing the same way every time
     # the file sink skips a batch its metadata log already has without computing it, so with checkpoint
     # format v2 no state store reports its checkpoint id and the restart fails, every time (the same
     # kill passes with format v1: tumbling-file-hdfs-sink-commit above, and chaos)
