@@ -31,14 +31,18 @@ class VerifyOptionError(ValueError):
         self.option = option
 
 
-def check_options(allow: Iterable[str] = (), offsets_scenarios: Iterable[str] = ()) -> None:
-    """A :class:`VerifyOptionError` for a waived check no suite of ``verify`` has, or an offsets scenario
-    the offsets suite has not (before anything runs)."""
+def check_options(allow: Iterable[str] = (), offsets_scenarios: Iterable[str] = (), window: bool | None = None) -> None:
+    """A :class:`VerifyOptionError` for a waived check no suite of ``verify`` has (``window``: the store's
+    kind once known, a window store's suite or the key-value suites), or an offsets scenario the offsets
+    suite has not (before anything runs)."""
     from eos_harness.suites.conformance.runner import ALLOWABLE
+    from eos_harness.suites.windows.runner import WAIVABLE
 
-    unknown = [c for c in allow if c not in ALLOWABLE]
+    known = {None: (*ALLOWABLE, *WAIVABLE), True: WAIVABLE, False: ALLOWABLE}[window]
+    unknown = [c for c in allow if c not in known]
     if unknown:
-        raise VerifyOptionError("--allow", f"unknown check {unknown[0]!r}; one of: {', '.join(ALLOWABLE)}")
+        what = " for a window store" if window else " for a key-value store" if window is False else ""
+        raise VerifyOptionError("--allow", f"unknown check {unknown[0]!r}{what}; one of: {', '.join(known)}")
     offsets_scenarios = list(offsets_scenarios)
     if offsets_scenarios:
         from eos_harness.suites.offsets.runner import scenarios
@@ -95,7 +99,8 @@ def verify_store(store: str | StoreRef, seed: int, *, examples: int = 40, steps:
         if window:
             from eos_harness.suites.windows.runner import verify
 
-            result = verify(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout)
+            result = verify(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
+                            allow=allow)
         else:
             from eos_harness.suites.conformance.runner import verify
 

@@ -183,3 +183,17 @@ def test_a_committed_tombstone_that_deletes_another_window_is_named_tombstone_de
                             default="read_committed_isolation")
     assert found.check == "tombstone_deletes_window", found
     assert found.detail.startswith("read_committed().all() returned b@100=v1")
+
+
+def test_verify_allow_waives_a_read_difference_of_a_window_store_and_its_crashes_are_still_judged(cli, tmp_path):
+    # The mutant lists all() by key within the store (as Kafka's persistent window store does within a segment):
+    # with fetch_order waived, every case goes on to its crash, recovery, close and reopen.
+    result = verify("mutant-window-lists-by-key", seed=11, examples=2, steps=10, shrink=False, allow=["fetch_order"])
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["allowed"] == ["fetch_order"] and result["waived"]["fetch_order"] > 0
+    assert result["coverage"]["exercised"]["no_uncommitted_survives"] > 0
+    assert "--allow fetch_order" in result["repro"]
+    wrong = cli.invoke("verify", "memory-window", "--allow", "atomic_commit", "--examples", "1")
+    assert wrong.returncode == 2 and "for a window store" in wrong.stderr, wrong.stderr
+    wrong = cli.invoke("verify", "rocksdb-indexed", "--allow", "fetch_order", "--examples", "1")
+    assert wrong.returncode == 2 and "for a key-value store" in wrong.stderr, wrong.stderr

@@ -251,7 +251,8 @@ def _list_checks(ctx: click.Context, param: click.Parameter, value: bool) -> Non
               help="Waive CHECK, a difference you know about (repeatable); the verdict names what was waived. "
                    "Checks: read_your_own_writes, read_committed_isolation, no_uncommitted_survives, atomic_commit, "
                    "committed_durable, committed_offset_durable, clean_close_durable, recover_trust, offset_convention, "
-                   "and the offsets suite's (--list-checks).")
+                   "and the offsets suite's (--list-checks); for a window store: fetch_order, read_committed_isolation, "
+                   "expired_never_fetched, stream_time_rebuilt (what a read shows: the case goes on).")
 @click.option("--max-findings", type=AT_LEAST_ONE, default=5, show_default=True,
               help="Distinct checks the state machine looks for (each found one is waived and it runs again).")
 @click.option("--offsets-scenario", "offsets_scenarios", multiple=True, metavar="NAME",
@@ -300,6 +301,10 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
 
         with children_output(log_path):  # its module's output on import (in a child) goes to the log
             ref = store_ref(store, store_timeout)  # the store resolved once, here: a usage error for a bad one
+        try:
+            check_options(allow, window=ref.window)  # now that its kind is known
+        except VerifyOptionError as exc:
+            raise click.BadParameter(str(exc), param_hint=exc.option) from None
         result = verify_store(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
                               log=log_path, allow=allow, max_findings=max_findings, offsets_scenarios=offsets_scenarios)
     except StoreFactoryError as exc:
