@@ -39,7 +39,7 @@ from eos_harness.models.windows import (
     WindowConfig,
     validate_window_store,
 )
-from eos_harness.store import StoreContext, TopicPartition
+from eos_harness.store import Capabilities, StoreContext, TopicPartition
 from eos_harness.store_kit import PutAllAndDeleteByPut
 
 __all__ = [
@@ -261,6 +261,12 @@ class WindowedKeyValueStore(PutAllAndDeleteByPut):
 
     def window_config(self) -> WindowConfig:
         return self.window_store.window_config()
+
+    def capabilities(self) -> Capabilities:
+        """The window store's declaration that its commits are durable only once flushed
+        (``WindowCapabilities.commit_durable``), passed on: the runtime's ``recover`` events say so, and the
+        lifecycle checks allow the commits since the last clean close (the changelog restores the rest)."""
+        return Capabilities(commit_durable=window_capabilities_of(self.window_store).commit_durable)
 
     def get(self, key: bytes) -> bytes | None:
         return self.window_store.fetch_window(*split_windowed_key(key))

@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from eos_harness.models.windows import KIP428_PROPOSAL, WindowConfig, WindowStoreModel
+from eos_harness.models.windows import KIP428_PROPOSAL, RETENTION_ONLY, WindowConfig, WindowStoreModel
 from eos_harness.models.workloads import Effects, Workload
 
 Key = bytes
@@ -40,6 +40,11 @@ class WindowedState:
 
     def __init__(self, config: WindowConfig) -> None:
         self.model = WindowStoreModel(config)
+        self._dropped: dict[Key, set[Value]] = {}  # the values of the puts dropped as expired, by window
+
+    @staticmethod
+    def _join(key: Key, start: int) -> Key:
+        return b"%s@%013d" % (key, start)
 
     @staticmethod
     def _split(windowed: Key) -> tuple[Key, int]:
@@ -54,11 +59,25 @@ class WindowedState:
 
     def write(self, key: Key, value: Value | None) -> None:
         plain, start = self._split(key)
-        self.model.put(plain, value, start)
+        if self.model.put(plain, value, start) == "expired" and value is not None:
+            self._dropped.setdefault(key, set()).add(value)
 
     def snapshot(self) -> dict[Key, Value]:
         return {b"%s@%013d" % (k, s): v for k, s, v in self.model.all()}
 
+    def expired(self) -> dict[Key, frozenset[Value]]:
+        """The windows at or before stream time - retention, each with the values a store that keeps
+        expired windows may hold there: the one it held when it expired, and those of the puts dropped
+        there as expired."""
+        bound = self.model.config.lower_bound(self.model.stream_time)
+        held: dict[Key, set[Value]] = {}
+        for (start, key), value in self.model.committed.items():
+            if start < bound:
+                held.setdefault(self._join(key, start), set()).add(value)
+        for windowed, values in self._dropped.items():
+            if self._split(windowed)[1] < bound:
+                held.setdefault(windowed, set()).update(values)
+        return {k: frozenset(v) for k, v in held.items()}
 
 @dataclass
 class LifecycleModel:
@@ -71,6 +90,8 @@ class LifecycleModel:
     window_config: WindowConfig | None = field(init=False, default=None)  # a windowed workload's store
     effects: list[Effects] = field(init=False)
     _states: list[dict[Key, Value]] = field(init=False, repr=False)
+    # a retention-only window store's expired windows at each position (what it may still hold)
+    _expired: list[dict[Key, frozenset[Value]]] = field(init=False, repr=False, default_factory=list)
 
     def __post_init__(self) -> None:
         if self.workload.windowed:
@@ -95,7 +116,9 @@ class LifecycleModel:
                                              int(args["window_size"]), int(args["grace_period"]),
                                              self.window_semantics or KIP428_PROPOSAL)
         state = WindowedState(self.window_config)
+        retained = self.window_config.semantics == RETENTION_ONLY
         self._states = [state.snapshot()]
+        self._expired = [state.expired()] if retained else []
         self.effects = []
         for key, value in self.records:
             eff = self.workload.process(key, value, state)
@@ -103,10 +126,28 @@ class LifecycleModel:
                 state.write(k, v)
             self.effects.append(eff)
             self._states.append(state.snapshot())
+            if retained:
+                self._expired.append(state.expired())
 
     def state_at(self, position: int) -> dict[Key, Value]:
         """The store contents once the first ``position`` input records are committed."""
         return self._states[position]
+
+    def within_retention(self, position: int, observed: dict[Key, Value]) -> dict[Key, Value]:
+        """``observed`` (a store's contents at committed position ``position``) without the windows a
+        retention-only window store (Kafka Streams') may still hold past its retention: a window expired at
+        ``position`` with the value it held when it expired or that of a put there the model dropped as
+        expired (Kafka's RocksDB store drops a put only when its whole segment has expired). Kafka's retention is a minimum ("The time
+        period for which the WindowStore will retain historic data", ``WindowBytesStoreSupplier#retentionPeriod``;
+        "This retention time is a guaranteed lower bound for how long a window will be maintained",
+        ``Windows#until``), and its stores do not keep stream time across a restart: a reopened store shows
+        expired windows until a put brings stream time back (the window suite's ``stream_time_rebuilt``
+        names that). The lifecycle's checks are about commits: such a window is not a commit's."""
+        if not self._expired:
+            return observed
+        expired = self._expired[position]
+        state = self._states[position]
+        return {k: v for k, v in observed.items() if k in state or v not in expired.get(k, ())}
 
     def expected_output(self, position: int) -> list[tuple[Key, Value]]:
         """Every output record of the first ``position`` input records, in order."""

@@ -99,8 +99,9 @@ def verify_store(store: str | StoreRef, seed: int, *, examples: int = 40, steps:
         if window:
             from eos_harness.suites.windows.runner import verify
 
-            result = verify(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
-                            allow=allow)
+            with children_output(log):  # the store processes' and their JVMs' output (Kafka's SLF4J lines)
+                result = verify(ref, seed, examples=examples, steps=steps, shrink=shrink,
+                                store_timeout=store_timeout, allow=allow)
         else:
             from eos_harness.suites.conformance.runner import verify
 

@@ -120,6 +120,7 @@ def test_verify_of_an_offsets_scenario_crashes_kafkas_store_and_finds_its_offset
                                             "partition_offset_exact", "partition_offset_survives_reopen")} == \
         dict.fromkeys(("offsets_match_data", "partitions_committed_together", "partition_offset_exact",
                        "partition_offset_survives_reopen"), "pass"), checks
+    assert "SLF4J" not in done.stdout + done.stderr  # Kafka's logging goes to the store's output, not the terminal
     assert _our_jvms(fresh_build) == []
 
 

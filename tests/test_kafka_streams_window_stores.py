@@ -97,6 +97,7 @@ def test_the_window_suite_finds_kafkas_in_memory_read_committed_view_bounded_by_
     edges = [v for v in verdict["violations"] if v["case"].startswith("edges")]
     assert edges and {v["check"] for v in edges} == {"read_committed_isolation"}, verdict["violations"]
     assert any("argument_validation" in line for line in verdict["not_checked"])  # declared, and said
+    assert "SLF4J" not in done.stdout + done.stderr  # Kafka's logging goes to the store's output, not the terminal
     assert _our_jvms(fresh_build) == []
 
 
@@ -140,4 +141,63 @@ def test_a_crash_after_an_uncommitted_put_far_ahead_loses_a_committed_segment_of
         # committed, and live under the committed stream time 120100: a@100 should be here; it is not
         assert store.call("all") == [(b"b", 120_100, b"v1")]
         store.call("close")
+    assert _our_jvms(fresh_build) == []
+
+
+def _recovered(contents: dict, position: int) -> list[dict]:
+    """A history whose task committed ``position`` input records and reopened its store holding ``contents``."""
+    encoded = [[key.decode(), value.decode()] for key, value in sorted(contents.items())]
+    return [{"seq": 0, "instance": 1, "type": "store_commit_begin", "input_position": position,
+             "changelog_position": position},
+            {"seq": 1, "instance": 1, "type": "store_commit", "input_position": position,
+             "changelog_position": position, "restore": False},
+            {"seq": 2, "instance": 2, "type": "recover", "input_position": position, "recovered_offset": position,
+             "contents": encoded, "pre_replay_contents": encoded, "transactional": True, "persistent": True}]
+
+
+def test_windows_kafka_keeps_past_retention_are_no_commit_violation_and_a_wrong_value_still_is():
+    """Kafka's window stores keep stream time in memory only (AbstractRocksDBSegmentedBytesStore's
+    observedStreamTime): a reopened store shows windows past retention until a put brings stream time back.
+    The lifecycle's commit checks named them atomic_commit and committed_rolls_forward (a false verdict on
+    `run --workload tumbling-count --store kafka-streams-4.4.0-rocksdb-window-tx`)."""
+    from eos_harness.models.lifecycle import LifecycleModel
+    from eos_harness.models.windows import RETENTION_ONLY
+    from eos_harness.models.workloads import workload
+    from eos_harness.suites.lifecycle.checks import check_atomic_commit, check_recovered_state
+
+    tumbling = workload("tumbling-count")
+    records = [(b"w0", b"5"), (b"w0", b"7"), (b"w1", b"200"), (b"w0", b"8")]  # retention 60: w0@0 expires at 200
+    model = LifecycleModel(tumbling, records, RETENTION_ONLY)
+    assert model.state_at(4) == {b"w1@0000000000200": b"1"}  # w0@0 expired; the late put there dropped
+    for kept in (b"2", b"1"):  # the count when it expired, or the late put's count (its read saw nothing)
+        history = _recovered({b"w0@0000000000000": kept, b"w1@0000000000200": b"1"}, 4)
+        assert check_recovered_state(history, model) == [] and check_atomic_commit(history, model) == []
+    wrong = _recovered({b"w0@0000000000000": b"9", b"w1@0000000000200": b"1"}, 4)  # no put ever wrote 9
+    assert {v.check for v in check_recovered_state(wrong, model)} == {"state_matches_model"}
+    assert {v.check for v in check_atomic_commit(wrong, model)} == {"atomic_commit"}
+    lost = _recovered({b"w0@0000000000000": b"2"}, 4)  # a live window missing is still one
+    assert {v.check for v in check_recovered_state(lost, model)} == {"committed_rolls_forward"}
+
+
+def test_the_lifecycle_runtime_passes_on_kafkas_persistent_window_store_commits_durable_only_once_flushed():
+    from eos_harness.models.workloads import workload
+    from eos_harness.store import capabilities_of
+    from eos_harness.stores.registry import task_store_factory
+
+    for name, (_, _, persistent) in WINDOW_STORES.items():
+        store = task_store_factory(name, workload("tumbling-count"))()  # not opened: no JVM
+        assert capabilities_of(store).commit_durable is (not persistent), name
+
+
+@pytest.mark.jvm
+def test_a_lifecycle_run_of_kafkas_window_stores_crashed_in_their_commit_passes(fresh_build, cli, tmp_path):  # noqa: F811
+    for name in (TX_ROCKSDB, TX_MEMORY, "kafka-streams-4.4.0-rocksdb-window"):
+        out = tmp_path / name
+        done = cli("run", "--workload", "tumbling-count", "--store", name, "--crash-at", "ks.window.commit.enter",
+                   "--seed", "1", "--out", out, "--no-report", env={BUILD_ENV: str(fresh_build)}, timeout=600)
+        assert done.returncode == 0, done.stdout
+        assert "crash points hit: ks.window.commit.enter" in done.stdout
+        history = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
+        recovers = [event for event in history if event["type"] == "recover"]
+        assert len(recovers) == 2 and all(e.get("commit_durable", True) is (name == TX_MEMORY) for e in recovers)
     assert _our_jvms(fresh_build) == []

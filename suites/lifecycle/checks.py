@@ -74,7 +74,7 @@ def check_recovered_state(history: list[dict], model: LifecycleModel) -> list[Vi
             continue
         position = event["input_position"]
         expected = model.state_at(position)
-        observed = {_b(k): _b(v) for k, v in event["contents"]}
+        observed = model.within_retention(position, {_b(k): _b(v) for k, v in event["contents"]})
         after_restore_crash = (event["instance"] - 1) in crashed_in_restore
         for key in sorted(set(expected) | set(observed)):
             exp, obs = expected.get(key), observed.get(key)
@@ -156,11 +156,12 @@ def check_atomic_commit(history: list[dict], model: LifecycleModel) -> list[Viol
                 violations.append(Violation("atomic_commit", None, "a changelog offset some commit gave",
                                             f"committed offset {shown}", event["seq"]))
                 continue
-            observed = {_b(k): _b(v) for k, v in event["pre_replay_contents"]}
-            if any(model.state_at(p) == observed for p in candidates):
+            contents = {_b(k): _b(v) for k, v in event["pre_replay_contents"]}
+            if any(model.state_at(p) == model.within_retention(p, contents) for p in candidates):
                 continue
             position = max(candidates)
             expected = model.state_at(position)
+            observed = model.within_retention(position, contents)
             key = next(k for k in sorted(set(expected) | set(observed)) if expected.get(k) != observed.get(k))
             obs = observed.get(key)
             uncommitted = [q for q in model.positions_with(key, obs) if q > event["input_position"]]
