@@ -4,6 +4,7 @@ run: the pipelines are written as a user would (``tests/fixtures/spark_user_*.py
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections import Counter
 from pathlib import Path
@@ -147,3 +148,78 @@ def test_sparks_own_restart_failure_on_a_users_query_is_reported_with_sparks_err
     liveness = [v for v in result["violations"] if v["check"] == "restart_liveness"]
     assert liveness and "CheckpointInfo length: 0" in liveness[0]["observed"], result["violations"]
     assert result["checks"]["exactly_once_output"].startswith("not exercised")  # no output read back to judge
+
+
+def _plain_pyspark(folder: Path) -> Path:
+    """A Python environment with PySpark (and its py4j) and nothing else of this project's: a new venv whose only
+    extra path is a folder of links to the two packages. Returns its python."""
+    import subprocess
+    import sys
+
+    import py4j
+    import pyspark
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    packages = folder / "packages"
+    packages.mkdir()
+    for module in (pyspark, py4j):
+        (packages / module.__name__).symlink_to(Path(module.__file__).parent)
+    site = next((folder / "lib").glob("python3*/site-packages"))
+    (site / "plain-pyspark.pth").write_text(f"{packages}\n")
+    return folder / "bin" / "python"
+
+
+@pytest.mark.spark
+@pytest.mark.slow  # a Spark finding, opt-in with the others (make test-spark-full)
+def test_sparks_own_restart_failure_is_exported_as_a_standalone_pyspark_repro_that_fails_the_same_way(cli, tmp_path):
+    import subprocess
+
+    inputs = write_batches(tmp_path / "in", batches=4)
+    export = tmp_path / "report"
+    done = cli("run", "--suite", "spark", "--pipeline", "spark_user_dedup:build", "--input", inputs,
+               "--checkpoint-format", "2", "--crash-at", "sink@1", "--seed", "9", "--out", tmp_path / "run",
+               "--export-repro", export, "--no-report", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"exported: {export}" in " ".join(done.stdout.split()), done.stdout
+    assert sorted(p.name for p in export.iterdir()) == ["README.md", "input", "repro.py", "spark_user_dedup.py"]
+    assert [p.read_text() for p in sorted((export / "input").iterdir())] == \
+        [p.read_text() for p in sorted(inputs.iterdir())]
+    script = (export / "repro.py").read_text()
+    assert "eos_harness" not in script and "checkpointFormatVersion': '2'" in script
+    readme = (export / "README.md").read_text()
+    assert "CheckpointInfo length: 0" in readme and "PySpark 4.2.0" in readme and "python repro.py" in readme
+    # plain PySpark: a Python that cannot import the harness, run from a folder of its own
+    python = _plain_pyspark(tmp_path / "plain")
+    clean = tmp_path / "elsewhere"
+    clean.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    probe = subprocess.run([python, "-c", "import pyspark; import eos_harness"], capture_output=True, text=True,
+                           cwd=clean, env=env)
+    assert "No module named 'eos_harness'" in probe.stderr, probe.stderr
+    ran = subprocess.run([python, export / "repro.py"], capture_output=True, text=True, cwd=clean, env=env,
+                         timeout=600, start_new_session=True)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "run 0: killed right after output/_spark_metadata/1 appeared" in ran.stdout, ran.stdout
+    assert "sink/1 yes, commit/1 no" in ran.stdout  # the kill landed in the window: after the sink, before commits/1
+    assert "REPRODUCED: assertion failed: CheckpointInfo length: 0" in ran.stdout, ran.stdout + ran.stderr
+    assert sorted(p.name for p in clean.iterdir()) == []  # the script writes only beside itself (work/)
+
+
+def test_export_repro_is_refused_before_anything_runs(cli, tmp_path):
+    inputs = write_batches(tmp_path / "in", batches=3)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("kept")
+    (tmp_path / "a-file").write_text("kept")
+    user = ("--pipeline", "spark_user_dedup:build", "--input", inputs)
+    cases = {
+        (*user, "--export-repro", tmp_path / "full"): "exists and is not an empty directory",
+        (*user, "--export-repro", tmp_path / "a-file"): "exists and is not an empty directory",
+        (*user, "--export-repro", tmp_path / "no" / "such"): "does not exist",
+        ("--pipeline", "count", "--sink", "file", "--export-repro", tmp_path / "new"): "--export-repro: only with your own",
+    }
+    for args, message in cases.items():
+        done = cli.invoke("run", "--suite", "spark", *args, "--seed", "1")
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert message in done.stderr and "Traceback" not in done.stderr + done.stdout, done.stderr
+    assert (tmp_path / "full" / "x").read_text() == "kept" and (tmp_path / "a-file").read_text() == "kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "full", "in"]  # nothing ran, nothing written

@@ -157,8 +157,12 @@ def _print_result(result: dict) -> None:
               help="Input files (one micro-batch each); at least 3, so a kill has a batch before and after it.")
 @click.option("--strict", is_flag=True, help="At-least-once duplicates (Kafka sink) fail the verdict.")
 @click.option("--broker", type=BROKER, default="kafka-local", help=BROKER_HELP)
+@click.option("--export-repro", "export_dir", type=click.Path(), help="When the verdict names a failure in Spark "
+              "itself (a restart after a kill fails with Spark's error, the crash-free run having ended well), write "
+              "into this new (or empty) directory a standalone PySpark script (repro.py, no harness import), the "
+              "input files, your query's module and a README.md with the steps and versions. Your own query only.")
 def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee, provider, changelog, checkpoint_format,
-                      source, crash_at, batches, strict, seed, broker, json_path, junit_path, out, overwrite,
+                      source, crash_at, batches, strict, seed, broker, export_dir, json_path, junit_path, out, overwrite,
                       no_report):
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model (your own
     query, module:function: against its own crash-free run)."""
@@ -178,11 +182,13 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee,
             raise click.UsageError(f"--pipeline {pipeline}: give its input with --input DIR (one JSON-lines file "
                                    "per micro-batch)")
         _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, changelog, checkpoint_format, crash_at,
-                  seed, json_path, junit_path, out, overwrite, no_report)
+                  seed, json_path, junit_path, out, overwrite, no_report, export_dir)
         return
     if pipeline not in PIPELINES:
         raise click.UsageError(f"--pipeline {pipeline!r}: a built-in pipeline ({', '.join(PIPELINES)}) or your "
                                "own query as module:function")
+    if export_dir:
+        user_given.append("--export-repro")
     if user_given:
         raise click.UsageError(f"{', '.join(user_given)}: only with your own query (--pipeline module:function)")
     if sink is None:
@@ -217,12 +223,13 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee,
 
 
 def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, changelog, checkpoint_format, crash_at, seed,
-              json_path, junit_path, out, overwrite, no_report) -> None:
+              json_path, junit_path, out, overwrite, no_report, export_dir=None) -> None:
     """``run --suite spark --pipeline module:function``: a user's query killed, restarted and judged against its
     crash-free run (:mod:`eos_harness.suites.spark.user`). Bad input is a usage error before anything runs."""
     from dataclasses import replace
     from pathlib import Path
 
+    from eos_harness.suites.spark import export
     from eos_harness.suites.spark.user import (
         UserScenario,
         drawn_schedule,
@@ -240,6 +247,7 @@ def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, cha
                             int(checkpoint_format), changelog, schedule, seed, tuple(python_path()), reader=reader)
     try:
         scenario.validate()
+        export_folder = export.check_export_dir(export_dir) if export_dir else None
         if not schedule:
             scenario = replace(scenario, schedule=drawn_schedule(seed, len(input_files(Path(scenario.input)))))
         scenario = replace(scenario, module_file=probe(pipeline, list(scenario.python_path)).get("file"))
@@ -258,11 +266,28 @@ def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, cha
         json_error = json_error or write_junit(junit_path, spark_suites([result], False), f"eos-harness run --suite "
                                                f"spark --pipeline {pipeline}, seed {seed}")
     _print_result(result)
+    if export_folder is not None:
+        _export(export, result, scenario, export_folder)
     if json_error:
         console.print(f"[red]{json_error}[/]")
     if not no_report:
         write_run_report(run_dir)
     sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
+
+
+def _export(export, result: dict, scenario, folder) -> None:
+    """``--export-repro``: the standalone reproduction of a failure in Spark itself, or why there is none."""
+    if export.spark_failure(result) is None:
+        console.print(f"--export-repro: nothing exported: the verdict ({result['verdict']}) names no failure in "
+                      "Spark itself (a restart after a kill failing with Spark's error)", markup=False, highlight=False)
+        return
+    why = export.unsupported(result, scenario)
+    if why:
+        console.print(f"--export-repro: nothing exported: {why}", markup=False, highlight=False)
+        return
+    export.export_repro(result, scenario, folder)
+    console.print(f"exported: {folder} (python {folder / 'repro.py'}; steps in {folder / 'README.md'})",
+                  markup=False, highlight=False)
 
 
 def show_campaign(campaign: dict) -> None:

@@ -1,0 +1,317 @@
+"""``--export-repro DIR``: a failure in Spark itself, found on a user's query, written as a standalone report.
+
+A run's verdict names a Spark failure when a restart after a kill fails with Spark's own error
+(``restart_liveness`` with the run's error) while the crash-free run of the same query over the same input
+ended well: the query is fine, Spark cannot restart it. The export writes, into a new directory:
+
+- ``input/``: the micro-batches, one JSON-lines file each, in name order;
+- the user's module file, imported by the script (their query, unchanged);
+- ``repro.py``: the same Spark confs (state provider, changelog checkpointing, checkpoint format), the same
+  source (one file per micro-batch, ``availableNow``), the same sink; it runs the query in a child process
+  group, SIGKILLs that group (the driver and its JVM) right after the file of the kill's step appears (inotify,
+  through ctypes), restarts on the same checkpoint and prints Spark's error. Only PySpark and the standard
+  library: nothing of the harness;
+- ``README.md``: what fails, the steps, the versions.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+from eos_harness.faults.spark import parse_target
+
+__all__ = ["check_export_dir", "export_repro", "spark_failure"]
+
+# where the file of each step appears, relative to the script's work directory
+_STEP_DIRS = {"offsets": "checkpoint/offsets", "commit": "checkpoint/commits", "sink": "output/_spark_metadata"}
+FILE_SINKS = ("parquet", "json", "csv", "orc", "text", "avro")
+
+
+def check_export_dir(path: str) -> Path:
+    """The export directory, refused (a ValueError: a usage error) when it exists and is not an empty directory:
+    an export never overwrites anything."""
+    folder = Path(path).absolute()
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise ValueError(f"--export-repro {path}: exists and is not an empty directory (an export never "
+                         "overwrites: give a new directory)")
+    if not folder.parent.is_dir():
+        raise ValueError(f"--export-repro {path}: its parent directory {folder.parent} does not exist")
+    return folder
+
+
+def spark_failure(result: dict) -> dict | None:
+    """The ``restart_liveness`` violation a failure of Spark itself shows (a restart after a kill failed with
+    Spark's error, the crash-free run having ended well), or None."""
+    if result.get("verdict") != "fail" or (result.get("reference") or {}).get("exit") != 0:
+        return None
+    for v in result.get("violations", []):
+        if v["check"] == "restart_liveness" and str(v["key"]).startswith("run ") and v["key"] != "run 0":
+            return v
+    return None
+
+
+def _marker(observed: str) -> str:
+    """The line of Spark's error the script looks for in the restarted driver's log."""
+    import re
+
+    for line in observed.splitlines():
+        m = re.search(r"assertion failed: [^\n]+", line)
+        if m:
+            return m.group(0).split(" SQLSTATE:")[0].strip()
+    for line in observed.splitlines():
+        m = re.search(r"\[[A-Z][A-Z_]{5,}(\.[A-Z_]+)?\]", line)
+        if m and "STREAM_FAILED" not in m.group(0):
+            return m.group(0)
+    return observed.strip().splitlines()[0][:200]
+
+
+def unsupported(result: dict, scenario) -> str | None:
+    """Why this failure cannot be exported (yet), or None."""
+    sink = result.get("sink")
+    module_file = Path(scenario.module_file or "")
+    if not module_file.is_file() or module_file.suffix != ".py" or module_file.name == "__init__.py":
+        return f"the query's module ({scenario.module_file}) is not a single .py file to copy beside the script"
+    for text in result.get("schedule", []):
+        target = parse_target(text)
+        if target.kind not in _STEP_DIRS:
+            return f"a kill at {text}: the export kills after offsets@N, sink@N or commit@N only"
+        if target.kind == "sink" and sink not in FILE_SINKS:
+            return f"a kill at {text} on a {sink} sink: the export kills after a file sink's metadata only"
+    return None
+
+
+def export_repro(result: dict, scenario, folder: Path) -> Path:
+    """Write the standalone reproduction of ``result``'s Spark failure (:func:`spark_failure`) into ``folder``
+    (new or empty); returns ``folder``."""
+    import pyspark
+
+    violation = spark_failure(result)
+    assert violation is not None
+    module_file = Path(scenario.module_file)
+    function = scenario.ref.partition(":")[2]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "input").mkdir()
+    from eos_harness.suites.spark.user import input_files
+
+    for n, path in enumerate(input_files(Path(scenario.input))):
+        shutil.copyfile(path, folder / "input" / f"part-{n:05d}.json")
+    shutil.copyfile(module_file, folder / module_file.name)
+    kills = [(parse_target(t).kind, parse_target(t).number) for t in result["schedule"]]
+    marker = _marker(violation["observed"])
+    conf = {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.streaming.stateStore.providerClass": {
+            "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+            "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"}[scenario.provider],
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": str(scenario.changelog).lower(),
+        "spark.sql.streaming.stateStore.checkpointFormatVersion": str(scenario.checkpoint_format),
+        "spark.sql.session.timeZone": "UTC",
+    }
+    script = _SCRIPT.format(
+        title=f"Spark {pyspark.__version__}: the restart of a streaming query killed "
+              f"{', '.join(result['schedule'])} fails",
+        conf=_pretty(conf), module=module_file.stem, function=function, schema=repr(scenario.schema),
+        file_sink=repr(result.get("sink") in FILE_SINKS), kills=repr(kills), marker=repr(marker),
+        step_dirs=repr(_STEP_DIRS))
+    (folder / "repro.py").write_text(script)
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    (folder / "README.md").write_text(_README.format(
+        title=f"Spark {pyspark.__version__}: {marker}", schedule=", ".join(result["schedule"]),
+        kills="\n".join(f"   - run {n}: killed (SIGKILL of the driver and its JVM) right after "
+                        f"`{_STEP_DIRS[k]}/{b}` appears" for n, (k, b) in enumerate(kills)),
+        restart=len(kills), observed=violation["observed"].split("=== Streaming Query ===")[0].strip(), module=module_file.name, ref=scenario.ref,
+        conf="\n".join(f"    {k}={v}" for k, v in conf.items()), sink=result.get("sink"),
+        pyspark=pyspark.__version__, python=platform.python_version(), java=java[0] if java else "?",
+        system=f"{platform.system()} {platform.release()} {platform.machine()}", marker=marker,
+        batches=len(list((folder / "input").iterdir())), repro=result.get("repro", "")))
+    return folder
+
+
+def _pretty(conf: dict) -> str:
+    return "{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in conf.items()) + "}"
+
+
+_README = """# {title}
+
+A Structured Streaming query that runs to its end without a crash cannot be restarted on its checkpoint
+after its driver was killed ({schedule}): the restarted query fails in Spark itself.
+
+## Steps
+
+    python repro.py
+
+needs only PySpark {pyspark} (`pip install pyspark=={pyspark}`), Java 17 and Linux (the script watches
+the checkpoint with inotify). It works in `./work` (removed first), and:
+
+1. copies the {batches} input files of `input/` (one micro-batch each, JSON lines) to `work/input`;
+2. runs the query of `{module}` (`{ref}`, unchanged) with `trigger(availableNow=True)` and
+   `maxFilesPerTrigger=1` on the checkpoint `work/checkpoint`, its {sink} sink writing `work/output`, in a
+   process group of its own;
+{kills}
+3. restarts it (run {restart}) on the same checkpoint: it fails, and the script prints Spark's error and
+   `REPRODUCED` (exit 1); `NOT REPRODUCED` (exit 0) when the restart ended well.
+
+The Spark confs:
+
+{conf}
+
+## What fails
+
+    {marker}
+
+Observed by the harness:
+
+```
+{observed}
+```
+
+## Versions
+
+- PySpark {pyspark}, Python {python}
+- {java}
+- {system}
+
+Found by eos-harness (`{repro}`).
+"""
+
+_SCRIPT = '''#!/usr/bin/env python3
+"""{title}.
+
+Standalone: PySpark and the Python standard library only. Runs the query batch by batch (one input
+file per micro-batch), kills its driver (SIGKILL of the driver's process group: the Python driver and its
+JVM) right after a file of a micro-batch's commit appears, restarts it on the same checkpoint and prints
+the failure. See README.md."""
+
+import ctypes
+import os
+import re
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WORK = HERE / "work"
+CONF = {conf}
+SCHEMA = {schema}  # the input's schema as DDL (None: inferred from the first file)
+FILE_SINK = {file_sink}  # the query's sink is a file sink: its path is work/output
+KILLS = {kills}  # one run per kill: (step, micro-batch)
+STEP_DIRS = {step_dirs}
+EXPECTED = {marker}
+
+
+def driver():
+    """One run of the query on WORK's checkpoint, to its end (or its kill)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master("local[2]").appName("repro").config("spark.ui.enabled", "false")
+    for key, value in CONF.items():
+        builder = builder.config(key, value)
+    spark = builder.config("eos.output.dir", str(WORK / "output")).getOrCreate()
+    sys.path.insert(0, str(HERE))
+    from {module} import {function} as build
+
+    first = sorted((WORK / "input").iterdir())[0]
+    schema = SCHEMA or spark.read.json(str(first)).schema
+    source = spark.readStream.format("json").schema(schema).option("maxFilesPerTrigger", 1).load(str(WORK / "input"))
+    writer = build(source).option("checkpointLocation", str(WORK / "checkpoint"))
+    if FILE_SINK:
+        writer = writer.option("path", str(WORK / "output"))
+    writer.trigger(availableNow=True).start().awaitTermination()
+    spark.stop()
+
+
+IN_CLOSE_WRITE, IN_MOVED_TO, IN_CREATE = 0x8, 0x80, 0x100
+
+
+def run(number, kill=None):
+    """Run the driver in a process group of its own; with kill=(step, batch), SIGKILL the group right after that
+    step's file of that micro-batch appears. Returns (exit code, killed, log)."""
+    log_path = WORK / f"run-{{number}}.log"
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = wd = None
+    if kill:
+        folder = WORK / STEP_DIRS[kill[0]]
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        wd = libc.inotify_add_watch(fd, str(folder).encode(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE)
+        if fd < 0 or wd < 0:
+            sys.exit(f"inotify: {{os.strerror(ctypes.get_errno())}}")
+    env = {{**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "SPARK_LOCAL_IP": "127.0.0.1"}}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--driver"], stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    killed = None
+    try:
+        while proc.poll() is None and kill and not killed:
+            if not select.select([fd], [], [], 0.5)[0]:
+                continue
+            data = os.read(fd, 65536)
+            at = 0
+            while at < len(data):
+                _, mask, _, size = struct.unpack_from("iIII", data, at)
+                name = data[at + 16:at + 16 + size].rstrip(b"\\0").decode()
+                at += 16 + size
+                if mask & (IN_CLOSE_WRITE | IN_MOVED_TO) and name.split(".")[0] == str(kill[1]):
+                    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM
+                    killed = f"{{STEP_DIRS[kill[0]]}}/{{name}}"
+                    break
+        proc.wait()
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # nothing of the run is left running
+        except ProcessLookupError:
+            pass
+        if fd is not None:
+            os.close(fd)
+    return proc.returncode, killed, log_path.read_text(errors="replace")
+
+
+def on_disk(batch):
+    steps = {{"offsets": WORK / "checkpoint" / "offsets" / str(batch),
+             "sink": WORK / "output" / "_spark_metadata" / str(batch),
+             "commit": WORK / "checkpoint" / "commits" / str(batch)}}
+    return ", ".join(f"{{step}}/{{batch}} {{'yes' if path.exists() else 'no'}}" for step, path in steps.items())
+
+
+def main():
+    if sys.argv[1:] == ["--driver"]:
+        driver()
+        return 0
+    shutil.rmtree(WORK, ignore_errors=True)
+    (WORK / "input").mkdir(parents=True)
+    for n, path in enumerate(sorted((HERE / "input").iterdir())):
+        shutil.copyfile(path, WORK / "input" / path.name)
+        os.utime(WORK / "input" / path.name, (1_700_000_000 + n, 1_700_000_000 + n))  # the source's order
+    for number, kill in enumerate(KILLS):
+        code, killed, log = run(number, kill)
+        if not killed:
+            print(f"run {{number}}: ended (exit {{code}}) before the kill after {{kill[0]}} of batch {{kill[1]}}; log:")
+            print(log[-3000:])
+            return 3
+        print(f"run {{number}}: killed right after {{killed}} appeared; on disk: {{on_disk(kill[1])}}")
+    number = len(KILLS)
+    code, _, log = run(number)
+    print(f"run {{number}} (the restart on the same checkpoint): exit {{code}}")
+    errors = [line.strip() for line in log.splitlines()
+              if re.search(r"Error|Exception|assertion failed|Caused by", line) and not line.strip().startswith("at ")]
+    if EXPECTED in log:
+        print("\\n".join(dict.fromkeys(errors[:8])))
+        print(f"REPRODUCED: {{EXPECTED}} (log: {{WORK / f'run-{{number}}.log'}})")
+        return 1
+    print("\\n".join(dict.fromkeys(errors[:8])))
+    print(f"NOT REPRODUCED: the restart did not fail with {{EXPECTED!r}} (log: {{WORK / f'run-{{number}}.log'}})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
