@@ -9,6 +9,9 @@ inherits the driver's threads, e.g. librdkafka's or a thread pool's) and forks d
   objects in ``args`` travel as file descriptors (``SCM_RIGHTS``) and are rebuilt in the child;
 - the zygote forks, and hands back the child's pid and a *pidfd* (Linux >= 5.3), through which the
   driver waits for, and signals, exactly that process (no pid-reuse race);
+- the zygote forks each child ahead of its request (a *spare*, waiting for its target): a request is
+  answered by handing the spare its target and connections, and the next spare is forked while the
+  driver waits for this child (a start costs the driver two messages, no fork);
 - the zygote reaps its children and reports each exit code (``-9`` for SIGKILL, as
   multiprocessing does);
 - on request it imports more modules (a user's store module, :meth:`ZygoteContext.preload`), so that
@@ -147,26 +150,73 @@ def _child(target, args, fds: list[int], keep: set[int], close: list[int]) -> No
     """Runs in the forked child: rebuild the connections, call the target, exit."""
     code = 1
     try:
-        _own_group(0)
-        os.environ[ORIGIN_ENV] = str(os.getpid())
-        _die_with_parent()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for fd in close:
-            if fd not in keep:
-                os.close(fd)
-        args = tuple(Connection(fds[a.index], a.readable, a.writable) if isinstance(a, _Slot) else a
-                     for a in args)
-        target(*args)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        _become_a_child(close, keep)
+        code = _run(target, args, fds)
     except BaseException:  # noqa: BLE001 - printed, then the child exits 1 as multiprocessing's would
         traceback.print_exc()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):  # exiting anyway
-                stream.flush()
-        os._exit(code)
+        _exit(code)
+
+
+def _spare(channel: Connection, close: list[int]) -> None:
+    """Runs in a spare child (forked ahead, see :func:`_zygote_main`): set up as a child, then wait for
+    its ``(target, args)`` and the fds of its connections from the zygote, and run it as :func:`_child`
+    does. Ends at once (exit 0) when the zygote lets it go unused (EOF on ``channel``)."""
+    code = 1
+    try:
+        _become_a_child(close, set())
+        try:
+            _, target, args, nfds = channel.recv()
+            fds = _receive_fds(channel, nfds)
+        except (EOFError, OSError):
+            code = 0  # let go: never handed a target
+            return
+        channel.close()
+        code = _run(target, args, fds)
+    except BaseException:  # noqa: BLE001 - printed, then the child exits 1 as multiprocessing's would
+        traceback.print_exc()
+    finally:
+        _exit(code)
+
+
+def _become_a_child(close: list[int], keep: set[int]) -> None:
+    """A child's set-up before its target: its own process group, its origin in its environment, death
+    with the zygote, ^C as KeyboardInterrupt, the zygote's own fds closed."""
+    _own_group(0)
+    os.environ[ORIGIN_ENV] = str(os.getpid())
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for fd in close:
+        if fd not in keep:
+            os.close(fd)
+
+
+def _run(target, args, fds: list[int]) -> int:
+    """Call ``target`` with ``args`` (its connections rebuilt from ``fds``); the child's exit code."""
+    try:
+        args = tuple(Connection(fds[a.index], a.readable, a.writable) if isinstance(a, _Slot) else a
+                     for a in args)
+        target(*args)
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - printed, then the child exits 1 as multiprocessing's would
+        traceback.print_exc()
+        return 1
+
+
+def _exit(code: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # exiting anyway
+            stream.flush()
+    os._exit(code)
+
+
+def _receive_fds(channel: Connection, count: int) -> list[int]:
+    if not count:
+        return []
+    with socket.socket(fileno=os.dup(channel.fileno())) as sock:
+        return recvfds(sock, count)
 
 
 def _own_group(pid: int) -> None:
@@ -210,21 +260,66 @@ def _set_output(fd: int | None) -> None:
     os.dup2(err, 2)
 
 
+class _SpareChild:
+    """A child forked ahead of its request (the zygote's end of its channel, its pid and pidfd)."""
+
+    def __init__(self, channel: Connection, pid: int, pidfd: int) -> None:
+        self.channel, self.pid, self.pidfd = channel, pid, pidfd
+
+
 def _zygote_main(conn: Connection) -> None:
-    """The zygote's loop: fork on request, import modules or redirect output on request, reap
-    children, report their exit codes."""
+    """The zygote's loop: hand a child over on request, import modules or redirect output on request,
+    reap children, report their exit codes.
+
+    A child is forked ahead of its request (a *spare*, set up as a child and waiting for its target):
+    a request is answered by handing the spare its target and connections, and the next spare is forked
+    after the answer, while the driver waits for the child, not before. A spare forked before an import
+    or a change of output is let go (killed, never reported), and the next one forked after it, so
+    every child starts with what the zygote has loaded and writes where the zygote writes."""
     _die_with_parent()
     _become_subreaper()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # ^C goes to the driver; it cleans up
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     selector = selectors.DefaultSelector()
     selector.register(conn.fileno(), selectors.EVENT_READ, None)
-    children: dict[int, int] = {}  # pidfd -> pid
+    children: dict[int, int] = {}  # pidfd -> pid (the spare's too)
+    spare: _SpareChild | None = None
+
+    def fork_spare() -> _SpareChild:
+        mine, theirs = multiprocessing.Pipe(duplex=True)
+        pid = os.fork()
+        if pid == 0:
+            _spare(theirs, [conn.fileno(), sock.fileno(), selector.fileno(), mine.fileno(), *children,
+                            *(_original_output or ())])
+        _own_group(pid)
+        theirs.close()
+        pidfd = os.pidfd_open(pid)
+        children[pidfd] = pid
+        selector.register(pidfd, selectors.EVENT_READ, pid)
+        return _SpareChild(mine, pid, pidfd)
+
+    def forget(child: _SpareChild) -> None:
+        """Stop watching a spare (let go, or dead before it was handed over): its end is never reported."""
+        selector.unregister(child.pidfd)
+        del children[child.pidfd]
+        child.channel.close()
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(child.pid, 0)
+        os.close(child.pidfd)
+
     try:
         while True:
             for key, _ in selector.select():
                 if key.data is not None:  # a child ended
                     pidfd, pid = key.fd, key.data
+                    if children.get(pidfd) != pid:  # a spare let go earlier in this round
+                        continue
+                    if spare is not None and pid == spare.pid:  # a spare died unused: not the driver's
+                        forget(spare)
+                        spare = None
+                        continue
                     selector.unregister(pidfd)
                     os.close(pidfd)
                     del children[pidfd]
@@ -234,6 +329,9 @@ def _zygote_main(conn: Connection) -> None:
                     continue
                 try:
                     request = conn.recv()
+                    if request[0] in ("import", "output") and spare is not None:
+                        forget(spare)  # forked before the import or the output changes: let go
+                        spare = None
                     if request[0] == "import":
                         conn.send(("imported", _import_all(*request[1:])))
                         continue
@@ -249,18 +347,20 @@ def _zygote_main(conn: Connection) -> None:
                 except EOFError:
                     return
                 _sweep(set(children.values()))  # what ended children left, before the next child
-                pid = os.fork()
-                if pid == 0:
-                    _child(target, args, fds, set(fds),
-                           [conn.fileno(), sock.fileno(), selector.fileno(), *children, *(_original_output or ())])
-                _own_group(pid)
+                child, spare = spare or fork_spare(), None
+                try:
+                    child.channel.send(("start", target, args, len(fds)))
+                    if fds:
+                        with socket.socket(fileno=os.dup(child.channel.fileno())) as to_child:
+                            sendfds(to_child, fds)
+                except OSError:  # it died just now: its end is reported as any child's
+                    pass
+                child.channel.close()
                 for fd in fds:
                     os.close(fd)
-                pidfd = os.pidfd_open(pid)
-                children[pidfd] = pid
-                selector.register(pidfd, selectors.EVENT_READ, pid)
-                conn.send(("started", pid))
-                sendfds(sock, [pidfd])
+                conn.send(("started", child.pid))
+                sendfds(sock, [child.pidfd])
+                spare = fork_spare()  # the next child's, while the driver waits for this one
     except ConnectionError:
         return  # the driver went away mid-message (it is stopping): as at EOF, kill the children and end
     finally:
