@@ -201,3 +201,20 @@ def test_a_lifecycle_run_of_kafkas_window_stores_crashed_in_their_commit_passes(
         recovers = [event for event in history if event["type"] == "recover"]
         assert len(recovers) == 2 and all(e.get("commit_durable", True) is (name == TX_MEMORY) for e in recovers)
     assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+def test_the_window_suite_crashes_kafkas_window_store_inside_its_commit_only(fresh_build, cli, tmp_path):  # noqa: F811
+    """The status marker's and the database close's points (4.4.0 without transactions) are reached while the
+    store opens or closes, never in a commit: the window suite does not spend matrix cases on them, and says so."""
+    out = tmp_path / "verdict.json"
+    done = cli("verify", "kafka-streams-4.4.0-rocksdb-window", "--seed", "1", "--examples", "1", "--steps", "5",
+               "--no-shrink", "--json", out, env={BUILD_ENV: str(fresh_build)}, timeout=600)
+    verdict = json.loads(out.read_text())
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    matrix = [case for case in verdict["cases"] if case.startswith("matrix")]
+    assert any("ks.window.commit.enter" in case for case in matrix), matrix
+    assert not [case for case in matrix if ".open." in case or ".close." in case], matrix
+    assert any("ks.rocksdb.open.status" in line and "never inside a commit" in line for line in verdict["not_checked"])
+    assert verdict["coverage"]["exercised"]["atomic_commit"] > 0
+    assert _our_jvms(fresh_build) == []
