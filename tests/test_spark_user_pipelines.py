@@ -171,20 +171,27 @@ def _plain_pyspark(folder: Path) -> Path:
 
 @pytest.mark.spark
 @pytest.mark.slow  # a Spark finding, opt-in with the others (make test-spark-full)
-def test_sparks_own_restart_failure_is_exported_as_a_standalone_pyspark_repro_that_fails_the_same_way(cli, tmp_path):
+@pytest.mark.parametrize("query", ["users", "built-in"])
+def test_sparks_own_restart_failure_is_exported_as_a_standalone_pyspark_repro_that_fails_the_same_way(cli, tmp_path,
+                                                                                                       query):
+    # checkpoint format 2, a file sink, the driver killed after the sink's metadata and before commits/1
     import subprocess
 
-    inputs = write_batches(tmp_path / "in", batches=4)
     export = tmp_path / "report"
-    done = cli("run", "--suite", "spark", "--pipeline", "spark_user_dedup:build", "--input", inputs,
-               "--checkpoint-format", "2", "--crash-at", "sink@1", "--seed", "9", "--out", tmp_path / "run",
-               "--export-repro", export, "--no-report", cwd=tmp_path)
+    if query == "users":
+        inputs = write_batches(tmp_path / "in", batches=4)
+        args = ("--pipeline", "spark_user_dedup:build", "--input", inputs)
+        module = "spark_user_dedup.py"
+    else:  # the built-in finding (README: what the full matrix finds), its query written out
+        inputs, args, module = None, ("--pipeline", "window-tumbling", "--sink", "file"), "pipeline.py"
+    done = cli("run", "--suite", "spark", *args, "--checkpoint-format", "2", "--crash-at", "sink@1", "--seed", "9",
+               "--out", tmp_path / "run", "--export-repro", export, "--no-report", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"exported: {export}" in " ".join(done.stdout.split()), done.stdout
-    assert sorted(p.name for p in export.iterdir()) == ["README.md", "input", "repro.py", "spark_user_dedup.py"]
-    assert [p.read_text() for p in sorted((export / "input").iterdir())] == \
-        [p.read_text() for p in sorted(inputs.iterdir())]
-    script = (export / "repro.py").read_text()
+    assert sorted(p.name for p in export.iterdir()) == sorted(["README.md", "input", module, "repro.py"])
+    copied = [p.read_text() for p in sorted((export / "input").iterdir())]
+    assert copied == [p.read_text() for p in sorted((inputs or tmp_path / "run" / "input").iterdir())]
+    script = (export / "repro.py").read_text() + (export / module).read_text()
     assert "eos_harness" not in script and "checkpointFormatVersion': '2'" in script
     readme = (export / "README.md").read_text()
     assert "CheckpointInfo length: 0" in readme and "PySpark 4.2.0" in readme and "python repro.py" in readme
@@ -215,7 +222,7 @@ def test_export_repro_is_refused_before_anything_runs(cli, tmp_path):
         (*user, "--export-repro", tmp_path / "full"): "exists and is not an empty directory",
         (*user, "--export-repro", tmp_path / "a-file"): "exists and is not an empty directory",
         (*user, "--export-repro", tmp_path / "no" / "such"): "does not exist",
-        ("--pipeline", "count", "--sink", "file", "--export-repro", tmp_path / "new"): "--export-repro: only with your own",
+        ("--pipeline", "window-tumbling", "--sink", "file", "--export-repro", tmp_path / "full"): "not an empty directory",
     }
     for args, message in cases.items():
         done = cli.invoke("run", "--suite", "spark", *args, "--seed", "1")

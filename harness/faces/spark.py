@@ -17,6 +17,7 @@ from eos_harness.faces.report import write_run_report
 from eos_harness.faces.toolkit import console
 from eos_harness.junit import write_junit
 from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
+from eos_harness.suites.spark.export import check_export_dir
 from eos_harness.suites.spark.junit import spark_suites
 from eos_harness.suites.spark.plan import MIN_BATCHES, counted_violations
 from eos_harness.verdict import exit_code
@@ -160,7 +161,8 @@ def _print_result(result: dict) -> None:
 @click.option("--export-repro", "export_dir", type=click.Path(), help="When the verdict names a failure in Spark "
               "itself (a restart after a kill fails with Spark's error, the crash-free run having ended well), write "
               "into this new (or empty) directory a standalone PySpark script (repro.py, no harness import), the "
-              "input files, your query's module and a README.md with the steps and versions. Your own query only.")
+              "input files, the query's module (a built-in window pipeline's written out) and a README.md with the steps and "
+              "versions.")
 def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee, provider, changelog, checkpoint_format,
                       source, crash_at, batches, strict, seed, broker, export_dir, json_path, junit_path, out, overwrite,
                       no_report):
@@ -187,8 +189,6 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee,
     if pipeline not in PIPELINES:
         raise click.UsageError(f"--pipeline {pipeline!r}: a built-in pipeline ({', '.join(PIPELINES)}) or your "
                                "own query as module:function")
-    if export_dir:
-        user_given.append("--export-repro")
     if user_given:
         raise click.UsageError(f"{', '.join(user_given)}: only with your own query (--pipeline module:function)")
     if sink is None:
@@ -201,6 +201,7 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee,
                              tuple(t for t in crash_at.split(",") if t.strip()), seed, batches, strict)
     try:
         scenario.validate()
+        export_folder = check_export_dir(export_dir) if export_dir else None
         run_dir = toolkit.run_outputs(json_path, junit_path, out, "spark-run", seed, overwrite)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -215,6 +216,10 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee,
         json_error = json_error or write_junit(junit_path, spark_suites([result], strict), f"eos-harness run --suite "
                                                f"spark, seed {seed}")
     _print_result(result)
+    if export_folder is not None:
+        from eos_harness.suites.spark import export
+
+        _export(result, export.built_in_query(scenario, run_dir), export_folder)
     if json_error:
         console.print(f"[red]{json_error}[/]")
     if not no_report:
@@ -229,7 +234,7 @@ def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, cha
     from dataclasses import replace
     from pathlib import Path
 
-    from eos_harness.suites.spark import export
+    from eos_harness.suites.spark.export import user_query
     from eos_harness.suites.spark.user import (
         UserScenario,
         drawn_schedule,
@@ -247,7 +252,7 @@ def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, cha
                             int(checkpoint_format), changelog, schedule, seed, tuple(python_path()), reader=reader)
     try:
         scenario.validate()
-        export_folder = export.check_export_dir(export_dir) if export_dir else None
+        export_folder = check_export_dir(export_dir) if export_dir else None
         if not schedule:
             scenario = replace(scenario, schedule=drawn_schedule(seed, len(input_files(Path(scenario.input)))))
         scenario = replace(scenario, module_file=probe(pipeline, list(scenario.python_path)).get("file"))
@@ -267,7 +272,7 @@ def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, cha
                                                f"spark --pipeline {pipeline}, seed {seed}")
     _print_result(result)
     if export_folder is not None:
-        _export(export, result, scenario, export_folder)
+        _export(result, user_query(scenario), export_folder)
     if json_error:
         console.print(f"[red]{json_error}[/]")
     if not no_report:
@@ -275,17 +280,19 @@ def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, cha
     sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
 
 
-def _export(export, result: dict, scenario, folder) -> None:
+def _export(result: dict, query, folder) -> None:
     """``--export-repro``: the standalone reproduction of a failure in Spark itself, or why there is none."""
+    from eos_harness.suites.spark import export
+
     if export.spark_failure(result) is None:
         console.print(f"--export-repro: nothing exported: the verdict ({result['verdict']}) names no failure in "
                       "Spark itself (a restart after a kill failing with Spark's error)", markup=False, highlight=False)
         return
-    why = export.unsupported(result, scenario)
+    why = query if isinstance(query, str) else export.unsupported(result, query)
     if why:
         console.print(f"--export-repro: nothing exported: {why}", markup=False, highlight=False)
         return
-    export.export_repro(result, scenario, folder)
+    export.export_repro(result, query, folder)
     console.print(f"exported: {folder} (python {folder / 'repro.py'}; steps in {folder / 'README.md'})",
                   markup=False, highlight=False)
 

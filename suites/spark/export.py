@@ -19,11 +19,12 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from eos_harness.faults.spark import parse_target
 
-__all__ = ["check_export_dir", "export_repro", "spark_failure"]
+__all__ = ["Query", "built_in_query", "check_export_dir", "export_repro", "spark_failure", "user_query"]
 
 # where the file of each step appears, relative to the script's work directory
 _STEP_DIRS = {"offsets": "checkpoint/offsets", "commit": "checkpoint/commits", "sink": "output/_spark_metadata"}
@@ -45,7 +46,7 @@ def check_export_dir(path: str) -> Path:
 def spark_failure(result: dict) -> dict | None:
     """The ``restart_liveness`` violation a failure of Spark itself shows (a restart after a kill failed with
     Spark's error, the crash-free run having ended well), or None."""
-    if result.get("verdict") != "fail" or (result.get("reference") or {}).get("exit") != 0:
+    if result.get("verdict") != "fail" or ("reference" in result and result["reference"].get("exit") != 0):
         return None
     for v in result.get("violations", []):
         if v["check"] == "restart_liveness" and str(v["key"]).startswith("run ") and v["key"] != "run 0":
@@ -68,12 +69,74 @@ def _marker(observed: str) -> str:
     return observed.strip().splitlines()[0][:200]
 
 
-def unsupported(result: dict, scenario) -> str | None:
-    """Why this failure cannot be exported (yet), or None."""
-    sink = result.get("sink")
+@dataclass(frozen=True)
+class Query:
+    """What the script runs: the query's module (a file to copy, or its text), its function, its input files and
+    schema, the state configuration and the sink it names."""
+
+    ref: str  # how the harness named it (module:function, or a built-in pipeline)
+    module: str  # the module's name beside the script
+    function: str
+    inputs: tuple[Path, ...]
+    schema: str | None
+    provider: str
+    changelog: bool
+    checkpoint_format: int
+    sink: str | None
+    module_file: Path | None = None
+    module_text: str | None = None
+
+
+def user_query(scenario) -> Query:
+    from eos_harness.suites.spark.user import input_files
+
     module_file = Path(scenario.module_file or "")
-    if not module_file.is_file() or module_file.suffix != ".py" or module_file.name == "__init__.py":
-        return f"the query's module ({scenario.module_file}) is not a single .py file to copy beside the script"
+    return Query(scenario.ref, module_file.stem, scenario.ref.partition(":")[2],
+                 tuple(input_files(Path(scenario.input))), scenario.schema, scenario.provider, scenario.changelog,
+                 scenario.checkpoint_format, None, module_file=module_file)
+
+
+_BUILT_IN = '''"""The eos-harness built-in pipeline {pipeline}, written out (the harness's own code, inline): event time
+from ts (unix seconds), a watermark of {delay} s, counts per key in {window}, appended as JSON."""
+
+from pyspark.sql import functions as F
+
+
+def build(source):
+    timed = source.withColumn("et", F.timestamp_seconds("ts")).withWatermark("et", "{delay} seconds")
+    return (timed.groupBy({window_expr}.alias("window"), "key").count()
+            .select("key", F.col("window.start").cast("long").alias("start"),
+                    F.col("window.end").cast("long").alias("end"), "count")
+            .writeStream.outputMode("append").format("json"))
+'''
+
+
+def built_in_query(scenario, run_dir: Path) -> Query | str:
+    """The built-in pipeline's query, inline, or why it cannot be exported."""
+    from eos_harness.models.spark import WATERMARK_DELAY_S
+
+    if scenario.pipeline not in ("window-tumbling", "window-sliding") or scenario.sink != "file" \
+            or scenario.source != "file":
+        return (f"the built-in {scenario.pipeline} with the {scenario.sink} sink and the {scenario.source} source: "
+                "the export writes window-tumbling and window-sliding to the file sink from the file source only")
+    tumbling = scenario.pipeline == "window-tumbling"
+    text = _BUILT_IN.format(pipeline=scenario.pipeline, delay=WATERMARK_DELAY_S,
+                            window="10-second windows" if tumbling else "20-second windows sliding every 10 s",
+                            window_expr='F.window("et", "10 seconds")' if tumbling else
+                            'F.window("et", "20 seconds", "10 seconds")')
+    inputs = tuple(sorted((run_dir / "input").glob("part-*.json")))
+    if not inputs:
+        return f"the run's input files are not in {run_dir / 'input'}"
+    return Query(scenario.pipeline, "pipeline", "build", inputs, "key string, ts long", scenario.provider,
+                 scenario.changelog, scenario.checkpoint_format, "json", module_text=text)
+
+
+def unsupported(result: dict, query: Query) -> str | None:
+    """Why this failure cannot be exported (yet), or None."""
+    sink = query.sink or result.get("sink")
+    if query.module_file is not None and (not query.module_file.is_file() or query.module_file.suffix != ".py"
+                                          or query.module_file.name == "__init__.py"):
+        return f"the query's module ({query.module_file}) is not a single .py file to copy beside the script"
     for text in result.get("schedule", []):
         target = parse_target(text)
         if target.kind not in _STEP_DIRS:
@@ -83,50 +146,50 @@ def unsupported(result: dict, scenario) -> str | None:
     return None
 
 
-def export_repro(result: dict, scenario, folder: Path) -> Path:
+def export_repro(result: dict, query: Query, folder: Path) -> Path:
     """Write the standalone reproduction of ``result``'s Spark failure (:func:`spark_failure`) into ``folder``
     (new or empty); returns ``folder``."""
     import pyspark
 
     violation = spark_failure(result)
     assert violation is not None
-    module_file = Path(scenario.module_file)
-    function = scenario.ref.partition(":")[2]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "input").mkdir()
-    from eos_harness.suites.spark.user import input_files
-
-    for n, path in enumerate(input_files(Path(scenario.input))):
+    for n, path in enumerate(query.inputs):
         shutil.copyfile(path, folder / "input" / f"part-{n:05d}.json")
-    shutil.copyfile(module_file, folder / module_file.name)
+    module_name = f"{query.module}.py"
+    if query.module_file is not None:
+        shutil.copyfile(query.module_file, folder / module_name)
+    else:
+        (folder / module_name).write_text(query.module_text or "")
     kills = [(parse_target(t).kind, parse_target(t).number) for t in result["schedule"]]
     marker = _marker(violation["observed"])
     conf = {
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.streaming.stateStore.providerClass": {
             "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-            "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"}[scenario.provider],
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": str(scenario.changelog).lower(),
-        "spark.sql.streaming.stateStore.checkpointFormatVersion": str(scenario.checkpoint_format),
+            "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"}[query.provider],
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": str(query.changelog).lower(),
+        "spark.sql.streaming.stateStore.checkpointFormatVersion": str(query.checkpoint_format),
         "spark.sql.session.timeZone": "UTC",
     }
+    sink = query.sink or result.get("sink")
     script = _SCRIPT.format(
         title=f"Spark {pyspark.__version__}: the restart of a streaming query killed "
               f"{', '.join(result['schedule'])} fails",
-        conf=_pretty(conf), module=module_file.stem, function=function, schema=repr(scenario.schema),
-        file_sink=repr(result.get("sink") in FILE_SINKS), kills=repr(kills), marker=repr(marker),
-        step_dirs=repr(_STEP_DIRS))
+        conf=_pretty(conf), module=query.module, function=query.function, schema=repr(query.schema),
+        file_sink=repr(sink in FILE_SINKS), kills=repr(kills), marker=repr(marker), step_dirs=repr(_STEP_DIRS))
     (folder / "repro.py").write_text(script)
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     (folder / "README.md").write_text(_README.format(
         title=f"Spark {pyspark.__version__}: {marker}", schedule=", ".join(result["schedule"]),
         kills="\n".join(f"   - run {n}: killed (SIGKILL of the driver and its JVM) right after "
                         f"`{_STEP_DIRS[k]}/{b}` appears" for n, (k, b) in enumerate(kills)),
-        restart=len(kills), observed=violation["observed"].split("=== Streaming Query ===")[0].strip(), module=module_file.name, ref=scenario.ref,
-        conf="\n".join(f"    {k}={v}" for k, v in conf.items()), sink=result.get("sink"),
+        restart=len(kills), observed=violation["observed"].split("=== Streaming Query ===")[0].strip(),
+        module=module_name, ref=query.ref, conf="\n".join(f"    {k}={v}" for k, v in conf.items()), sink=sink,
         pyspark=pyspark.__version__, python=platform.python_version(), java=java[0] if java else "?",
         system=f"{platform.system()} {platform.release()} {platform.machine()}", marker=marker,
-        batches=len(list((folder / "input").iterdir())), repro=result.get("repro", "")))
+        batches=len(query.inputs), repro=result.get("repro", "")))
     return folder
 
 
@@ -136,8 +199,8 @@ def _pretty(conf: dict) -> str:
 
 _README = """# {title}
 
-A Structured Streaming query that runs to its end without a crash cannot be restarted on its checkpoint
-after its driver was killed ({schedule}): the restarted query fails in Spark itself.
+A Structured Streaming query whose driver was killed ({schedule}) cannot be restarted on its checkpoint:
+the restarted query fails in Spark itself.
 
 ## Steps
 
@@ -147,7 +210,7 @@ needs only PySpark {pyspark} (`pip install pyspark=={pyspark}`), Java 17 and Lin
 the checkpoint with inotify). It works in `./work` (removed first), and:
 
 1. copies the {batches} input files of `input/` (one micro-batch each, JSON lines) to `work/input`;
-2. runs the query of `{module}` (`{ref}`, unchanged) with `trigger(availableNow=True)` and
+2. runs the query of `{module}` (`{ref}`) with `trigger(availableNow=True)` and
    `maxFilesPerTrigger=1` on the checkpoint `work/checkpoint`, its {sink} sink writing `work/output`, in a
    process group of its own;
 {kills}
