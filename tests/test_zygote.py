@@ -133,3 +133,30 @@ def test_a_server_started_after_the_forkserver_stopped_gets_a_new_zygote():
         assert parent.recv() == ("pid", again.pid)
         again.join()
         assert again.exitcode == 7
+
+
+def test_a_spare_child_killed_before_its_turn_is_replaced_and_its_end_is_never_reported():
+    """The zygote forks each child ahead of its request (a spare): one that dies before it is handed a
+    target is replaced, the next start gets a child that runs its target, and the driver never hears
+    of the dead spare's exit as a child's."""
+    ctx = forkserver_context()
+    parent, child = ctx.Pipe()
+    first = ctx.Process(target=_reply_then_exit, args=(child, 0))
+    first.start()
+    assert parent.recv() == ("pid", first.pid)
+    first.join()
+    zygote = psutil.Process(ctx._get()._process.pid)
+    deadline = time.monotonic() + 10
+    while not (spares := [p for p in zygote.children() if p.pid != first.pid]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [spare] = spares  # forked while the driver waited for the first child
+    spare.kill()
+    spare.wait(10)
+    for code in (5, 6):  # the start that finds its spare dead, and the one after
+        parent, child = ctx.Pipe()
+        again = ctx.Process(target=_reply_then_exit, args=(child, code))
+        again.start()
+        assert parent.recv() == ("pid", again.pid) and again.pid != spare.pid
+        again.join(10)
+        assert again.exitcode == code
+    assert spare.pid not in ctx._get()._exits  # a spare is no child of the driver's

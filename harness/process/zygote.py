@@ -58,6 +58,7 @@ from eos_harness.session import check_temp_dir
 __all__ = ["ZygoteError", "context"]
 
 EXIT_CODE_WAIT_S = 10.0
+SPARE_ATTEMPTS = 3  # spares forked for one start when each died before its turn (then the last is handed over dead)
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 ORIGIN_ENV = "EOS_HARNESS_CHILD"  # in each child's environment (and so its processes'): the child's pid
@@ -347,14 +348,18 @@ def _zygote_main(conn: Connection) -> None:
                 except EOFError:
                     return
                 _sweep(set(children.values()))  # what ended children left, before the next child
-                child, spare = spare or fork_spare(), None
-                try:
-                    child.channel.send(("start", target, args, len(fds)))
-                    if fds:
-                        with socket.socket(fileno=os.dup(child.channel.fileno())) as to_child:
-                            sendfds(to_child, fds)
-                except OSError:  # it died just now: its end is reported as any child's
-                    pass
+                for attempt in range(SPARE_ATTEMPTS):
+                    child, spare = spare or fork_spare(), None
+                    try:
+                        child.channel.send(("start", target, args, len(fds)))
+                        if fds:
+                            with socket.socket(fileno=os.dup(child.channel.fileno())) as to_child:
+                                sendfds(to_child, fds)
+                        break
+                    except OSError:  # the spare died before its turn: let it go, fork another
+                        if attempt == SPARE_ATTEMPTS - 1:
+                            break  # none lives long enough: the driver sees its child end, as any other's
+                        forget(child)
                 child.channel.close()
                 for fd in fds:
                     os.close(fd)
