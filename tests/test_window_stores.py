@@ -118,10 +118,14 @@ def test_a_window_store_that_fails_at_start_leaves_no_directory_behind(tmp_path,
     import tempfile
     from pathlib import Path
 
+    from eos_harness.process.server import forkserver_context
     from eos_harness.process.window_server import WindowStoreServer
     from eos_harness.suites.windows.runner import run_case
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures"))
+    # The zygote started first, in the session's temp dir: started under tmp_path, its socket's path would be
+    # too long (the first test of a pytest-xdist worker to start a child, as under `make check`).
+    forkserver_context()._get()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with WindowStoreServer() as server, pytest.raises(Exception) as raised:
         run_case(server, "user_window_store:unreadable_config", "in-order", None)
