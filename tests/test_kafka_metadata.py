@@ -235,7 +235,7 @@ def test_brokers_that_cannot_be_read_give_no_verdict_and_a_whole_topic_settles(t
     from eos_harness.cluster.quorum import KafkaQuorum
     from eos_harness.suites.kafka_metadata.runner import Creation, PhaseResult, _settle
 
-    with KafkaQuorum(controllers=1, brokers=1, directory=tmp_path / "q", heap="256m") as quorum:
+    with KafkaQuorum(controllers=1, brokers=1, directory=tmp_path / "q") as quorum:
         admin = AdminClient({"bootstrap.servers": quorum.bootstrap_servers, "log_level": 0})
         admin.create_topics([NewTopic("whole", num_partitions=50)])["whole"].result(60)
         result = PhaseResult("settle")
