@@ -40,6 +40,54 @@ def test_the_output_is_judged_against_the_crash_free_run_as_a_multiset():
     assert [v.counts(False) for v in found] == [False] and duplicates["count"] == 1
 
 
+def test_the_state_is_judged_against_the_crash_free_runs_after_the_same_batch():
+    from eos_harness.suites.spark.user import compare_state
+
+    def state(batch, rows, join=None):
+        ops = [{"operator": 0, "name": "stateStoreSave", "store": "default", "rows": rows}]
+        if join is not None:
+            ops.append({"operator": 1, "name": "transformWithStateExec", "store": "default", "not_read": join})
+        return {"batch": batch, "operators": ops}
+
+    rows = ['{"key": {"k": "a"}, "value": {"count": 2}}', '{"key": {"k": "b"}, "value": {"count": 1}}']
+    assert compare_state(state(4, rows), state(4, list(reversed(rows)))) == ([], "pass")  # a multiset
+    found, status = compare_state(state(4, rows), state(4, [rows[0], '{"key": {"k": "b"}, "value": {"count": 2}}']))
+    assert status == "fail" and [v.check for v in found] == ["state_matches_crash_free"]
+    assert found[0].key == "operator 0 (stateStoreSave) store default at batch 4"
+    assert '"count": 1' in found[0].expected and '"count": 2' in found[0].observed
+    found, status = compare_state(state(4, rows), state(4, rows + rows[:1]))  # a row twice: not the same state
+    assert status == "fail" and "0 rows" not in found[0].observed
+    # never a pass without a comparison
+    assert compare_state(None, state(4, rows))[1].startswith("not exercised")
+    assert compare_state(state(3, rows), state(4, rows))[1].startswith("not exercised (the last batch differs")
+    assert compare_state({"batch": 4, "operators": []}, {"batch": 4, "operators": []}) == (
+        [], "not exercised (the query keeps no state)")
+    only = {"batch": 4, "operators": state(4, rows, "needs stateVarName")["operators"][1:]}
+    assert compare_state(only, only) == ([], "not exercised (operator 1 (transformWithStateExec) store default at "
+                                             "batch 4: needs stateVarName)")
+    assert compare_state(state(4, rows, "x"), state(4, rows, "x"))[1].startswith("pass (not read: operator 1")
+    found, status = compare_state(state(4, rows, "x"), state(4, rows))  # an operator gone after the kills
+    assert status == "fail" and found[0].observed == "absent"
+
+
+def test_the_state_check_in_junit_is_skipped_when_no_scenario_compared_a_state():
+    from eos_harness.suites.spark.junit import spark_suites
+
+    def result(state_check: str) -> dict:
+        return {"pipeline": "my_jobs:build", "sink": "user", "seed": 5, "schedule": ["sink@2"], "verdict": "pass",
+                "configuration": {"state_provider": "rocksdb", "changelog_checkpointing": False,
+                                  "checkpoint_format": 1, "source": "file"}, "violations": [], "repro": "eos-harness",
+                "reference": {}, "checks": {"state_matches_crash_free": state_check}}
+
+    def state_case(results):
+        (suite,) = spark_suites(results, strict=False)
+        return next(c for c in suite.cases if c.name == "state_matches_crash_free")
+
+    unread = state_case([result("not exercised (the query keeps no state)")])
+    assert unread.outcome == "skipped" and "the query keeps no state" in unread.message
+    assert state_case([result("not exercised (the query keeps no state)"), result("pass")]).outcome == "passed"
+
+
 def test_a_ddl_schema_is_checked_before_anything_runs():
     assert parse_ddl("id long, key string, at timestamp") == [("id", "long"), ("key", "string"), ("at", "timestamp")]
     assert parse_ddl("m map<string, array<int>>, s struct<a: int, b: decimal(10, 2)> NOT NULL COMMENT 'x'") == [
@@ -81,6 +129,20 @@ def test_a_deduplicating_aggregation_to_a_file_sink_survives_a_kill_after_its_si
     assert [c["window"] for c in result["crash_windows"]] == ["after_sink"]
     assert result["checks"]["output_rows_compared"] > 0 and result["duplicates"]["count"] == 0
     assert result["checks"]["exactly_once_output"] == "pass" and result["checks"]["orphan_files"]["count"] == 0
+    # the state read back with Spark's state data source equals the crash-free run's after the same batch
+    assert result["checks"]["state_matches_crash_free"] == "pass", result["checks"]
+    state = json.loads(Path(result["runs"][-1]["state"]).read_text())
+    assert state["batch"] == result["last_committed_batch"] >= 4  # (availableNow may add a batch for the watermark)
+    assert sorted(o["name"] for o in state["operators"]) == ["dedupe", "stateStoreSave"]  # dropDuplicates, count
+    assert all(o.get("rows") for o in state["operators"]), state  # every store read, and not empty
+    # a row of the aggregation's state lost after the kills would have failed it, naming the store and the batch
+    from eos_harness.suites.spark.user import compare_state
+
+    crash_free = json.loads(Path(result["reference"]["folder"], "run-0.state.json").read_text())
+    state["operators"][0]["rows"].pop()
+    found, status = compare_state(crash_free, state)
+    assert status == "fail" and found[0].key.startswith(f"operator 0 (stateStoreSave) store default at batch "
+                                                        f"{state['batch']}"), found
 
 
 @pytest.mark.spark

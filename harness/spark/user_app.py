@@ -10,7 +10,8 @@ returned for batch N, a marker ``_batches/N`` is renamed into place in ``config[
 the harness's watcher kills after. At the end of a run meant to end, the output is read back (the module's
 ``read_output(spark, output_dir)`` or the function ``config["user"]["reader"]`` names, else the file sink's own
 format) and written as JSON lines
-(``config["rows"]``).
+(``config["rows"]``), and the state of its last committed batch is read back with Spark's state data source
+(:func:`read_state`, written to ``config["user"]["state"]``).
 """
 
 from __future__ import annotations
@@ -115,4 +116,69 @@ def run(spark, config: dict, report) -> None:
     rows = [] if out is None else out.toJSON().collect()
     Path(user["rows"]).write_text("".join(json.dumps(json.loads(r), sort_keys=True) + "\n" for r in rows))
     report({"event": "rows", "count": len(rows)})
+    if user.get("state"):
+        state = read_state(spark, config["checkpoint"])
+        Path(user["state"]).write_text(json.dumps(state))
+        report({"event": "state", "batch": state["batch"], "operators": len(state["operators"])})
+
+
+JOIN_OPERATORS = ("symmetricHashJoin",)
+# stateful operators whose state the state data source reads only with a state variable's name (stateVarName)
+NEEDS_STATE_VARIABLE = ("transformWithState",)
+
+
+def _last_commit(checkpoint: str) -> int | None:
+    commits = Path(checkpoint) / "commits"
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    return max(ids) if ids else None
+
+
+def _state_rows(frame) -> list[str]:
+    """A state frame's key and value structs, one JSON object (keys sorted) per row."""
+    columns = [c for c in ("key", "value") if c in frame.columns]
+    if not columns:
+        raise ValueError(f"no key or value column (columns: {', '.join(frame.columns)})")
+    return sorted(json.dumps(json.loads(r), sort_keys=True) for r in frame.select(*columns).toJSON().collect())
+
+
+def read_state(spark, checkpoint: str) -> dict:
+    """The state of every stateful operator after the last committed batch, read with Spark's state data
+    source: the operators and their stores from ``state-metadata``, each store's rows from ``statestore``
+    (a stream-stream join by ``joinSide`` left and right, as Spark's guide says). ``{"batch", "operators":
+    [{"operator", "name", "store", "rows"}…]}``; an operator whose state cannot be read (it needs options the
+    harness cannot derive, or the data source failed) has ``"not_read"`` with the reason instead of rows."""
+    batch = _last_commit(checkpoint)
+    if batch is None or not (Path(checkpoint) / "state").is_dir():
+        return {"batch": batch, "operators": []}
+    spark.streams.active  # creates the StateStoreCoordinator the state data source asks for  # noqa: B018
+    try:
+        meta = spark.read.format("state-metadata").load(checkpoint).collect()
+    except Exception as exc:  # the checkpoint has no operator metadata Spark can read
+        return {"batch": batch, "operators": [], "error": f"state-metadata: {type(exc).__name__}: {exc}"[:1000]}
+    stores: dict[int, tuple[str, list[str]]] = {}
+    for row in meta:
+        name, names = stores.setdefault(int(row["operatorId"]), (row["operatorName"], []))
+        names.append(row["stateStoreName"])
+    operators = []
+    for operator_id, (name, names) in sorted(stores.items()):
+        if any(name.startswith(p) for p in NEEDS_STATE_VARIABLE):
+            operators.append({"operator": operator_id, "name": name, "store": ",".join(sorted(names)),
+                              "not_read": f"{name} is read by state variable (stateVarName), which the harness "
+                                          "does not derive"})
+            continue
+        if name in JOIN_OPERATORS:
+            reads = [("joinSide", side) for side in ("left", "right")]
+        else:
+            reads = [("storeName", store) for store in sorted(names)]
+        for option, value in reads:
+            entry = {"operator": operator_id, "name": name, "store": value if option == "storeName" else
+                     f"joinSide={value}"}
+            try:
+                frame = (spark.read.format("statestore").option("operatorId", operator_id).option(option, value)
+                         .option("batchId", batch).load(checkpoint))
+                entry["rows"] = _state_rows(frame)
+            except Exception as exc:  # Spark's state data source failed on this store
+                entry["not_read"] = f"Spark's state data source failed: {type(exc).__name__}: {exc}"[:1000]
+            operators.append(entry)
+    return {"batch": batch, "operators": operators}
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from eos_harness.models.spark import PipelineModel, model_for
 from eos_harness.verdict import Violation
 
-__all__ = ["CHECKS", "check_at_least_once", "check_output", "check_watermarks", "recorded_watermarks", "check_restarts", "check_state", "normalise_state", "read_file_sink"]
+__all__ = ["CHECKS", "USER_STATE_CHECK", "check_at_least_once", "check_output", "check_watermarks", "recorded_watermarks", "check_restarts", "check_state", "normalise_state", "read_file_sink"]
 
 # The checks (promises) of the suite, by their public names (violations' ``check``; JUnit testcases).
 CHECKS = {
@@ -22,6 +22,9 @@ CHECKS = {
     "restart_liveness": "every run after a kill starts and commits a new batch within the restart bound",
     "watermark_not_ahead": "after a restart, the watermark is never ahead of an uninterrupted run's",
 }
+# a user's query (suites/spark/user.py): its state is judged against its own crash-free run's
+USER_STATE_CHECK = ("the state of each stateful operator, read back with Spark's state data source after the last "
+                    "batch, equals the crash-free run's after the same batch")
 EXACTLY_ONCE_SINKS = ("file", "foreach", "foreach-nocheck", "foreach-return-early")
 
 

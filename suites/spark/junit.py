@@ -7,7 +7,7 @@ configuration (pipeline, sink, state provider, checkpoint format, source), a tes
 from __future__ import annotations
 
 from eos_harness.junit import FAILED, SKIPPED, Case, Scenario, Suite, check_cases, completed_case
-from eos_harness.suites.spark.checks import CHECKS
+from eos_harness.suites.spark.checks import CHECKS, USER_STATE_CHECK
 from eos_harness.suites.spark.plan import counted_violations, judge
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE
 
@@ -41,10 +41,15 @@ def spark_suites(results: list[dict], strict: bool, cut_short: bool = False, lab
         scenarios = [Scenario(f"{label} {r.get('index', '')}".strip(), r["repro"], counted_violations(r, strict),
                               r.get("error") if r["verdict"] == ERROR else None) for r in ran]
         expected_fail = any(r.get("expected") == "caught" for r in ran)
-        # a user's query is judged against its crash-free run: its state is not compared with a model
-        checks = {k: v for k, v in CHECKS.items() if k != "state_matches_model"} \
-            if all("reference" in r for r in ran) else CHECKS
-        cases = check_cases(classname, checks, scenarios, len(ran), expected_to_fail=expected_fail)
+        # a user's query is judged against its crash-free run: its state against the crash-free run's, not a model's
+        user = all("reference" in r for r in ran)
+        checks = {**{k: v for k, v in CHECKS.items() if k != "state_matches_model"},
+                  "state_matches_crash_free": USER_STATE_CHECK} if user else CHECKS
+        coverage = None
+        statuses = [str(r.get("checks", {}).get("state_matches_crash_free", "")) for r in ran]
+        if user and not any(s.startswith(("pass", "fail")) for s in statuses):
+            coverage = {"not_exercised": {"state_matches_crash_free": next((s for s in statuses if s), "not read")}}
+        cases = check_cases(classname, checks, scenarios, len(ran), expected_to_fail=expected_fail, coverage=coverage)
         cases.append(completed_case(classname, scenarios, len(ran)))
         if expected_fail:
             if any(judge(r, strict) == FAIL for r in ran):

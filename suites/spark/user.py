@@ -11,7 +11,9 @@ reads the output back and judges it against the crash-free run's:
 - a sink declared at least once (``--sink-guarantee at-least-once``) holds a superset of it: each duplicate
   is counted and attributed to the crash window (``strict_only``, as the built-in Kafka sink's);
 - every restart commits a batch within the restart bound, with Spark's error class when it does not
-  (``restart_liveness``); the watermark Spark recorded is never ahead of the crash-free run's.
+  (``restart_liveness``); the watermark Spark recorded is never ahead of the crash-free run's;
+- the state of each stateful operator, read back with Spark's state data source after the last batch, equals
+  the crash-free run's after the same batch, as a multiset of key and value rows (``state_matches_crash_free``).
 
 Rows are compared whole, or by the columns of ``--key`` only (other columns, a processing time or a batch
 id, may differ between runs). The user's module is imported only in a child: the probe before anything
@@ -327,6 +329,7 @@ def probe(ref: str, paths: list[str], timeout: float = PROBE_TIMEOUT_S) -> dict:
 
 def reference_key(scenario: UserScenario, module_file: str | None) -> str:
     digest = hashlib.sha256()
+    digest.update(b"with state\0")  # a crash-free run kept before its state was read back is not reused
     digest.update(json.dumps({"ref": scenario.ref, "reader": scenario.reader, "schema": scenario.schema,
                               **scenario.configuration}).encode())
     if module_file and Path(module_file).is_file():
@@ -351,7 +354,8 @@ def _config(scenario: UserScenario, run_dir: Path, name: str, read_output: bool)
     files = sorted((run_dir / "input").iterdir())
     return {"pipeline": "user", "user": {"ref": scenario.ref, "reader": scenario.reader,
                                          "python_path": list(scenario.python_path),
-                                         "marks": str(run_dir / "marks"), "rows": str(run_dir / f"{name}.rows.jsonl")},
+                                         "marks": str(run_dir / "marks"), "rows": str(run_dir / f"{name}.rows.jsonl"),
+                                         "state": str(run_dir / f"{name}.state.json")},
             "provider": scenario.provider, "changelog": scenario.changelog, "format": scenario.checkpoint_format,
             "input": str(run_dir / "input"), "first_file": str(files[0]), "schema": scenario.schema,
             "checkpoint": str(run_dir / "checkpoint"), "output": str(run_dir / "output"),
@@ -403,6 +407,7 @@ def reference(scenario: UserScenario, root: Path, module_file: str | None) -> di
             found["error"] = f"{causes}\n{reason}".strip()
         else:
             found["rows"] = config["user"]["rows"]
+            found["state"] = config["user"]["state"]
         kept.write_text(json.dumps(found, indent=2))
         return {**found, "cached": False}
 
@@ -417,6 +422,66 @@ def _rows(path: str | Path, key: tuple[str, ...]) -> Counter:
 
 
 # -- one scenario ----------------------------------------------------------------------------------------------
+
+
+def _read_state(path: str | None) -> dict | None:
+    if not path or not Path(path).is_file():
+        return None
+    return json.loads(Path(path).read_text())
+
+
+def compare_state(expected: dict | None, observed: dict | None, seq: int | None = None,
+                  shown: int = 3) -> tuple[list[Violation], str]:
+    """The state read back after the last batch of the run after the kills (``observed``) against the crash-free
+    run's (``expected``), both as :func:`eos_harness.spark.user_app.read_state` wrote them: each operator's store
+    as a multiset of key and value rows. A difference is a ``state_matches_crash_free`` violation naming the
+    operator, store and batch and a few differing rows. Returns the violations and the check's status: ``pass``,
+    ``fail``, or ``not exercised (why)`` when nothing could be compared (no state read, different batches, no
+    operator read on both sides); operators not read are named in it."""
+    if expected is None or observed is None:
+        return [], "not exercised (the state was not read back " + \
+            ("in the crash-free run)" if expected is None else "after the last run)")
+    if expected.get("batch") != observed.get("batch"):
+        return [], (f"not exercised (the last batch differs: {observed.get('batch')} after the kills, "
+                    f"{expected.get('batch')} crash-free)")
+    batch = expected["batch"]
+    if expected.get("error") or observed.get("error"):
+        return [], f"not exercised ({expected.get('error') or observed.get('error')})"
+
+    def by_store(state: dict) -> dict:
+        return {(o["operator"], o["store"]): o for o in state.get("operators", [])}
+
+    exp, obs = by_store(expected), by_store(observed)
+    if not exp and not obs:
+        return [], "not exercised (the query keeps no state)"
+    violations: list[Violation] = []
+    compared, skipped = 0, []
+    for store in sorted(set(exp) | set(obs)):
+        e, o = exp.get(store), obs.get(store)
+        label = f"operator {store[0]} ({(e or o)['name']}) store {store[1]} at batch {batch}"
+        if e is None or o is None:
+            violations.append(Violation("state_matches_crash_free", label, "present" if e else "absent",
+                                        "present" if o else "absent", seq))
+            continue
+        if "rows" not in e or "rows" not in o:
+            skipped.append(f"{label}: {e.get('not_read') or o.get('not_read')}")
+            continue
+        compared += 1
+        want, got = Counter(e["rows"]), Counter(o["rows"])
+        if want == got:
+            continue
+        missing, extra = sorted((want - got).elements()), sorted((got - want).elements())
+        violations.append(Violation(
+            "state_matches_crash_free", label,
+            f"{sum(want.values())} rows (crash-free run); missing after the kills: {missing[:shown]}"
+            + (f" and {len(missing) - shown} more" if len(missing) > shown else ""),
+            f"{sum(got.values())} rows; not in the crash-free state: {extra[:shown]}"
+            + (f" and {len(extra) - shown} more" if len(extra) > shown else ""), seq))
+    if violations:
+        return violations, "fail"
+    if not compared:
+        return [], "not exercised (" + "; ".join(skipped) + ")"
+    return [], "pass" + (f" (not read: {'; '.join(skipped)})" if skipped else "")
 
 
 def _guarantee(scenario: UserScenario, sink: str | None) -> str:
@@ -509,6 +574,7 @@ def _run_all(scenario: UserScenario, run_dir: Path, roots: dict[str, Path],
         run["seconds"] = round(time.monotonic() - proc.started, 3)
         if target is None:
             run["rows"] = config["user"]["rows"]
+            run["state"] = config["user"]["state"]
         runs.append(run)
         if code not in (0, None) and not watcher.killed:
             if run.get("first_commit_s") is not None and not any(r.get("recovery") for r in runs):
@@ -598,6 +664,13 @@ def _judge(scenario: UserScenario, base: dict, ref: dict, runs: list[dict], cras
         found, duplicates = compare_output(expected, observed, guarantee, crash_windows, seq)
         violations += found
         compared = sum(expected.values())
+    state_check = "not exercised (the last run did not end)"
+    if final.get("exit") == 0 and final.get("state"):
+        found, state_check = compare_state(_read_state(ref.get("state")), _read_state(final["state"]), len(events))
+        if found:
+            events.append({"seq": len(events), "type": "state", "batch": last, "file": final["state"],
+                           "crash_free_file": ref.get("state")})
+        violations += found
     failed = {v.check for v in violations if v.counts(False)}
     unjudged = None if compared else ("not exercised (the crash-free run output no row)" if compared == 0 else
                                       "not exercised (the last run did not read its output back)")
@@ -616,7 +689,7 @@ def _judge(scenario: UserScenario, base: dict, ref: dict, runs: list[dict], cras
                    "no_loss": unjudged or ("fail" if "no_loss" in failed else "pass"),
                    # how many rows of the crash-free output the comparison had (0: the output judged nothing)
                    "output_rows_compared": compared,
-                   "state_matches_model": "not exercised (a user's query: its output is judged, not its state)",
+                   "state_matches_crash_free": state_check,
                    "orphan_files": {"count": len(orphans), "files": orphans[:20]}},
         "duplicates": duplicates,
         "watermarks": {"recorded": recorded, "uninterrupted": plain, "lagging_batches": lagging,
