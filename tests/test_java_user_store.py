@@ -1,6 +1,7 @@
 """A user's own Java store under ``verify`` (``jvm:CLASS@PATH``): the README's worked example compiled into a
-jar with javac and verified (pass), a broken variant failed by the check naming its mistake, and a bad
-reference a usage error before anything runs."""
+jar with javac and verified (pass), a broken variant failed by the check naming its mistake, a class Java's
+verifier rejects reported as the store's error (its JVM verifies the user's classes, as Kafka's store JVMs do
+not), and a bad reference a usage error before anything runs."""
 
 from __future__ import annotations
 
@@ -49,6 +50,42 @@ public class ForgetfulStoreSupplier implements KeyValueBytesStoreSupplier {
 }
 """
 
+# Kafka's in-memory store, its supplier's class file made unverifiable after javac (MARKER's ``return null``
+# turned into returning an int): a JVM that verifies the user's classes refuses to load it.
+UNVERIFIABLE = """package com.example;
+
+import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.state.KeyValueBytesStoreSupplier;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.internals.InMemoryKeyValueStore;
+
+public class UnverifiableStoreSupplier implements KeyValueBytesStoreSupplier {
+    private final String name;
+
+    public UnverifiableStoreSupplier(String name) {
+        this.name = name;
+    }
+
+    static Object marker() {
+        int unused = 0;
+        return null;
+    }
+
+    public String name() {
+        return name;
+    }
+
+    public KeyValueStore<Bytes, byte[]> get() {
+        return new InMemoryKeyValueStore(name);
+    }
+
+    public String metricsScope() {
+        return "unverifiable";
+    }
+}
+"""
+MARKER, UNVERIFIABLE_MARKER = bytes.fromhex("033b01b0"), bytes.fromhex("033b1ab0")  # iconst_0 istore_0 aconst_null|iload_0 areturn
+
 
 def _readme_example() -> str:
     blocks = re.findall(r"^```java\n(.*?)^```", README.read_text(), re.S | re.M)
@@ -67,10 +104,15 @@ def jar(tmp_path_factory) -> Path:
     sources.mkdir(parents=True)
     (sources / "MyStoreSupplier.java").write_text(_readme_example())
     (sources / "ForgetfulStoreSupplier.java").write_text(BROKEN)
+    (sources / "UnverifiableStoreSupplier.java").write_text(UNVERIFIABLE)
     classpath = subprocess.run([sys.executable, "-m", "eos_harness.kafka_streams.user", "--classpath"],
                                capture_output=True, text=True, check=True).stdout.strip()
     subprocess.run(["javac", "-nowarn", "-d", str(root / "classes"), "-cp", classpath,
                     *map(str, sources.glob("*.java"))], check=True, cwd=root)
+    unverifiable = root / "classes" / "com" / "example" / "UnverifiableStoreSupplier.class"
+    code = unverifiable.read_bytes()
+    assert code.count(MARKER) == 1
+    unverifiable.write_bytes(code.replace(MARKER, UNVERIFIABLE_MARKER))
     subprocess.run(["jar", "cf", str(root / "my-store.jar"), "-C", str(root / "classes"), "."], check=True)
     return root / "my-store.jar"
 
@@ -95,6 +137,16 @@ def test_a_broken_java_store_fails_verify_by_the_check_naming_its_mistake(cli, j
     verdict = json.loads(out.read_text())
     assert done.returncode == 1, done.stdout
     assert {v["check"] for v in verdict["violations"]} == {"read_your_own_writes"}, verdict["violations"]
+
+
+@pytest.mark.jvm
+def test_a_java_store_whose_class_javas_verifier_rejects_is_reported_not_run(cli, jar, tmp_path):
+    out = tmp_path / "unverifiable.json"
+    done = cli("verify", f"jvm:com.example.UnverifiableStoreSupplier@{jar}", "--seed", "1", "--examples", "1",
+               "--steps", "5", "--max-findings", "1", "--no-shrink", "--json", out, timeout=300)
+    assert done.returncode == 1, done.stdout
+    assert "verdict: fail" in done.stdout
+    assert "java.lang.VerifyError: Bad type on operand stack" in done.stdout
 
 
 @pytest.mark.parametrize("ref, says", [

@@ -37,7 +37,13 @@ LAYOUT = 5  # what a build folder holds (part of its name: a new layout is built
 ARCHIVE = "server.jsa"  # the class-data-sharing archive of a store JVM's classes (a start maps them)
 # A store's JVM: small and quick to start (C1 only; one GC thread); the stores hold a few keys.
 JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss1m", "-Xmx256m", "-XX:-UsePerfData",
+               "-XX:+UnlockDiagnosticVMOptions",
                "-Xlog:disable", "-Xlog:all=warning:stderr")  # the JVM's own warnings never on the protocol's stdout
+# The classes loaded from jars (Kafka's, RocksDB's, Byteman's: the pinned jars, checked against their SHA-1;
+# those the class-data archive holds were verified when it was dumped) are not verified again, as the
+# JDK's own are not: each crash costs a JVM start, and verifying was a fifth of a start with a point armed
+# (0.50 -> 0.40 CPU-s per JVM life). A JVM that loads a user's store (``verify=True``) verifies them all.
+NO_VERIFY = "-XX:-BytecodeVerificationRemote"
 
 
 class BuildError(RuntimeError):
@@ -58,13 +64,14 @@ class Server:
     def rules(self) -> Path:
         return self.folder / "rules.btm"
 
-    def command(self, java: str = "java") -> list[str]:
+    def command(self, java: str = "java", verify: bool = False) -> list[str]:
         """The command line of one store JVM. Its agent is the store server's own (``eosharness.Agent``:
         it keeps the JVM's Instrumentation, no class transformer); Byteman's agent with every crash
         point's rule is installed through it when a request first needs the rules (a point armed or
-        traced, a mutant opened), so a JVM that never does loads its classes untransformed."""
+        traced, a mutant opened), so a JVM that never does loads its classes untransformed. ``verify``: the
+        classes loaded from jars are verified (a JVM that may load a user's store), else not (:data:`NO_VERIFY`)."""
         archive = self.folder / ARCHIVE
-        return [java, *JVM_OPTIONS, f"-Djava.library.path={self.folder / 'native'}",
+        return [java, *JVM_OPTIONS, *([] if verify else [NO_VERIFY]), f"-Djava.library.path={self.folder / 'native'}",
                 *([f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"] if archive.is_file() else []),
                 "-Dorg.jboss.byteman.compile.to.bytecode=true",  # rules run as bytecode, not interpreted
                 f"-Deosharness.rules={self.rules}", f"-javaagent:{self.jar}",
@@ -180,14 +187,15 @@ def _archive(server: Server, java: str) -> None:
     the Byteman agent (a JVM with an agent dumps none); one started with the agent still maps every class the
     agent leaves alone. Checked by a start that must map it (``-Xshare:on``): an archive no JVM would map is
     removed. Best effort: without it a JVM starts all the same, only slower."""
-    command = [arg for arg in server.command(java) if not arg.startswith("-javaagent:")]
+    # Dumped verifying (a JVM that verifies maps only the classes of an archive dumped so; one that does not, any).
+    command = [arg for arg in server.command(java, verify=True) if not arg.startswith("-javaagent:")]
     command.insert(1, f"-XX:ArchiveClassesAtExit={server.folder / ARCHIVE}")
     with tempfile.TemporaryDirectory(prefix="eos-ks-warm-") as state, \
             contextlib.suppress(subprocess.SubprocessError, OSError):
         subprocess.run(command, input=WARM_UP.replace("{state}", state), capture_output=True, text=True, timeout=300)
     archive = server.folder / ARCHIVE
     if archive.is_file():
-        check = [("-Xshare:on" if arg == "-Xshare:auto" else arg) for arg in server.command(java)]
+        check = [("-Xshare:on" if arg == "-Xshare:auto" else arg) for arg in server.command(java, verify=True)]
         try:
             mapped = subprocess.run(check, input='{"op": "exit"}\n', capture_output=True, text=True, timeout=300)
         except (subprocess.SubprocessError, OSError):

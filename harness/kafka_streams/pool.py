@@ -24,7 +24,9 @@ import time
 
 from eos_harness.stores import LendError
 
-__all__ = ["Jvm", "JvmPool", "JvmStartError", "current", "shared"]
+__all__ = ["VERIFYING", "Jvm", "JvmPool", "JvmStartError", "current", "shared"]
+
+VERIFYING = "+verifying"  # a pool key's suffix: JVMs that verify the classes they load from jars (a user's store)
 
 READY_TIMEOUT_S = 120.0
 IDLE_TIMEOUT_S = 10.0  # how long a JVM whose store's process ended may take to say it is idle
@@ -61,8 +63,9 @@ def _started(command: list[str], **options) -> subprocess.Popen:
 class Jvm:
     """One store JVM (``eosharness.StoreServer``), its pipes unbuffered so that it can be lent."""
 
-    def __init__(self, version: str, command: list[str], log: str | None = None) -> None:
+    def __init__(self, version: str, command: list[str], log: str | None = None, key: str = "") -> None:
         self.version = version
+        self.key = key or version  # what the pool keeps it under
         # What Kafka, RocksDB and the JVM print goes where the store processes' output goes (``log``).
         stderr = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644) if log else None
         try:
@@ -146,24 +149,26 @@ class JvmPool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def _start(self, version: str) -> Jvm:
+    def _start(self, key: str) -> Jvm:
         from eos_harness.kafka_streams.build import BuildError, ensure_built
 
+        version = key.removesuffix(VERIFYING)
         try:
-            command = ensure_built(version).command()
+            command = ensure_built(version).command(verify=key != version)
         except BuildError as exc:
             raise JvmStartError(str(exc)) from None
-        jvm = Jvm(version, command, self._output())
+        jvm = Jvm(version, command, self._output(), key)
         self._all.append(jvm)
         return jvm
 
-    def take(self, version: str) -> Jvm:
-        """An idle JVM of ``version``, ready (started now when none is idle)."""
+    def take(self, key: str) -> Jvm:
+        """An idle JVM of ``key`` (a version, :data:`VERIFYING` after it for one that verifies the classes it
+        loads), ready (started now when none is idle)."""
         with self._lock:
-            idle = self._idle.setdefault(version, [])
+            idle = self._idle.setdefault(key, [])
             while idle and not idle[0].alive:
                 idle.pop(0)
-            jvm = idle.pop(0) if idle else self._start(version)
+            jvm = idle.pop(0) if idle else self._start(key)
         jvm.wait_ready()
         return jvm
 
@@ -171,7 +176,7 @@ class JvmPool:
         """A JVM whose store was closed cleanly: idle again (killed, once the pool is shut down)."""
         with self._lock:
             if jvm.alive and not self._closed:
-                self._idle.setdefault(jvm.version, []).insert(0, jvm)
+                self._idle.setdefault(jvm.key, []).insert(0, jvm)
                 return
         jvm.kill()
 
@@ -181,9 +186,9 @@ class JvmPool:
         jvm.kill()
         with self._lock:
             self._all = [j for j in self._all if j is not jvm]
-            idle = self._idle.setdefault(jvm.version, [])
+            idle = self._idle.setdefault(jvm.key, [])
             if not self._closed and not any(j.alive for j in idle):
-                idle.append(self._start(jvm.version))
+                idle.append(self._start(jvm.key))
 
     def shutdown(self) -> None:
         """Kill every JVM of the pool; one given back or killed later starts none (it dies)."""

@@ -60,7 +60,7 @@ def java_store_spec(spec: str) -> StoreSpec:
     name, path = parse(spec)
     return StoreSpec(spec, "store", f"your Java store {name} from {path}, in Kafka Streams {VERSION}'s JVM",
                      partial(KafkaStreamsStore, VERSION, "user", True, supplier=name, classpath=str(path)),
-                     lending=lending(VERSION))
+                     lending=lending(VERSION, verify=True))
 
 
 def main(argv: list[str]) -> int:
