@@ -70,6 +70,24 @@ def test_the_state_is_judged_against_the_crash_free_runs_after_the_same_batch():
     assert status == "fail" and found[0].observed == "absent"
 
 
+def test_a_transform_with_state_operator_is_read_by_the_state_variables_its_metadata_names():
+    from eos_harness.spark.user_app import _state_variables
+
+    def props(mode, *variables):
+        return json.dumps({"timeMode": mode, "stateVariables": [
+            {"stateName": n, "stateVariableType": t, "ttlEnabled": ttl} for n, t, ttl in variables]})
+
+    timers = ("$eventTimers_keyToTimestamp", "TimerState", False)
+    assert _state_variables(props("EventTime", ("session", "ValueState", False), timers)) == (
+        [("stateVarName", "session"), ("readRegisteredTimers", "true")], [])
+    # what follows the clock is not compared (named, with why), never read as if it were the input's
+    reads, skipped = _state_variables(props("ProcessingTime", ("seen", "ListState", True), ("n", "MapState", False),
+                                            timers))
+    assert reads == [("stateVarName", "n")]
+    assert [s for s, _ in skipped] == ["stateVarName=seen", "readRegisteredTimers=true"]
+    assert _state_variables(None)[0] == [] and "stateVarName" in _state_variables(None)[1][0][1]
+
+
 def test_the_state_check_in_junit_is_skipped_when_no_scenario_compared_a_state():
     from eos_harness.suites.spark.junit import spark_suites
 

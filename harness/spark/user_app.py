@@ -123,7 +123,8 @@ def run(spark, config: dict, report) -> None:
 
 
 JOIN_OPERATORS = ("symmetricHashJoin",)
-# stateful operators whose state the state data source reads only with a state variable's name (stateVarName)
+# stateful operators whose state the state data source reads by state variable (stateVarName): their names
+# are in the operator's properties (state-metadata's operatorProperties, its stateVariables)
 NEEDS_STATE_VARIABLE = ("transformWithState",)
 
 
@@ -134,10 +135,11 @@ def _last_commit(checkpoint: str) -> int | None:
 
 
 def _state_rows(frame) -> list[str]:
-    """A state frame's key and value structs, one JSON object (keys sorted) per row."""
-    columns = [c for c in ("key", "value") if c in frame.columns]
+    """A state frame's rows (its key and value structs, a list element, a map's key and value, a timer's
+    expiry), without the partition id, one JSON object (keys sorted) per row."""
+    columns = [c for c in frame.columns if c != "partition_id"]
     if not columns:
-        raise ValueError(f"no key or value column (columns: {', '.join(frame.columns)})")
+        raise ValueError(f"no column but the partition id (columns: {', '.join(frame.columns)})")
     return sorted(json.dumps(json.loads(r), sort_keys=True) for r in frame.select(*columns).toJSON().collect())
 
 
@@ -155,24 +157,24 @@ def read_state(spark, checkpoint: str) -> dict:
         meta = spark.read.format("state-metadata").load(checkpoint).collect()
     except Exception as exc:  # the checkpoint has no operator metadata Spark can read
         return {"batch": batch, "operators": [], "error": f"state-metadata: {type(exc).__name__}: {exc}"[:1000]}
-    stores: dict[int, tuple[str, list[str]]] = {}
+    stores: dict[int, tuple[str, list[str], str | None]] = {}
     for row in meta:
-        name, names = stores.setdefault(int(row["operatorId"]), (row["operatorName"], []))
+        properties = row.asDict().get("operatorProperties")
+        name, names, _ = stores.setdefault(int(row["operatorId"]), (row["operatorName"], [], properties))
         names.append(row["stateStoreName"])
     operators = []
-    for operator_id, (name, names) in sorted(stores.items()):
+    for operator_id, (name, names, properties) in sorted(stores.items()):
         if any(name.startswith(p) for p in NEEDS_STATE_VARIABLE):
-            operators.append({"operator": operator_id, "name": name, "store": ",".join(sorted(names)),
-                              "not_read": f"{name} is read by state variable (stateVarName), which the harness "
-                                          "does not derive"})
-            continue
-        if name in JOIN_OPERATORS:
+            reads, skipped = _state_variables(properties)
+            operators += [{"operator": operator_id, "name": name, "store": store, "not_read": why}
+                          for store, why in skipped]
+        elif name in JOIN_OPERATORS:
             reads = [("joinSide", side) for side in ("left", "right")]
         else:
             reads = [("storeName", store) for store in sorted(names)]
         for option, value in reads:
             entry = {"operator": operator_id, "name": name, "store": value if option == "storeName" else
-                     f"joinSide={value}"}
+                     f"{option}={value}"}
             try:
                 frame = (spark.read.format("statestore").option("operatorId", operator_id).option(option, value)
                          .option("batchId", batch).load(checkpoint))
@@ -181,4 +183,31 @@ def read_state(spark, checkpoint: str) -> dict:
                 entry["not_read"] = f"Spark's state data source failed: {type(exc).__name__}: {exc}"[:1000]
             operators.append(entry)
     return {"batch": batch, "operators": operators}
+
+
+def _state_variables(properties: str | None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """How to read a transformWithState operator's state: each state variable of its properties by
+    ``stateVarName``, its event-time timers by ``readRegisteredTimers``; and what is not read, with why (a
+    variable with a time to live, or processing-time timers: they depend on the clock, not on the input)."""
+    try:
+        described = json.loads(properties or "")
+        variables = described["stateVariables"]
+    except (ValueError, KeyError, TypeError):
+        return [], [("?", "its state variables are not in the operator's metadata (operatorProperties), and the "
+                          "state data source reads this operator only by stateVarName")]
+    reads, skipped = [], []
+    for variable in variables:
+        name, kind = variable.get("stateName", "?"), variable.get("stateVariableType", "")
+        if kind == "TimerState":
+            continue
+        if variable.get("ttlEnabled"):
+            skipped.append((f"stateVarName={name}", "a time to live: its expiry follows the clock, not the input"))
+        else:
+            reads.append(("stateVarName", name))
+    if any(v.get("stateVariableType") == "TimerState" for v in variables):
+        if described.get("timeMode") == "EventTime":
+            reads.append(("readRegisteredTimers", "true"))
+        else:
+            skipped.append(("readRegisteredTimers=true", f"{described.get('timeMode')} timers follow the clock"))
+    return reads, skipped
 
