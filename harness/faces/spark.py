@@ -211,20 +211,13 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee,
             result = run_spark_scenario(scenario, run_dir, keep=True, kafka=kafka, faults_must_fire=True)
     except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
         result = error_result(scenario, exc)
-    json_error = toolkit.write_json(json_path, result)
-    if junit_path:
-        json_error = json_error or write_junit(junit_path, spark_suites([result], strict), f"eos-harness run --suite "
-                                               f"spark, seed {seed}")
-    _print_result(result)
+    query = None
     if export_folder is not None:
         from eos_harness.suites.spark import export
 
-        _export(result, export.built_in_query(scenario, run_dir), export_folder)
-    if json_error:
-        console.print(f"[red]{json_error}[/]")
-    if not no_report:
-        write_run_report(run_dir)
-    sys.exit(exit_code([result["verdict"]], incomplete=bool(json_error)))
+        query = lambda: export.built_in_query(scenario, run_dir)  # noqa: E731
+    _finish_run(result, run_dir, json_path, junit_path, spark_suites([result], strict),
+                f"eos-harness run --suite spark, seed {seed}", no_report, export_folder, query)
 
 
 def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, changelog, checkpoint_format, crash_at, seed,
@@ -266,13 +259,21 @@ def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, cha
         result = run_user_scenario(scenario, run_dir)
     except Exception as exc:  # noqa: BLE001 - the run could not be completed: an error verdict, exit 3
         result = user_error_result(scenario, exc)
+    _finish_run(result, run_dir, json_path, junit_path, spark_suites([result], False),
+                f"eos-harness run --suite spark --pipeline {pipeline}, seed {seed}", no_report, export_folder,
+                lambda: user_query(scenario))
+
+
+def _finish_run(result: dict, run_dir, json_path, junit_path, suites, title: str, no_report: bool,
+                export_folder, query) -> None:
+    """The end of one Spark ``run``: its JSON and JUnit written first, the verdict printed, the export
+    (``query()`` gives the query to export), the report, and the exit code."""
     json_error = toolkit.write_json(json_path, result)
     if junit_path:
-        json_error = json_error or write_junit(junit_path, spark_suites([result], False), f"eos-harness run --suite "
-                                               f"spark --pipeline {pipeline}, seed {seed}")
+        json_error = json_error or write_junit(junit_path, suites, title)
     _print_result(result)
     if export_folder is not None:
-        _export(result, user_query(scenario), export_folder)
+        _export(result, query(), export_folder)
     if json_error:
         console.print(f"[red]{json_error}[/]")
     if not no_report:

@@ -559,14 +559,22 @@ class StoreServer:
         fields for the store's ``init`` (e.g. ``{"changelogs": (tp0, tp1, tp2)}``). ``init_arms``: points
         armed before ``init`` (``arms`` are armed after it), e.g. a step of the store's migration."""
         preload_store(spec, self.timeout)
-        ctx = forkserver_context()
         offset = output_offset()
+        stacks, stack_writer = forkserver_context().Pipe(duplex=False)
+        try:
+            return self._launch(_serve, spec, (str(directory), list(sys.path), arms or []),
+                                (stack_writer, trace, context, init_arms), stacks, offset, self.crashes)
+        finally:
+            stack_writer.close()
+
+    def _launch(self, target, spec: str, head: tuple, tail: tuple, stacks=None, offset=None,
+                crashes: Counter | None = None) -> StoreProcess:
+        """Start ``target(spec, *head, conn, *tail, jvm_in, jvm_out)`` in a child with what the store's
+        kind borrows lent to it, and wait for its ``init``."""
+        ctx = forkserver_context()
         lent, pool, pipes = self._lend(spec)
         parent, child = ctx.Pipe()
-        stacks, stack_writer = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_serve, args=(spec, str(directory), list(sys.path), arms or [], child,
-                                                stack_writer, trace, context, init_arms, *(pipes or (None, None))),
-                           daemon=True)
+        proc = ctx.Process(target=target, args=(spec, *head, child, *tail, *(pipes or (None, None))), daemon=True)
         try:
             proc.start()
         except BaseException:
@@ -577,8 +585,7 @@ class StoreServer:
             for pipe in pipes or ():
                 pipe.close()
         child.close()
-        stack_writer.close()
-        client = StoreProcess(proc, parent, stacks, self.timeout, self.crashes, offset, lent, pool)
+        client = StoreProcess(proc, parent, stacks, self.timeout, crashes, offset, lent, pool)
         self.children = [c for c in self.children if c.alive]
         self.children.append(client)
         client._receive("init")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from eos_harness.faults import points
-from eos_harness.process.server import StoreProcess, StoreServer, _raised, answer_calls, forkserver_context
+from eos_harness.process.server import StoreProcess, StoreServer, _raised, answer_calls
 
 __all__ = ["WindowStoreServer"]
 
@@ -86,23 +86,4 @@ class WindowStoreServer(StoreServer):
 
     def start(self, spec: str, directory: Path, arms: list[tuple[str, int]] | None = None,
               trace: bool = False) -> StoreProcess:
-        ctx = forkserver_context()
-        lent, pool, pipes = self._lend(spec)
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve_window, args=(spec, str(directory), list(sys.path), arms or [], child,
-                                                       *(pipes or (None, None))), daemon=True)
-        try:
-            proc.start()
-        except BaseException:
-            if lent is not None:
-                pool.kill(lent)
-            raise
-        finally:
-            for pipe in pipes or ():
-                pipe.close()
-        child.close()
-        client = StoreProcess(proc, parent, None, self.timeout, None, None, lent, pool)
-        self.children = [c for c in self.children if c.alive]
-        self.children.append(client)
-        client._receive("init")
-        return client
+        return self._launch(_serve_window, spec, (str(directory), list(sys.path), arms or []), ())

@@ -54,12 +54,7 @@ class SparkScenario:
             raise ValueError(f"unknown pipeline {self.pipeline!r}; known: {', '.join(PIPELINES)}")
         if self.sink not in SINKS:
             raise ValueError(f"unknown sink {self.sink!r}; known: {', '.join(SINKS)}")
-        if self.provider not in ("hdfs", "rocksdb"):
-            raise ValueError("--state-provider must be hdfs or rocksdb")
-        if self.checkpoint_format not in (1, 2):
-            raise ValueError("--checkpoint-format must be 1 or 2")
-        if self.changelog and self.provider != "rocksdb":
-            raise ValueError("changelog checkpointing is a RocksDB provider option")
+        validate_state_options(self.provider, self.checkpoint_format, self.changelog)
         if self.source not in ("file", "kafka"):
             raise ValueError(f"unknown source {self.source!r}: use file or kafka")
         if self.batches < MIN_BATCHES:
@@ -275,3 +270,13 @@ def campaign(seed: int, options: Mapping) -> list:
                             strict=bool(options.get("strict")))
     kafka = options.get("kafka")
     return planned if kafka is None else [replace(s, kafka=kafka) for s in planned]
+
+
+def validate_state_options(provider: str, checkpoint_format: int, changelog: bool) -> None:
+    """The state store options of a Spark scenario (built-in or a user's query); ValueError names the option."""
+    if provider not in ("hdfs", "rocksdb"):
+        raise ValueError("--state-provider must be hdfs or rocksdb")
+    if checkpoint_format not in (1, 2):
+        raise ValueError("--checkpoint-format must be 1 or 2")
+    if changelog and provider != "rocksdb":
+        raise ValueError("changelog checkpointing is a RocksDB provider option")

@@ -42,6 +42,7 @@ from eos_harness.faults.spark import FileWatcher, classify, final_files, parse_t
 from eos_harness.rundir import claim
 from eos_harness.spark.process import PipelineProcess
 from eos_harness.suites.spark.checks import check_restarts, recorded_watermarks
+from eos_harness.suites.spark.plan import validate_state_options
 from eos_harness.verdict import ERROR, NOT_APPLICABLE, Violation, error_reason, unfired_is_error, verdict_of
 
 __all__ = ["GUARANTEES", "UserScenario", "parse_ddl", "probe", "run_user_scenario"]
@@ -231,12 +232,7 @@ class UserScenario:
                 raise ValueError(f"--key {','.join(self.key)!r}: {column!r} is not a column name")
         if self.guarantee is not None and self.guarantee not in GUARANTEES:
             raise ValueError(f"--sink-guarantee must be one of {', '.join(GUARANTEES)}")
-        if self.provider not in ("hdfs", "rocksdb"):
-            raise ValueError("--state-provider must be hdfs or rocksdb")
-        if self.checkpoint_format not in (1, 2):
-            raise ValueError("--checkpoint-format must be 1 or 2")
-        if self.changelog and self.provider != "rocksdb":
-            raise ValueError("changelog checkpointing is a RocksDB provider option")
+        validate_state_options(self.provider, self.checkpoint_format, self.changelog)
         for text in self.schedule:
             target = parse_target(text)
             if target.kind != "random" and target.number >= len(files):
