@@ -18,7 +18,6 @@ Clients are created lazily, never at import: safe to import before ``fork``.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -69,22 +68,48 @@ def _is_transient(error: KafkaError | None) -> bool:
     return error is not None and not error.fatal() and (error.retriable() or error.code() in _LEADERLESS_CODES)
 
 
+# A partition the cluster's metadata keeps answering is not there (its topic unknown, or fewer
+# partitions) for this long is missing, not leaderless: a broker's metadata trails the controller's
+# by milliseconds, a topic being created by another client appears within this.
+MISSING_PARTITION_S = 3.0
+
+
+def _absent(consumer: Consumer, tp: TopicPartition, timeout: float) -> bool:
+    """Whether a broker answers the metadata of ``tp``'s topic and it has no such partition (False when
+    no broker answers: that is not knowing, retried as leaderless)."""
+    try:
+        topic = consumer.list_topics(tp.topic, timeout=timeout).topics.get(tp.topic)
+    except KafkaException:
+        return False
+    if topic is None:
+        return True
+    if topic.error is not None:
+        return topic.error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
+    return tp.partition not in topic.partitions
+
+
 def _watermarks(consumer: Consumer, tp: TopicPartition, what: str) -> tuple[int, int]:
     """``get_watermark_offsets`` of ``tp``, retried while the partition is leaderless for a moment
-    (:data:`_LEADERLESS_CODES`) within :data:`OPERATION_TIMEOUT_S`; else a BrokerError saying ``what``."""
+    (:data:`_LEADERLESS_CODES`) within :data:`OPERATION_TIMEOUT_S`; else a BrokerError saying ``what``.
+    A partition the metadata says is not there for :data:`MISSING_PARTITION_S` fails then."""
     ktp = KafkaTopicPartition(tp.topic, tp.partition)
     deadline = time.monotonic() + OPERATION_TIMEOUT_S
+    absent_since: float | None = None
     while True:
         try:
             return consumer.get_watermark_offsets(ktp, timeout=max(1.0, deadline - time.monotonic()))
         except KafkaException as exc:
-            if _is_transient(_error_of(exc)) and time.monotonic() < deadline:
+            now = time.monotonic()
+            if _is_transient(_error_of(exc)) and now < deadline:
                 time.sleep(0.1)
                 # A client that neither assigned nor subscribed the topic keeps its leaderless metadata (no
                 # refresh of a topic not in use): ask for the topic's metadata again.
-                with contextlib.suppress(KafkaException):
-                    consumer.list_topics(tp.topic, timeout=max(1.0, min(5.0, deadline - time.monotonic())))
-                continue
+                if not _absent(consumer, tp, max(1.0, min(5.0, deadline - time.monotonic()))):
+                    absent_since = None
+                    continue
+                absent_since = now if absent_since is None else absent_since
+                if now - absent_since < MISSING_PARTITION_S:
+                    continue
             raise BrokerError(f"{what}: {exc}") from None
 
 
