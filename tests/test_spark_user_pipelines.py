@@ -136,6 +136,23 @@ def test_bad_pipeline_input_is_a_usage_error_before_anything_runs(cli, tmp_path)
 
 
 @pytest.mark.spark
+def test_a_declarative_pipelines_project_is_refused_with_the_reason(cli, tmp_path):
+    """A Spark Declarative Pipelines project (spark-pipelines) is not run yet: its spec, or its folder, given as
+    --pipeline is a usage error for run and chaos that says why, before anything runs."""
+    inputs = write_batches(tmp_path / "in")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "spark-pipeline.yml").write_text("name: p\nstorage: storage\n")
+    for command in ("run", "chaos"):
+        for ref in (project / "spark-pipeline.yml", project):
+            done = cli(command, "--suite", "spark", "--pipeline", ref, "--input", inputs, "--seed", "1", cwd=tmp_path)
+            assert done.returncode == 2, (command, ref, done.stdout, done.stderr)
+            assert "Spark Declarative Pipelines project" in done.stderr and "persistent catalog" in done.stderr
+            assert "Traceback" not in done.stderr + done.stdout
+    assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+@pytest.mark.spark
 def test_a_deduplicating_aggregation_to_a_file_sink_survives_a_kill_after_its_sink(cli, tmp_path):
     inputs = write_batches(tmp_path / "in")
     done = cli("run", "--suite", "spark", "--pipeline", "spark_user_dedup:build", "--input", inputs,

@@ -173,6 +173,10 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee,
     require_extra("spark", "--suite spark")
     user_given = [f for f, v in (("--input", input_dir), ("--schema", schema), ("--key", key),
                                  ("--read-output", reader), ("--sink-guarantee", guarantee)) if v]
+    from eos_harness.suites.spark.user import declarative_refusal
+
+    if refusal := declarative_refusal(pipeline):
+        raise click.UsageError(refusal)
     if ":" in pipeline:
         ctx = click.get_current_context()
         given = [f"--{n}" for n in ("sink", "source", "batches", "strict")

@@ -220,6 +220,10 @@ def check_options(options: Mapping) -> None:
 
     user_options = [o for o in ("input", "schema", "key", "read_output", "sink_guarantee") if options.get(o)]
     if options.get("pipeline"):
+        from eos_harness.suites.spark.user import declarative_refusal
+
+        if refusal := declarative_refusal(options["pipeline"]):
+            raise ValueError(refusal)
         _user_template(options, probed=True)
         if options.get("source") == "kafka" or options.get("strict"):
             raise ValueError("--source kafka, --strict: not with --pipeline (--input is its source)")

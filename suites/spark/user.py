@@ -171,6 +171,25 @@ def parse_ddl(text: str) -> list[tuple[str, str]]:
 # -- the scenario --------------------------------------------------------------------------------------------
 
 
+DECLARATIVE_SPEC_NAMES = ("spark-pipeline.yml", "spark-pipeline.yaml")
+
+
+def declarative_refusal(ref: str) -> str | None:
+    """Why ``--pipeline REF`` cannot run, when it names a Spark Declarative Pipelines project (a spec
+    ``*.yml``/``*.yaml``, or a folder holding ``spark-pipeline.yml``): its flows run in the Spark Connect
+    server ``spark-pipelines`` starts, which builds each streaming write itself, so the harness sets none of
+    what it must (README, Spark pipelines, has the evidence). None for anything else."""
+    path = Path(ref)
+    if not (ref.endswith((".yml", ".yaml")) or (path.is_dir() and any((path / n).is_file()
+                                                                       for n in DECLARATIVE_SPEC_NAMES))):
+        return None
+    return (f"--pipeline {ref}: a Spark Declarative Pipelines project (spark-pipelines) is not run by the harness "
+            "yet: its flows run in the Spark Connect server spark-pipelines starts, which builds each streaming "
+            "write itself (its checkpoint under the spec's storage, its own trigger), not a DataStreamWriter the "
+            "harness's driver starts, and a restart needs a persistent catalog. Wrap the query in a "
+            "module:function instead (README: Spark pipelines)")
+
+
 def input_files(directory: Path) -> list[Path]:
     """The input's files (one micro-batch each), in name order; hidden files are not input."""
     return sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith((".", "_")))
