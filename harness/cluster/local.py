@@ -362,20 +362,27 @@ class LocalKafka(KafkaCluster):
         return [Node(i + 1, free_port(), free_port(), self.directory / f"node-{i + 1}") for i in range(self.brokers)]
 
     def stop(self) -> None:
-        """Stop every node (SIGTERM, then SIGKILL of its process group) and remove the directory."""
-        for node in self.nodes:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                if node.process is not None and node.process.poll() is None:
-                    os.killpg(node.process.pid, signal.SIGCONT)
-                    os.killpg(node.process.pid, signal.SIGTERM)
+        """Stop every node (SIGTERM, then SIGKILL of its process group) and remove the directory.
+        The nodes go in :meth:`_stop_order`: a broker's controlled shutdown asks the controllers, so
+        brokers without a controller of their own stop while the controllers still answer."""
         deadline = time.monotonic() + STOP_TIMEOUT_S
-        for node in self.nodes:
-            self._reap(node, max(0.1, deadline - time.monotonic()))
+        for group in self._stop_order():
+            for node in group:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    if node.process is not None and node.process.poll() is None:
+                        os.killpg(node.process.pid, signal.SIGCONT)
+                        os.killpg(node.process.pid, signal.SIGTERM)
+            for node in group:
+                self._reap(node, max(0.1, deadline - time.monotonic()))
         _LIVE.discard(self)
         watchdog, self._watchdog = self._watchdog, None
         stop_watchdog(watchdog)
         if self._own_dir and not self.keep:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _stop_order(self) -> list[list[Node]]:
+        """The groups of nodes :meth:`stop` stops one after the other (here one: every node is its own controller)."""
+        return [list(self.nodes)]
 
     def kill(self) -> None:
         """SIGKILL every node at once (used at exit)."""

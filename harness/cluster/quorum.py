@@ -97,6 +97,10 @@ class KafkaQuorum(LocalKafka):
     def broker_nodes(self) -> list[QuorumNode]:
         return [n for n in self.nodes if n.role == "broker"]
 
+    def _stop_order(self) -> list[list[QuorumNode]]:
+        """Brokers first (their controlled shutdown needs an active controller), then the controllers."""
+        return [self.broker_nodes(), self.controller_nodes()]
+
     def node_ids(self) -> list[int]:
         """The brokers' ids: the nodes a broker fault may kill, pause or look up as a transaction
         coordinator (the controllers are :meth:`controller_nodes`)."""

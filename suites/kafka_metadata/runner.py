@@ -355,7 +355,8 @@ def _settle(quorum: KafkaQuorum, requested: dict[str, int], result: PhaseResult,
         unanswered = []
         for node in quorum.broker_nodes():
             try:
-                final[node.node_id] = broker_topics(quorum.broker_address(node.node_id))
+                # a broker that keeps a request ``stall`` s has not answered for ``stall`` s
+                final[node.node_id] = broker_topics(quorum.broker_address(node.node_id), timeout=min(10.0, stall))
             except (OSError, struct.error):
                 if not quorum.alive(node.node_id):
                     raise ClusterError(f"broker {node.node_id} died while the brokers settled; its log "
