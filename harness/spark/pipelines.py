@@ -197,3 +197,13 @@ class StoreSink:
 
     def close(self) -> None:
         self.store.close()
+
+
+def validate_state_options(provider: str, checkpoint_format: int, changelog: bool) -> None:
+    """The state store options of a Spark scenario (built-in or a user's query); ValueError names the option."""
+    if provider not in ("hdfs", "rocksdb"):
+        raise ValueError("--state-provider must be hdfs or rocksdb")
+    if checkpoint_format not in (1, 2):
+        raise ValueError("--checkpoint-format must be 1 or 2")
+    if changelog and provider != "rocksdb":
+        raise ValueError("changelog checkpointing is a RocksDB provider option")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from eos_harness.commands import command_line
 from eos_harness.faults import kinds
 from eos_harness.faults.spark import parse_target
-from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported
+from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported, validate_state_options
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, verdict_of
 
 STATE_CONFIGS = (("hdfs", False), ("rocksdb", False), ("rocksdb", True))  # provider, changelog checkpointing
@@ -275,12 +275,3 @@ def campaign(seed: int, options: Mapping) -> list:
     kafka = options.get("kafka")
     return planned if kafka is None else [replace(s, kafka=kafka) for s in planned]
 
-
-def validate_state_options(provider: str, checkpoint_format: int, changelog: bool) -> None:
-    """The state store options of a Spark scenario (built-in or a user's query); ValueError names the option."""
-    if provider not in ("hdfs", "rocksdb"):
-        raise ValueError("--state-provider must be hdfs or rocksdb")
-    if checkpoint_format not in (1, 2):
-        raise ValueError("--checkpoint-format must be 1 or 2")
-    if changelog and provider != "rocksdb":
-        raise ValueError("changelog checkpointing is a RocksDB provider option")

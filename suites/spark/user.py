@@ -40,9 +40,9 @@ from pathlib import Path
 from eos_harness.commands import command_line
 from eos_harness.faults.spark import FileWatcher, classify, final_files, parse_target, step_of
 from eos_harness.rundir import claim
+from eos_harness.spark.pipelines import validate_state_options
 from eos_harness.spark.process import PipelineProcess
 from eos_harness.suites.spark.checks import check_restarts, recorded_watermarks
-from eos_harness.suites.spark.plan import validate_state_options
 from eos_harness.verdict import ERROR, NOT_APPLICABLE, Violation, error_reason, unfired_is_error, verdict_of
 
 __all__ = ["GUARANTEES", "UserScenario", "parse_ddl", "probe", "run_user_scenario"]
