@@ -374,10 +374,15 @@ public final class StoreServer {
         built.init(context, built);
         store = built;
         committedView = readCommitted(built);
+        return opened(built, committedView != built);
+    }
+
+    /** What the harness is told of a store it opened: persistent, managing its offsets, with a read-committed view. */
+    static ObjectNode opened(StateStore built, boolean readCommittedView) {
         ObjectNode answer = JsonNodeFactory.instance.objectNode();
         answer.put("persistent", built.persistent());
         answer.put("manages_offsets", built.managesOffsets());
-        answer.put("read_committed_view", committedView != built);
+        answer.put("read_committed_view", readCommittedView);
         return answer;
     }
 

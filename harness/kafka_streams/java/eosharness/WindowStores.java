@@ -56,10 +56,7 @@ final class WindowStores {
         built.init(StoreServer.context(request), built);
         store = built;
         committed = readCommitted(built);
-        ObjectNode answer = JsonNodeFactory.instance.objectNode();
-        answer.put("persistent", built.persistent());
-        answer.put("manages_offsets", built.managesOffsets());
-        answer.put("read_committed_view", committed != built);
+        ObjectNode answer = StoreServer.opened(built, committed != built);
         answer.put("segment_interval", supplier.segmentIntervalMs());
         return answer;
     }
