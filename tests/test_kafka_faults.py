@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from eos_harness.broker import connect
 from eos_harness.faults.kafka import PAUSE_SECONDS, STALL_SECONDS, TXN_TIMEOUT_MS
+from eos_harness.process.wait import wait_until
 from eos_harness.store import TopicPartition
 from eos_harness.suites.lifecycle.runner import Scenario, run_scenario
 from eos_harness.suites.lifecycle.schedule import ScheduleError, parse_schedule
@@ -142,3 +143,25 @@ def test_broker_faults_on_one_cluster_run_one_at_a_time(eos_kafka_cluster):
     # Back in service within the cluster's own start bound (a restarted JVM on a loaded 2-core
     # machine has taken more than 30 s to answer metadata again).
     eos_kafka_cluster.wait_ready()
+
+
+def test_a_stopped_process_is_told_apart_from_a_running_one():
+    """A SIGSTOPped broker still accepts connections: the cluster's not-ready error and its resume
+    tell it apart by the process state, not by the port."""
+    import os
+    import signal
+    import subprocess
+
+    from eos_harness.cluster.local import process_state
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        assert process_state(sleeper.pid) == "running"
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        wait_until(lambda: process_state(sleeper.pid) == "stopped", 5, 0.01, "the sleeper to stop")
+        os.kill(sleeper.pid, signal.SIGCONT)
+        wait_until(lambda: process_state(sleeper.pid) == "running", 5, 0.01, "the sleeper to run")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert process_state(sleeper.pid) == "gone" and process_state(None) == "gone"

@@ -208,7 +208,8 @@ class KafkaCluster:
             try:
                 brokers = kafka_client.registered_brokers(admin)
             except Exception as exc:  # noqa: BLE001 - not up yet
-                last["why"] = f"the metadata request failed: {exc}"
+                states = ", ".join(f"node {n}: {process_state(self.pid(n))}" for n in sorted(expected))
+                last["why"] = f"the metadata request failed: {exc} ({states})"
                 return False
             if not expected <= brokers:
                 last["why"] = f"registered brokers {sorted(brokers)}, waiting for {sorted(expected - brokers)}"
@@ -436,10 +437,17 @@ class LocalKafka(KafkaCluster):
                 os.killpg(pid, signal.SIGSTOP)
 
     def resume_node(self, node_id: int) -> None:
+        """SIGCONT the node, and make sure it runs again (a stopped broker still accepts connections,
+        so a resume that did not take would look like a broker that hangs)."""
         with self._lock:
             pid = self.pid(node_id)
-            if pid is not None:
+            if pid is None:
+                return
+            for _ in range(20):
                 os.killpg(pid, signal.SIGCONT)
+                if process_state(pid) != "stopped":
+                    return
+                time.sleep(0.05)
 
     def _running_node_ids(self) -> set[int]:
         return {n.node_id for n in self.nodes if n.process is not None and n.process.poll() is None}
@@ -452,7 +460,17 @@ class LocalKafka(KafkaCluster):
             )
 
     def _not_ready_error(self, expected: set[int], timeout: float, why: str = "") -> ClusterError:
-        tails = "\n".join(f"--- node {n.node_id} ({n.log}):\n{self.log_tail(n.node_id)}" for n in self.nodes)
+        tails = "\n".join(
+            f"--- node {n.node_id} ({n.log}; process {process_state(self.pid(n.node_id))}):\n"
+            f"{self.log_tail(n.node_id)}" for n in self.nodes)
+        # Each JVM still running appends its threads to its log (SIGQUIT), so a broker that listens
+        # but never answers shows there where it is stuck.
+        for node in self.nodes:
+            pid = self.pid(node.node_id)
+            if pid is not None and process_state(pid) == "running":
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGQUIT)
+                tails += f"\n(node {node.node_id}'s threads were dumped at the end of {node.log})"
         because = f" (last seen: {why})" if why else ""
         return ClusterError(
             f"Kafka did not come up within {timeout:.0f} s on {self.bootstrap_servers}{because}:\n{tails}")
@@ -516,6 +534,18 @@ def cluster_for(spec: BrokerSpec | str) -> LocalKafka | None:
 
 
 register_cluster_lookup(cluster_for)  # the faults that kill or stop a broker find the clusters started here
+
+
+def process_state(pid: int | None) -> str:
+    """What Linux says of process ``pid``: "running", "stopped" (SIGSTOP), "zombie" or "gone"."""
+    if pid is None:
+        return "gone"
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    state = stat.rpartition(")")[2].split()[0]
+    return {"T": "stopped", "t": "stopped", "Z": "zombie", "X": "gone"}.get(state, "running")
 
 
 def _listening(port: int) -> bool:
