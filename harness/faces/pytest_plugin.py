@@ -2,10 +2,10 @@
 
 ``pytest --pyargs eos_harness.suites.conformance eos_harness.suites.lifecycle --eos-store=my_pkg:make_store``
 runs the conformance suite and the lifecycle suite against ``my_pkg.make_store``. The plugin
-adds only ``--eos-…`` options and ``eos_…`` fixtures (``eos_kafka_cluster``: a real Kafka on 127.0.0.1
-for ``-m kafka`` tests; ``eos_spark_pipeline``: ``eos_spark_pipeline.verify(build, batches=…, windows=…)``, a
-team's own Structured Streaming query killed in each commit window and judged against its crash-free run),
-and nothing runs unless a suite of ours is collected.
+adds only ``--eos-…`` options and ``eos_…`` fixtures (``eos_seed``: the session's seed, drawn once;
+``eos_kafka_cluster``: a real Kafka on 127.0.0.1 for ``-m kafka`` tests; ``eos_spark_pipeline``:
+``eos_spark_pipeline.verify(build, batches=…, windows=…)``, a team's own Structured Streaming query killed in
+each commit window and judged against its crash-free run), and nothing runs unless a suite of ours is collected.
 """
 
 from __future__ import annotations
@@ -83,6 +83,25 @@ def suite_seed(config: pytest.Config) -> int:
 def pytest_configure_node(node) -> None:
     """pytest-xdist's controller hands each worker the session's seed (:func:`suite_seed`)."""
     node.workerinput["eos_seed"] = suite_seed(node.config)
+
+
+def session_store_server(server_class: type):
+    """A session fixture of a store suite: one ``server_class`` (a store server) whose calls into a store are
+    bounded by ``--eos-store-timeout``, stopped at the session's end. A suite's conftest assigns it to the
+    fixture's name."""
+
+    @pytest.fixture(scope="session")
+    def server(pytestconfig: pytest.Config):
+        with server_class(timeout=pytestconfig.getoption("eos_store_timeout")) as started:
+            yield started
+
+    return server
+
+
+@pytest.fixture(scope="session")
+def eos_seed(pytestconfig: pytest.Config) -> int:
+    """The session's seed (:func:`suite_seed`), the one every suite's scenarios are drawn from."""
+    return suite_seed(pytestconfig)
 
 
 @pytest.fixture(scope="session")

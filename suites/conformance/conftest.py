@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
+from eos_harness.faces.pytest_plugin import session_store_server, stores_under_test
 from eos_harness.process.server import StoreServer
 from eos_harness.stores.probe import StoreProbeFailed, reached_points
 from eos_harness.suites.conformance.plan import matrix_cases
@@ -27,15 +27,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("eos_store", stores)
 
 
-@pytest.fixture(scope="session")
-def store_server(pytestconfig: pytest.Config):
-    with StoreServer(timeout=pytestconfig.getoption("eos_store_timeout")) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def eos_seed(pytestconfig: pytest.Config) -> int:
-    return suite_seed(pytestconfig)
+store_server = session_store_server(StoreServer)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

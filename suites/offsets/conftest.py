@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from eos_harness.faces.pytest_plugin import stores_under_test, suite_seed
+from eos_harness.faces.pytest_plugin import stores_under_test
 from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang
 from eos_harness.process.zygote import ZygoteError
 from eos_harness.suites.offsets.checks import CAPABILITIES
@@ -61,11 +61,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 params.append(pytest.param((spec, PROBE, failed), id=f"{spec}-{PROBE}"))
             params += [pytest.param((spec, name, None), id=f"{spec}-{name}") for name in chosen]
         metafunc.parametrize("offsets_case", params)
-
-
-@pytest.fixture(scope="session")
-def eos_seed(pytestconfig: pytest.Config) -> int:
-    return suite_seed(pytestconfig)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -4,7 +4,7 @@ that are window stores), else every built-in window store."""
 from __future__ import annotations
 
 import pytest
-from eos_harness.faces.pytest_plugin import store_refs, suite_seed
+from eos_harness.faces.pytest_plugin import session_store_server, store_refs
 from eos_harness.process.window_server import WindowStoreServer
 from eos_harness.stores.probe import reached_window_points as reached_points
 from eos_harness.stores.registry import builtin_specs
@@ -27,12 +27,4 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("eos_window_store", stores)
 
 
-@pytest.fixture(scope="session")
-def window_store_server(pytestconfig: pytest.Config):
-    with WindowStoreServer(timeout=pytestconfig.getoption("eos_store_timeout")) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def eos_seed(pytestconfig: pytest.Config) -> int:
-    return suite_seed(pytestconfig)
+window_store_server = session_store_server(WindowStoreServer)
