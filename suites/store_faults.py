@@ -6,18 +6,20 @@ survived. The key-value conformance suite (:mod:`.conformance.plan`) and the win
 A store under test here is the suite's driver object (``sut``): it has ``commit``,
 ``crash_in_commit(point, hit)``, ``kill``, ``close_and_reopen`` and ``check_read_committed``. What
 "the contents" are is the suite's own: the machine says it in ``check_contents``, a matrix case
-passes it to :func:`crash_then_check`.
+passes it to :func:`crash_then_check`. Every case, a matrix case or a machine's example, ends in
+:func:`finish_case`.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-__all__ = ["crash_then_check", "store_fault_rules"]
+__all__ = ["crash_then_check", "finish_case", "store_fault_rules"]
 
 
 def store_fault_rules(crash_points: list[str]) -> type[RuleBasedStateMachine]:
@@ -71,3 +73,12 @@ def crash_then_check(sut: Any, point: str | None, check_contents: Callable[[], N
         sut.crash_in_commit(point, 1)
     check_contents()
     sut.check_read_committed()
+
+
+def finish_case(sut: Any, exercised: Counter | None) -> None:
+    """The end of a case (a matrix case, or an example of a state machine), passed or not: the checks
+    whose condition it met (``sut.exercised``) counted in ``exercised`` (None: not counted), then the
+    store under test disposed of."""
+    if exercised is not None:
+        exercised.update(sut.exercised)
+    sut.dispose()

@@ -17,7 +17,7 @@ from eos_harness.store import Capabilities
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from ..store_faults import store_fault_rules
+from ..store_faults import finish_case, store_fault_rules
 from ..store_subjects import StoreRun, StoreSubjects, store_runs
 from .driver import KEYS, VALUES, StoreUnderTest
 
@@ -40,9 +40,7 @@ def machine_for(spec: str, server: StoreServer, crash_points: list[str], allowed
         self.sut = StoreUnderTest(server, spec, "hypothesis", allowed, waived)
 
     def teardown(self) -> None:
-        if exercised is not None:
-            exercised.update(self.sut.exercised)
-        self.sut.dispose()
+        finish_case(self.sut, exercised)
 
     @rule(key=keys, value=values)
     def put(self, key, value):

@@ -59,7 +59,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
-from ..store_faults import crash_then_check
+from ..store_faults import crash_then_check, finish_case
 from . import checks
 from .checks import GUARD_CHECKS, WAIVABLE
 from .driver import ConformanceViolation, StoreAbandoned, StoreUnderTest, features_and_kind_of, not_applicable
@@ -118,9 +118,7 @@ def run_case(server: StoreServer, spec: str, workload: str, point: str | None,
         sut.commit()
         sut.close_and_reopen()
     finally:
-        if exercised is not None:
-            exercised.update(sut.exercised)
-        sut.dispose()
+        finish_case(sut, exercised)
 
 
 # -- verify -------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from eos_harness.stores.probe import reached_window_points as reached_points
 from eos_harness.stores.registry import resolve_window
 from eos_harness.suites.conformance.driver import step_of
 from eos_harness.suites.conformance.runner import verify_repro
-from eos_harness.suites.store_faults import crash_then_check, store_fault_rules
+from eos_harness.suites.store_faults import crash_then_check, finish_case, store_fault_rules
 from eos_harness.suites.windows.checks import (
     CHECKS,
     CONDITIONS,
@@ -450,9 +450,7 @@ def machine_for(spec: str, server: WindowStoreServer, crash_points: list[str],
             self.sut = WindowStoreUnderTest(server, spec, "hypothesis", allowed, waived)
 
         def teardown(self) -> None:
-            if exercised is not None:
-                exercised.update(self.sut.exercised)
-            self.sut.dispose()
+            finish_case(self.sut, exercised)
 
         def check_contents(self) -> None:
             self.sut.check_all()
@@ -541,9 +539,7 @@ def run_case(server: WindowStoreServer, spec: str, workload: str, point: str | N
             sut.commit()
             sut.drain_iterator()
     finally:
-        if exercised is not None:
-            exercised.update(sut.exercised)
-        sut.dispose()
+        finish_case(sut, exercised)
 
 
 # -- verify -------------------------------------------------------------------------------------------
