@@ -16,74 +16,59 @@ import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
-BROKEN = """package com.example;
+
+def _in_memory_store_supplier(name: str, scope: str, doc: str, store: str, extra: str = "") -> str:
+    """The Java source of ``com.example.NAME``, a supplier of Kafka's in-memory store opened by ``store`` (a
+    Java expression), with ``extra`` members."""
+    return f"""package com.example;
 
 import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.state.KeyValueBytesStoreSupplier;
 import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.internals.InMemoryKeyValueStore;
 
-/** Kafka's in-memory store whose delete returns the value but keeps it. */
-public class ForgetfulStoreSupplier implements KeyValueBytesStoreSupplier {
+/** {doc} */
+public class {name} implements KeyValueBytesStoreSupplier {{
     private final String name;
 
-    public ForgetfulStoreSupplier(String name) {
+    public {name}(String name) {{
         this.name = name;
-    }
-
-    public String name() {
+    }}
+{extra}
+    public String name() {{
         return name;
-    }
+    }}
 
-    public KeyValueStore<Bytes, byte[]> get() {
-        return new InMemoryKeyValueStore(name) {
+    public KeyValueStore<Bytes, byte[]> get() {{
+        return {store};
+    }}
+
+    public String metricsScope() {{
+        return "{scope}";
+    }}
+}}
+"""
+
+
+BROKEN = _in_memory_store_supplier("ForgetfulStoreSupplier", "forgetful",
+                                   "Kafka's in-memory store whose delete returns the value but keeps it.", """\
+new InMemoryKeyValueStore(name) {
             @Override
             public synchronized byte[] delete(Bytes key) {
                 return get(key);
             }
-        };
-    }
-
-    public String metricsScope() {
-        return "forgetful";
-    }
-}
-"""
+        }""")
 
 # Kafka's in-memory store, its supplier's class file made unverifiable after javac (MARKER's ``return null``
 # turned into returning an int): a JVM that verifies the user's classes refuses to load it.
-UNVERIFIABLE = """package com.example;
-
-import org.apache.kafka.common.utils.Bytes;
-import org.apache.kafka.streams.state.KeyValueBytesStoreSupplier;
-import org.apache.kafka.streams.state.KeyValueStore;
-import org.apache.kafka.streams.state.internals.InMemoryKeyValueStore;
-
-public class UnverifiableStoreSupplier implements KeyValueBytesStoreSupplier {
-    private final String name;
-
-    public UnverifiableStoreSupplier(String name) {
-        this.name = name;
-    }
-
+UNVERIFIABLE = _in_memory_store_supplier("UnverifiableStoreSupplier", "unverifiable",
+                                         "Kafka's in-memory store; its class file is made unverifiable.",
+                                         "new InMemoryKeyValueStore(name)", """
     static Object marker() {
         int unused = 0;
         return null;
     }
-
-    public String name() {
-        return name;
-    }
-
-    public KeyValueStore<Bytes, byte[]> get() {
-        return new InMemoryKeyValueStore(name);
-    }
-
-    public String metricsScope() {
-        return "unverifiable";
-    }
-}
-"""
+""")
 MARKER, UNVERIFIABLE_MARKER = bytes.fromhex("033b01b0"), bytes.fromhex("033b1ab0")  # iconst_0 istore_0 aconst_null|iload_0 areturn
 
 
