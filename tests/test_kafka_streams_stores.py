@@ -18,14 +18,19 @@ from eos_harness.kafka_streams.build import BUILD_ENV, ensure_built
 from eos_harness.process.server import ChildCrashed, StoreServer
 from eos_harness.store import TopicPartition
 
-KAFKA_STORES = {  # name: (version, transactional, persistent)
-    "kafka-streams-4.4.0-rocksdb-tx": ("4.4.0", True, True),
-    "kafka-streams-4.4.0-rocksdb": ("4.4.0", False, True),
-    "kafka-streams-4.4.0-memory-tx": ("4.4.0", True, False),
-    "kafka-streams-4.4.0-memory": ("4.4.0", False, False),
-    "kafka-streams-4.3.1-rocksdb": ("4.3.1", False, True),
-    "kafka-streams-4.3.1-memory": ("4.3.1", False, False),
-}
+# Kafka Streams' stores the harness offers, by version and kind of store (RocksDB's are persistent), with
+# KIP-892's transactions (4.4.0 only: a name ending "-tx") and without.
+KAFKA_STORE_VARIANTS = (("4.4.0", "rocksdb", True), ("4.4.0", "rocksdb", False), ("4.4.0", "memory", True),
+                        ("4.4.0", "memory", False), ("4.3.1", "rocksdb", False), ("4.3.1", "memory", False))
+
+
+def kafka_streams_stores(window: bool = False) -> dict[str, tuple[str, bool, bool]]:
+    """name: (version, transactional, persistent) of each of Kafka Streams' key-value stores, or window stores."""
+    return {f"kafka-streams-{version}-{kind}{'-window' if window else ''}{'-tx' if tx else ''}":
+            (version, tx, kind == "rocksdb") for version, kind, tx in KAFKA_STORE_VARIANTS}
+
+
+KAFKA_STORES = kafka_streams_stores()
 TX_ROCKSDB = "kafka-streams-4.4.0-rocksdb-tx"
 TP = TopicPartition("app-store-changelog", 0)
 

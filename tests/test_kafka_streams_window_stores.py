@@ -13,19 +13,21 @@ from eos_harness.kafka_streams.build import BUILD_ENV
 from eos_harness.process.window_server import WindowStoreServer
 from eos_harness.store import StoreContext
 
-from tests.test_kafka_streams_stores import _our_jvms, fresh_build  # noqa: F401  (the session's build)
+from tests.test_kafka_streams_stores import _our_jvms, fresh_build, kafka_streams_stores  # noqa: F401  (the session's build)
 
-WINDOW_STORES = {  # name: (version, transactional, persistent)
-    "kafka-streams-4.4.0-rocksdb-window-tx": ("4.4.0", True, True),
-    "kafka-streams-4.4.0-rocksdb-window": ("4.4.0", False, True),
-    "kafka-streams-4.4.0-memory-window-tx": ("4.4.0", True, False),
-    "kafka-streams-4.4.0-memory-window": ("4.4.0", False, False),
-    "kafka-streams-4.3.1-rocksdb-window": ("4.3.1", False, True),
-    "kafka-streams-4.3.1-memory-window": ("4.3.1", False, False),
-}
+WINDOW_STORES = kafka_streams_stores(window=True)
 TX_ROCKSDB = "kafka-streams-4.4.0-rocksdb-window-tx"
 TX_MEMORY = "kafka-streams-4.4.0-memory-window-tx"
 TP = StoreContext(directory=Path()).changelog
+
+
+def _short_verify(cli, build: Path, tmp_path: Path, store: str, timeout: float):
+    """``eos-harness verify STORE`` on the JVM side in ``build``: seed 1, one example of 5 steps, no shrinking;
+    the command's run and the verdict it wrote."""
+    out = tmp_path / "verdict.json"
+    done = cli("verify", store, "--seed", "1", "--examples", "1", "--steps", "5", "--no-shrink", "--json", out,
+               env={BUILD_ENV: str(build)}, timeout=timeout)
+    return done, json.loads(out.read_text())
 
 
 def test_kafkas_window_stores_are_listed_as_window_stores_with_their_system_and_version(cli):
@@ -88,10 +90,7 @@ def test_an_uncommitted_put_far_ahead_hides_committed_windows_from_kafkas_read_c
 @pytest.mark.jvm
 def test_the_window_suite_finds_kafkas_in_memory_read_committed_view_bounded_by_uncommitted_stream_time(
         fresh_build, cli, tmp_path):  # noqa: F811
-    out = tmp_path / "verdict.json"
-    done = cli("verify", TX_MEMORY, "--seed", "1", "--examples", "1", "--steps", "5", "--no-shrink", "--json", out,
-               env={BUILD_ENV: str(fresh_build)}, timeout=600)
-    verdict = json.loads(out.read_text())
+    done, verdict = _short_verify(cli, fresh_build, tmp_path, TX_MEMORY, timeout=600)
     assert done.returncode == 1, done.stdout
     assert verdict["suite"] == "windows" and verdict["semantics"] == "retention-only"
     edges = [v for v in verdict["violations"] if v["case"].startswith("edges")]
@@ -105,10 +104,7 @@ def test_the_window_suite_finds_kafkas_in_memory_read_committed_view_bounded_by_
 @pytest.mark.slow  # a JVM per crash, a crash per matrix case: minutes on a loaded 2-core machine
 def test_the_window_suite_finds_kafkas_persistent_window_store_listing_all_by_key_within_a_segment(
         fresh_build, cli, tmp_path):  # noqa: F811
-    out = tmp_path / "verdict.json"
-    done = cli("verify", TX_ROCKSDB, "--seed", "1", "--examples", "1", "--steps", "5", "--no-shrink", "--json", out,
-               env={BUILD_ENV: str(fresh_build)}, timeout=900)
-    verdict = json.loads(out.read_text())
+    done, verdict = _short_verify(cli, fresh_build, tmp_path, TX_ROCKSDB, timeout=900)
     assert done.returncode == 1, done.stdout
     matrix = [v for v in verdict["violations"] if not v["case"].startswith("hypothesis")]
     assert {v["check"] for v in matrix} <= {"fetch_order", "read_committed_isolation"}, matrix
@@ -207,10 +203,7 @@ def test_a_lifecycle_run_of_kafkas_window_stores_crashed_in_their_commit_passes(
 def test_the_window_suite_crashes_kafkas_window_store_inside_its_commit_only(fresh_build, cli, tmp_path):  # noqa: F811
     """The status marker's and the database close's points (4.4.0 without transactions) are reached while the
     store opens or closes, never in a commit: the window suite does not spend matrix cases on them, and says so."""
-    out = tmp_path / "verdict.json"
-    done = cli("verify", "kafka-streams-4.4.0-rocksdb-window", "--seed", "1", "--examples", "1", "--steps", "5",
-               "--no-shrink", "--json", out, env={BUILD_ENV: str(fresh_build)}, timeout=600)
-    verdict = json.loads(out.read_text())
+    done, verdict = _short_verify(cli, fresh_build, tmp_path, "kafka-streams-4.4.0-rocksdb-window", timeout=600)
     assert done.returncode in (0, 1), done.stdout + done.stderr
     matrix = [case for case in verdict["cases"] if case.startswith("matrix")]
     assert any("ks.window.commit.enter" in case for case in matrix), matrix
