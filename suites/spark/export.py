@@ -274,7 +274,12 @@ def driver():
     """One run of the query on WORK's checkpoint, to its end (or its kill)."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master("local[2]").appName("repro").config("spark.ui.enabled", "false")
+    # Spark's own temporary files (native libraries it unpacks, shuffle files) go under WORK too: a killed
+    # JVM never deletes them, and /tmp is not this script's to fill.
+    temp = WORK / "tmp"
+    temp.mkdir(parents=True, exist_ok=True)
+    builder = (SparkSession.builder.master("local[2]").appName("repro").config("spark.ui.enabled", "false")
+               .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={{temp}}").config("spark.local.dir", str(temp)))
     for key, value in CONF.items():
         builder = builder.config(key, value)
     spark = builder.config("eos.output.dir", str(WORK / "output")).getOrCreate()
