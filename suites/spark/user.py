@@ -102,20 +102,22 @@ def parse_ddl(text: str) -> list[tuple[str, str]]:
             raise ValueError(f"{token!r} is not a column name")
         return token.strip("`")
 
+    def element_types(count: int) -> str:
+        """``<T>`` (an array's) or ``<K, V>`` (a map's): ``count`` types, written back as ``<T>``, ``<K,V>``."""
+        take("<")
+        types = [data_type()]
+        while len(types) < count:
+            take(",")
+            types.append(data_type())
+        take(">")
+        return f"<{','.join(types)}>"
+
     def data_type() -> str:
         token = take().lower()
         if token == "array":
-            take("<")
-            inner = data_type()
-            take(">")
-            return f"array<{inner}>"
+            return "array" + element_types(1)
         if token == "map":
-            take("<")
-            k = data_type()
-            take(",")
-            v = data_type()
-            take(">")
-            return f"map<{k},{v}>"
+            return "map" + element_types(2)
         if token == "struct":
             take("<")
             fields = []
