@@ -19,11 +19,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eos_harness.faults.spark import CrashTarget, FileWatcher, classify, final_files, parse_target, step_of
+from eos_harness.faults.spark import CrashTarget, final_files, parse_target, step_of
 from eos_harness.models.spark import generate_batches, model_for
 from eos_harness.rundir import claim
 from eos_harness.spark.pipelines import OUTPUT_COLUMNS, unsupported
-from eos_harness.spark.process import PipelineProcess
 from eos_harness.store import StoreContext
 from eos_harness.stores.registry import resolve
 from eos_harness.suites.spark.checks import (
@@ -36,6 +35,7 @@ from eos_harness.suites.spark.checks import (
     read_file_sink,
     recorded_watermarks,
 )
+from eos_harness.suites.spark.driver_run import committed_batches, run_driver
 from eos_harness.suites.spark.plan import SparkScenario, judge, matrix
 from eos_harness.verdict import (
     ERROR,
@@ -49,7 +49,6 @@ from eos_harness.verdict import (
 
 __all__ = ["SparkScenario", "error_result", "run_one", "run_spark_scenario"]
 
-RUN_TIMEOUT_S = 300.0
 RESTART_BOUND_S = 120.0
 EPOCH = 1_700_000_000  # input files get modification times EPOCH+n: the file source takes them in that order
 
@@ -89,22 +88,6 @@ def write_input(directory: Path, batches: list[list[tuple[str, int]]]) -> None:
         path = directory / f"part-{n:05d}.json"
         path.write_text("".join(json.dumps({"key": k, "ts": ts}) + "\n" for k, ts in batch))
         os.utime(path, (EPOCH + n, EPOCH + n))
-
-
-class _NoWatcher:
-    """Stands in for :class:`FileWatcher` when a run without kills is measured unwatched (benchmark)."""
-
-    events: list = []
-    killed = None
-
-    def __enter__(self) -> _NoWatcher:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-    def attach(self, pgid: int) -> None:
-        pass
 
 
 def kafka_jars() -> list[str]:
@@ -206,31 +189,20 @@ def _run_all(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
         if kafka_config is not None:
             config["kafka"] = kafka_config
             config["jars"] = kafka_jars()
-        before = final_files(roots)
-        committed_before = {s[1] for rel in before["checkpoint"] if (s := step_of("checkpoint", rel)) and s[0] == "commit"}
         run = {"run": number, "target": str(target) if target else None}
         if number >= len(scenario.schedule) + 1:
             run["recovery"] = True  # restarted after Spark failed, not after a kill
-        watcher_cm = FileWatcher(roots, target, clock_zero=started) if watch or target else _NoWatcher()
-        with watcher_cm as watcher, \
-                PipelineProcess(config, run_dir, f"run-{number}", to_the_end=target is None) as proc:
-            watcher.attach(proc.pgid)
-            run["seq"] = history.add({"type": "start", "run": number, "target": run["target"],
-                                      "at": round(proc.started - started, 3)})
-            code = proc.wait(RUN_TIMEOUT_S)
-            if code is None:
-                proc.kill()
-                run["error"] = f"no exit within {RUN_TIMEOUT_S} s (hung); log: {proc.log_tail()}"
-            time.sleep(0.05)  # let the watcher drain its last events
-        run["exit"] = code
-        for at, label, rel in watcher.events:
+        driver = run_driver(config, run_dir, f"run-{number}", roots, target, started, watch)
+        proc = driver.process
+        run["seq"] = history.add({"type": "start", "run": number, "target": run["target"],
+                                  "at": round(driver.started - started, 3)})
+        if driver.hung:
+            run["error"] = driver.hung
+        run["exit"] = code = driver.code
+        for at, label, rel in driver.file_events:
             history.add({"type": "file", "run": number, "at": at, "root": label, "path": rel})
-        new_commits = [(at, s[1]) for at, label, rel in watcher.events
-                       if label == "checkpoint" and (s := step_of(label, rel)) and s[0] == "commit"
-                       and s[1] not in committed_before]
-        if new_commits:
-            run["first_commit_s"] = round(new_commits[0][0] - (killed_at if killed_at is not None else
-                                                                proc.started - started), 3)
+        if driver.first_new_commit is not None:
+            run["first_commit_s"] = driver.first_commit_s(killed_at, started)
         reports = proc.reports()
         for event in reports:
             if event["event"] == "state":
@@ -247,14 +219,12 @@ def _run_all(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
             causes = proc.causes()
             if causes:
                 run["error"] = f"{causes}\n{run['error']}"
-        if watcher.killed:
+        if driver.killed:
             run["killed"] = True
-            files = final_files(roots)
-            window = classify(files, partitions=2)
-            killed_at = watcher.killed["at"]
-            crash = {"run": number, "target": str(target), "after": watcher.killed["after"], **window}
+            killed_at = driver.killed["at"]
+            crash = driver.crash(number)
             crash_windows.append(crash)
-            history.add({"type": "crash", **crash, "at": killed_at, "files": files})
+            history.add({"type": "crash", **crash, "at": killed_at, "files": driver.files})
         else:
             killed_at = None
             if code not in (0, None) and "error" not in run:
@@ -264,7 +234,7 @@ def _run_all(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
         run["seconds"] = round(time.monotonic() - proc.started, 3)
         runs.append(run)
         history.add({"type": "exit", "run": number, "code": code, "seconds": run["seconds"]})
-        if code not in (0, None) and not watcher.killed:
+        if code not in (0, None) and not driver.killed:
             # Spark failed (restart_liveness reports it). A run that committed batches before failing is
             # restarted once more, so the output and state after Spark's own recovery are checked too
             # (e.g. Spark 4.1.1's Kafka source failed once after re-running a batch planned before a kill; 4.2.0 does not).
@@ -290,7 +260,7 @@ def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
     if recorded_model is not None:  # judged with the watermarks Spark really used
         model = recorded_model
     final = final_files(roots)
-    commits = sorted(s[1] for rel in final["checkpoint"] if (s := step_of("checkpoint", rel)) and s[0] == "commit")
+    commits = sorted(committed_batches(final["checkpoint"]))
     last = commits[-1] if commits else -1
     if last < len(batches) - 1:
         violations.append(Violation("restart_liveness", "input", f"every batch 0..{len(batches) - 1} committed",

@@ -38,18 +38,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from eos_harness.commands import command_line
-from eos_harness.faults.spark import FileWatcher, classify, final_files, parse_target, step_of
+from eos_harness.faults.spark import final_files, parse_target
 from eos_harness.rundir import claim
 from eos_harness.spark.pipelines import validate_state_options
 from eos_harness.spark.process import PipelineProcess
 from eos_harness.suites.spark.checks import check_restarts, recorded_watermarks
+from eos_harness.suites.spark.driver_run import RUN_TIMEOUT_S, committed_batches, run_driver
 from eos_harness.verdict import ERROR, NOT_APPLICABLE, Violation, error_reason, unfired_is_error, verdict_of
 
 __all__ = ["GUARANTEES", "UserScenario", "parse_ddl", "probe", "run_user_scenario"]
 
 GUARANTEES = ("exactly-once", "at-least-once")
 WINDOWS = ("offsets", "state", "sink", "commit")
-RUN_TIMEOUT_S = 300.0
 RESTART_BOUND_S = 120.0
 PROBE_TIMEOUT_S = 60.0
 EPOCH = 1_700_000_000  # input files get modification times EPOCH+n: the file source takes them in that order
@@ -384,8 +384,7 @@ def _roots(run_dir: Path) -> dict[str, Path]:
 
 
 def _commits(roots: dict[str, Path]) -> list[int]:
-    return sorted(s[1] for rel in final_files({"checkpoint": roots["checkpoint"]})["checkpoint"]
-                  if (s := step_of("checkpoint", rel)) and s[0] == "commit")
+    return sorted(committed_batches(final_files({"checkpoint": roots["checkpoint"]})["checkpoint"]))
 
 
 def reference(scenario: UserScenario, root: Path, module_file: str | None) -> dict:
@@ -550,40 +549,30 @@ def _run_all(scenario: UserScenario, run_dir: Path, roots: dict[str, Path],
     for number, target in enumerate(targets):
         name = f"run-{number}"
         config = _config(scenario, run_dir, name, read_output=target is None)
-        committed_before = set(_commits(roots))
         run: dict = {"run": number, "target": str(target) if target else None}
-        with FileWatcher(roots, target, clock_zero=started) as watcher, \
-                PipelineProcess(config, run_dir, name, to_the_end=target is None) as proc:
-            watcher.attach(proc.pgid)
-            run["seq"] = len(events)
-            events.append({"seq": len(events), "type": "start", "run": number, "target": run["target"],
-                           "at": round(proc.started - started, 3)})
-            code = proc.wait(RUN_TIMEOUT_S)
-            if code is None:
-                proc.kill()
-                run["error"] = f"no exit within {RUN_TIMEOUT_S:g} s (hung); log: {proc.log_tail()}"
-            time.sleep(0.05)  # let the watcher drain its last events
-            reports = proc.reports()
-            errors = [e["error"] for e in reports if e["event"] == "error"]
-            if errors and not watcher.killed:
-                causes = proc.causes()
-                run["error"] = f"{causes}\n{errors[0]}".strip()
-            elif code not in (0, None) and not watcher.killed:
-                run["log_tail"] = proc.log_tail()
+        driver = run_driver(config, run_dir, name, roots, target, started)
+        proc = driver.process
+        run["seq"] = len(events)
+        events.append({"seq": len(events), "type": "start", "run": number, "target": run["target"],
+                       "at": round(driver.started - started, 3)})
+        if driver.hung:
+            run["error"] = driver.hung
+        code = driver.code
+        errors = [e["error"] for e in proc.reports() if e["event"] == "error"]
+        if errors and not driver.killed:
+            causes = proc.causes()
+            run["error"] = f"{causes}\n{errors[0]}".strip()
+        elif code not in (0, None) and not driver.killed:
+            run["log_tail"] = proc.log_tail()
         run["exit"] = code
-        for at, label, rel in watcher.events:
+        for at, label, rel in driver.file_events:
             events.append({"seq": len(events), "type": "file", "run": number, "at": at, "root": label, "path": rel})
-        new_commits = [at for at, label, rel in watcher.events
-                       if label == "checkpoint" and (s := step_of(label, rel)) and s[0] == "commit"
-                       and s[1] not in committed_before]
-        if new_commits:
-            run["first_commit_s"] = round(new_commits[0] - (killed_at if killed_at is not None else
-                                                            proc.started - started), 3)
-        if watcher.killed:
+        if driver.first_new_commit is not None:
+            run["first_commit_s"] = driver.first_commit_s(killed_at, started)
+        if driver.killed:
             run["killed"] = True
-            window = classify(final_files(roots), partitions=2)
-            killed_at = watcher.killed["at"]
-            crash = {"run": number, "target": str(target), "after": watcher.killed["after"], **window}
+            killed_at = driver.killed["at"]
+            crash = driver.crash(number)
             crash_windows.append(crash)
             events.append({"seq": len(events), "type": "crash", **crash, "at": killed_at})
         else:
@@ -593,7 +582,7 @@ def _run_all(scenario: UserScenario, run_dir: Path, roots: dict[str, Path],
             run["rows"] = config["user"]["rows"]
             run["state"] = config["user"]["state"]
         runs.append(run)
-        if code not in (0, None) and not watcher.killed:
+        if code not in (0, None) and not driver.killed:
             if run.get("first_commit_s") is not None and not any(r.get("recovery") for r in runs):
                 targets.append(None)
                 runs[-1]["restarted_after_error"] = True
