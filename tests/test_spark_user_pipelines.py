@@ -26,6 +26,15 @@ def write_batches(folder: Path, batches: int = 5) -> Path:
     return folder
 
 
+def run_users_pipeline(cli, tmp_path: Path, ref: str, inputs: Path, *options):
+    """``eos-harness run --suite spark --pipeline REF --input INPUTS OPTIONS`` from ``tmp_path`` (the run in
+    ``run/``, no report): the command's run, and the verdict it wrote (None when it wrote none)."""
+    verdict = tmp_path / "v.json"
+    done = cli("run", "--suite", "spark", "--pipeline", ref, "--input", inputs, *options, "--out", tmp_path / "run",
+               "--json", verdict, "--no-report", cwd=tmp_path)
+    return done, json.loads(verdict.read_text()) if verdict.exists() else None
+
+
 def test_the_output_is_judged_against_the_crash_free_run_as_a_multiset():
     crash = [{"run": 0, "target": "sink@1", "after": "marks/_batches/1", "window": "after_sink", "batch": 1}]
     expected = Counter({"a": 2, "b": 1, "c": 1})
@@ -155,11 +164,9 @@ def test_a_declarative_pipelines_project_is_refused_with_the_reason(cli, tmp_pat
 @pytest.mark.spark
 def test_a_deduplicating_aggregation_to_a_file_sink_survives_a_kill_after_its_sink(cli, tmp_path):
     inputs = write_batches(tmp_path / "in")
-    done = cli("run", "--suite", "spark", "--pipeline", "spark_user_dedup:build", "--input", inputs,
-               "--crash-at", "sink@2", "--seed", "5", "--out", tmp_path / "run", "--json", tmp_path / "v.json",
-               "--no-report", cwd=tmp_path)
+    done, result = run_users_pipeline(cli, tmp_path, "spark_user_dedup:build", inputs, "--crash-at", "sink@2",
+                                      "--seed", "5")
     assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads((tmp_path / "v.json").read_text())
     assert result["verdict"] == "pass" and result["sink"] == "parquet"
     assert [c["window"] for c in result["crash_windows"]] == ["after_sink"]
     assert result["checks"]["output_rows_compared"] > 0 and result["duplicates"]["count"] == 0
@@ -183,11 +190,9 @@ def test_a_deduplicating_aggregation_to_a_file_sink_survives_a_kill_after_its_si
 @pytest.mark.spark
 def test_a_non_idempotent_foreach_batch_is_caught_with_its_crash_window_and_replayed(cli, tmp_path):
     inputs = write_batches(tmp_path / "in", batches=3)
-    done = cli("run", "--suite", "spark", "--pipeline", "spark_user_appender:build", "--input", inputs,
-               "--crash-at", "sink@1", "--seed", "3", "--out", tmp_path / "run", "--json", tmp_path / "v.json",
-               "--no-report", cwd=tmp_path)
+    done, result = run_users_pipeline(cli, tmp_path, "spark_user_appender:build", inputs, "--crash-at", "sink@1",
+                                      "--seed", "3")
     assert done.returncode == 1, done.stdout + done.stderr
-    result = json.loads((tmp_path / "v.json").read_text())
     assert result["sink"] == "foreachBatch" and result["sink_guarantee"] == "exactly-once"
     # batch 1 written by the sink, the driver killed before commits/1: the replayed batch is appended again
     assert result["duplicates"]["windows"] == ["after_sink"] and result["duplicates"]["by_crash"][0]["batch"] == 1
@@ -237,11 +242,9 @@ def test_sparks_own_restart_failure_on_a_users_query_is_reported_with_sparks_err
     # checkpoint format 2, a file sink, the driver killed after the sink's metadata and before commits/N: the
     # restart fails in Spark itself (found by the built-in matrix on 4.1.1; the same on 4.2.0)
     inputs = write_batches(tmp_path / "in", batches=4)
-    done = cli("run", "--suite", "spark", "--pipeline", "spark_user_dedup:build", "--input", inputs,
-               "--checkpoint-format", "2", "--crash-at", "sink@1", "--seed", "9", "--out", tmp_path / "run",
-               "--json", tmp_path / "v.json", "--no-report", cwd=tmp_path)
+    done, result = run_users_pipeline(cli, tmp_path, "spark_user_dedup:build", inputs, "--checkpoint-format", "2",
+                                      "--crash-at", "sink@1", "--seed", "9")
     assert done.returncode == 1, done.stdout + done.stderr
-    result = json.loads((tmp_path / "v.json").read_text())
     liveness = [v for v in result["violations"] if v["check"] == "restart_liveness"]
     assert liveness and "CheckpointInfo length: 0" in liveness[0]["observed"], result["violations"]
     assert result["checks"]["exactly_once_output"].startswith("not exercised")  # no output read back to judge
