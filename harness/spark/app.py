@@ -139,7 +139,9 @@ def source(spark, config: dict):
 def run(config: dict) -> int:
     report = config["report"]
     spark = session(config)
-    _report(report, {"event": "session"})
+    # Where the JVM itself puts its temporary files (it ignores TMPDIR): the run's temp directory.
+    _report(report, {"event": "session", "java_tmpdir": spark._jvm.java.lang.System.getProperty("java.io.tmpdir"),
+                     "local_dir": spark.sparkContext.getConf().get("spark.local.dir", None)})
     if config.get("user"):  # a user's own query (module:function), imported only here
         from eos_harness.spark import user_app
 
