@@ -142,6 +142,7 @@ def run_plan(
     fatal: tuple[type[BaseException], ...] = (),
     skip: Collection[int] = (),
     stop_after: Callable[[dict], str | None] = lambda result: None,
+    cut_short: Callable[[], None] = lambda: None,
 ) -> CampaignRun:
     """Run ``scenarios`` (``run_one(index, scenario)`` → a verdict object) while ``more(index)``
     (``index``: the plan index of the next scenario).
@@ -150,6 +151,7 @@ def run_plan(
     ``fatal`` exceptions (the campaign's own input is wrong), which stop the campaign and propagate.
     ``skip``: plan indices that already have a result (a resumed campaign): drawn, not run.
     ``stop_after(result)``: a message when the campaign must stop at this result, else None.
+    ``cut_short()``: stop the scenarios still running elsewhere (an engine's tasks), when it stops early.
     """
     source = iter(scenarios)
     done: queue.Queue = queue.Queue()
@@ -219,7 +221,7 @@ def run_plan(
             if reason is not None:
                 run.until, run.stopped = result, reason
                 if running:
-                    _cut_short(done, running)
+                    _cut_short(done, running, cut_short)
                 break
             in_a_row = in_a_row + [cause] if cause else []
             if run.stopped is None and len(in_a_row) >= GIVE_UP_AFTER and len(set(in_a_row[-GIVE_UP_AFTER:])) == 1:
@@ -230,7 +232,7 @@ def run_plan(
         run.interrupted = interrupt
         run.stopped = (f"interrupted ({signal_name(interrupt)}): {len(results)} finished scenario(s) kept, "
                        f"{len(running)} cut short and dropped")
-        _cut_short(done, running)
+        _cut_short(done, running, cut_short)
     finally:
         if jsonl is not None:
             with contextlib.suppress(OSError):
@@ -239,10 +241,12 @@ def run_plan(
     return run
 
 
-def _cut_short(done: queue.Queue, running: dict[int, Any]) -> None:
-    """Stop the running scenarios: no process starts any more, every one started is killed, and
-    the scenarios unwind (their results are dropped: they have no verdict)."""
+def _cut_short(done: queue.Queue, running: dict[int, Any], elsewhere: Callable[[], None]) -> None:
+    """Stop the running scenarios: no process starts any more, every one started is killed (``elsewhere``:
+    those an engine runs outside this process), and the scenarios unwind (their results are dropped: they
+    have no verdict)."""
     STOPPING.set()
+    elsewhere()
     kill_started_processes()
     _drain(done, running)
     kill_started_processes()  # anything a cut-short scenario started while it unwound
@@ -266,7 +270,7 @@ class ResumeError(ValueError):
 RESULTS_FILE = "results.jsonl"  # in the run directory: one finished scenario's result per line
 # Kept options that do not decide the plan: a resume may give them anew (or they are the campaign's clock).
 NOT_THE_PLAN = frozenset({"workers", "store_timeout", "until_failure", "json", "junit", "spent_seconds", "finished",
-                          "digest"})
+                          "digest", "engine", "master"})
 
 
 def _digest_of(value) -> str:

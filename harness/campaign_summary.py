@@ -55,11 +55,11 @@ class Tally:
             self.failed += 1
             if self.first_catch is None:
                 self.first_catch = self.total
-            fired = {v["check"] for v in result["violations"]}
+            fired = list(dict.fromkeys(v["check"] for v in result["violations"]))  # in the order they fired
             for check in fired:
                 self.checks[check] = self.checks.get(check, 0) + 1
             named = (self.caught_by,) if isinstance(self.caught_by, str) else self.caught_by or ()
-            self.caught_by_its_check += bool(fired.intersection(named))
+            self.caught_by_its_check += bool(set(fired).intersection(named))
 
     @property
     def caught(self) -> bool:

@@ -95,6 +95,7 @@ class Suite:
     minutes: float | None = 1.0  # a campaign's --minutes when neither it nor --scenarios is given (None: its whole plan)
     coverage: bool = False  # its results name the checks whose condition they met (``exercised``): tallied per subject
     show: str | None = None  # "module:attribute" of a face function printing what its campaign shows besides its tallies
+    anywhere: bool = False  # its scenarios run on any machine: ``chaos --engine spark`` runs each as a Spark task
 
     def part(self, module: str):
         """The suite's ``plan`` or ``runner`` module."""
@@ -157,7 +158,8 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("lifecycle", "EOS task lifecycle", "a store (key-value, or window with a windowed workload) under the "
           "EOS task runtime, its task killed between commit steps", "lifecycle",
           run=f"{_FACES}.lifecycle:run_command", chaos=GENERIC_CHAOS, subject="store", tallies="stores",
-          pytest_entry=True, forks_children=True, coverage=True, show=f"{_FACES}.lifecycle:show_campaign", options=(
+          pytest_entry=True, forks_children=True, coverage=True, show=f"{_FACES}.lifecycle:show_campaign", anywhere=True,
+          options=(
               Option("workloads", "list", tuple(CAMPAIGN_WORKLOADS), "Comma-separated workloads (global not on a "
                      "store that declares itself a task's); "
                      f"{', '.join(sorted(set(WORKLOADS) - set(CAMPAIGN_WORKLOADS)))} only when named: global is a "
@@ -168,14 +170,14 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("conformance", "store conformance (KIP-844/KIP-892)", "a key-value store (a built-in name or "
           "module:function)", "conformance", run=f"{_FACES}.cli:verify_command", chaos=GENERIC_CHAOS,
           subject="store", tallies="stores", pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT),
-          forks_children=True),
+          forks_children=True, anywhere=True),
     Suite("offsets", "offsets in the store (KIP-892/KIP-1035)", "a key-value store that manages its offsets (run "
           "by verify beside conformance)", "offsets", checks_name="PROMISES", run=f"{_FACES}.cli:verify_command",
           chaos=GENERIC_CHAOS, subject="store", tallies="stores", pytest_entry=True, options=(_STORE_TIMEOUT,),
-          forks_children=True),
+          forks_children=True, anywhere=True),
     Suite("windows", "window store (KIP-428)", "a window store (a built-in window store or module:function)",
           "windows", run=f"{_FACES}.cli:verify_command", chaos=GENERIC_CHAOS, subject="store", tallies="stores",
-          pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT), forks_children=True),
+          pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT), forks_children=True, anywhere=True),
     Suite("metadata", "metadata transactions (KIP-868)", "a metadata system: the controller and its readers over "
           "a metadata log (embedded or Kafka), or a mutant", "metadata",
           run=f"{_FACES}.metadata:metadata_run_command", chaos=GENERIC_CHAOS,

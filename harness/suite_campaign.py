@@ -1,7 +1,9 @@
 """A campaign of any suite, written once against the suite contract (:mod:`eos_harness.suite`): the
 suite's plan drawn from the campaign seed, its scenarios run N at a time on the campaign engine
-(:func:`eos_harness.campaign.run_plan`), kept for ``--resume``, stopped by ``--until-failure``, and
-judged by the shared tallies (:mod:`eos_harness.campaign_summary`).
+(:func:`eos_harness.campaign.run_plan`) each where the engine runs it (:mod:`eos_harness.engine`: this
+machine's pool, or a Spark task), kept for ``--resume``, stopped by ``--until-failure``, judged by the shared
+tallies (:mod:`eos_harness.campaign_summary`), and, on Spark, written as Parquet too
+(:mod:`eos_harness.results_parquet`).
 
 A subject expected to pass must pass every scenario; one expected to fail (a mutant) must be caught,
 by one of the checks that name its mistake when the suite names them. The campaign JSON has the same
@@ -17,7 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from eos_harness import campaign_summary
-from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, run_plan, until_failure_rule
+from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, run_plan, save_state, until_failure_rule
+from eos_harness.engine import LOCAL, EngineUnavailable
+from eos_harness.results_parquet import PARQUET_DIR, RESULTS_DATASET, write_results
 from eos_harness.suite import CampaignSession, Suite
 
 __all__ = ["defaults", "exit_code", "judge_of", "run_suite_campaign", "subjects_judged", "summarize"]
@@ -66,7 +70,7 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
                        on_result: Callable[[dict], None] = lambda result: None, until_failure: bool = False,
                        resume: bool = False, outputs: Mapping | None = None, running: Mapping | None = None,
                        log: Path | None = None, fatal: tuple[type[BaseException], ...] = (),
-                       say: Callable[[str], object] = lambda text: None) -> dict:
+                       say: Callable[[str], object] = lambda text: None, engine=None) -> dict:
     """Run a campaign of ``entry`` in the (prepared) run directory ``out_dir``; returns its JSON object.
     ``options``: the suite's own options, its subjects under ``entry.tallies`` (kept in ``out_dir`` with
     ``outputs``, the JSON and JUnit paths); ``resume``: continue the stopped campaign of ``out_dir`` (the same
@@ -75,17 +79,21 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
     ``running``: what the plan runs with besides its options, never kept (a broker opened for this start,
     the stores resolved at the edge: ``refs``); ``log``: where the processes the scenarios start write their
     output (the JSON's ``log``); ``fatal``: exceptions that mean the campaign's own input is wrong (they stop
-    it and propagate); ``say``: where the suite's session says what it starts (a Kafka cluster)."""
+    it and propagate); ``say``: where the suite's session says what it starts (a Kafka cluster); ``engine``: where
+    the scenarios run (:mod:`eos_harness.engine`; default: the local pool); ``workers`` None: as many as the
+    engine has cores (the local pool: the suite's ``workers``)."""
     runner, plan = entry.part("runner"), entry.part("plan")
     if log is None and getattr(runner, "CHILDREN_LOG", None):
         log = out_dir / runner.CHILDREN_LOG
-    fatal = fatal or tuple(getattr(runner, "FATAL", ()))
+    # An engine with nowhere left to run stops the campaign too (its scenarios would all be errors).
+    fatal = (*(fatal or tuple(getattr(runner, "FATAL", ()))), EngineUnavailable)
     judge = judge_of(entry)
-    workers = workers or entry.workers
+    engine = engine or LOCAL
     if minutes is None and scenarios is None:
         minutes = entry.minutes
     kept = KeptCampaign.start(out_dir, {"suite": entry.name, "seed": seed, **options, "minutes": minutes,
-                                        "scenarios": scenarios, "workers": workers, "until_failure": until_failure,
+                                        "scenarios": scenarios, "workers": workers or entry.workers,
+                                        "until_failure": until_failure,
                                         **(outputs or {})}, resume)
     deadline = kept.started + minutes * 60 - kept.spent if minutes is not None else None
 
@@ -94,7 +102,7 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
 
     def one(index: int, scenario) -> dict:
         # The scenario's own directory, made by its runner when it keeps something there.
-        return _complete(entry, runner.run_one(scenario, out_dir / f"scenario-{index:05d}"), expected_to_fail)
+        return _complete(entry, runs.run(index, scenario, out_dir / f"scenario-{index:05d}"), expected_to_fail)
 
     def error_result(scenario, exc: BaseException) -> dict:
         return _complete(entry, runner.error_result(scenario, exc), expected_to_fail)
@@ -105,6 +113,12 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
             from eos_harness.process.server import children_output
 
             stack.enter_context(children_output(log))  # resumed: appended to
+        runs = stack.enter_context(engine.start(entry, out_dir, log, say))
+        if not workers and runs.workers:  # as many as the engine has cores
+            kept.state["workers"] = runs.workers
+            with contextlib.suppress(OSError):
+                save_state(out_dir, kept.state)
+        workers = workers or runs.workers or entry.workers
         given = {**options, **(running or {}), "seed": seed, "workers": workers}
         found = stack.enter_context(session(given, say) if session is not None else contextlib.nullcontext(given))
         found = found if isinstance(found, CampaignSession) else CampaignSession(found)
@@ -119,7 +133,8 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
         run = run_plan(iter(()) if stopped_before else entry.plan(seed, found.options), one, workers=workers,
                        more=budget(scenarios, deadline), run_alone=getattr(plan, "runs_alone", lambda s: False),
                        error_result=error_result, on_result=kept.recorded(on_result),
-                       results_file=out_dir / "results.jsonl", fatal=fatal, skip=kept.skip, stop_after=stop_after)
+                       results_file=out_dir / "results.jsonl", fatal=fatal, skip=kept.skip, stop_after=stop_after,
+                       cut_short=runs.cut_short)
     stopped = run.stop_json or ({"why": UNTIL_FAILURE, "message": stopped_before} if stopped_before else None)
     kept.end(stopped=stopped is not None)
     results = found.results + kept.results(run)
@@ -135,6 +150,10 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
     if stopped is not None:
         campaign["stopped"] = stopped
     campaign.update(getattr(runner, "campaign_fields", lambda campaign: {})(campaign))
+    # On Spark (and on any start of a campaign that has them, so that they hold every result) as Parquet too.
+    if engine.parquet or (out_dir / PARQUET_DIR / RESULTS_DATASET).is_dir():
+        with contextlib.suppress(OSError):  # a full disk: the JSON and results.jsonl still say everything
+            write_results(out_dir, results, entry.subject)
     return campaign
 
 

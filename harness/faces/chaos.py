@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 from eos_harness.broker.spec import parse
+from eos_harness.engine import ENGINES
 from eos_harness.faces import toolkit
 from eos_harness.faces.params import STORE_LIST, BrokerParam, NameList, require_extra
 from eos_harness.faces.toolkit import console
@@ -59,7 +60,7 @@ def chaos_command_for(entry: Suite) -> click.Command:
     own = (subjects, *entry.options)
 
     def command(ctx: click.Context, minutes, scenarios, seed, json_path, out, workers, overwrite, junit_path,
-                until_failure, resume_dir, no_report, **given) -> None:
+                until_failure, resume_dir, no_report, engine_name, master, **given) -> None:
         for extra in entry.extras:
             require_extra(extra, f"--suite {entry.name}")
         values = {o.name: _value(o, given[o.name]) for o in own}
@@ -78,12 +79,15 @@ def chaos_command_for(entry: Suite) -> click.Command:
                 except click.BadParameter as exc:
                     raise click.UsageError(f"--resume {resume_dir}: its {o.flag}: {exc.format_message()}") from None
             workers = toolkit.given_or_kept(ctx, state, "workers", workers)
+            engine_name = toolkit.given_or_kept(ctx, state, "engine", engine_name)
+            master = toolkit.given_or_kept(ctx, state, "master", master) if engine_name == "spark" else master
             until_failure = until_failure or state.get("until_failure", False)
             json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
         for option in entry.options:
             if option.kind == "broker":  # a broker that must be Kafka is the suite's: its extras say so
                 toolkit.require_kafka_extra(parse(values[option.name]))
         try:
+            engine = engine_of(entry, engine_name, master, values)
             running = prepare(entry, values)
             seed = toolkit.seed_or_drawn(seed)
             out_dir = toolkit.campaign_outputs(json_path, junit_path, out, resume_dir, f"{entry.name}-chaos", seed,
@@ -93,7 +97,7 @@ def chaos_command_for(entry: Suite) -> click.Command:
         campaign = run_and_show(entry, seed, values, out_dir, minutes=minutes, scenarios=scenarios, workers=workers,
                                 until_failure=until_failure, resume=resume_dir is not None, json_path=json_path,
                                 junit_path=junit_path, report=not no_report, running=running,
-                                asked=subjects.flag if given[entry.tallies] else None)
+                                asked=subjects.flag if given[entry.tallies] else None, engine=engine)
         sys.exit(toolkit.campaign_exit(campaign))
 
     command.__doc__ = f"Run a chaos campaign of the {entry.title} suite: its scenarios, seeds drawn from the campaign seed."
@@ -114,7 +118,41 @@ def chaos_command_for(entry: Suite) -> click.Command:
                                        **({"minutes": "Stop starting scenarios after this long (default: none).",
                                            "scenarios": "Run this many scenarios (default: the whole plan)."}
                                           if whole else {}))(command)
+    command = click.option("--master", default=None, metavar="URL", help=MASTER_HELP)(command)
+    command = click.option("--engine", "engine_name", type=click.Choice(ENGINES), default="local", show_default=True,
+                           help=ENGINE_HELP)(command)
     return click.command("chaos")(command)
+
+
+def engine_of(entry: Suite, name: str, master: str | None, values: Mapping):
+    """The campaign's engine (:mod:`eos_harness.engine`); a ValueError (a usage error, before anything runs)
+    for a bad ``--master``, or ``--engine spark`` on a suite (or options) whose scenarios run only here."""
+    from eos_harness.engine import DEFAULT_MASTER, LOCAL, check_master
+    from eos_harness.suite import SUITES
+
+    if name == "local":
+        if master is not None:
+            raise ValueError(f"--master {master}: a master is for --engine spark (the local engine runs the "
+                             "scenarios on this machine); add --engine spark")
+        return LOCAL
+    if not entry.anywhere:
+        able = ", ".join(s.name for s in SUITES.values() if s.anywhere)
+        raise ValueError(f"--engine spark: the scenarios of the {entry.name} suite run only on this machine "
+                         f"(they need what this command starts here); the suites Spark runs: {able}")
+    problem = entry.hook("plan", "engine_problem", lambda options: None)(values)
+    if problem:
+        raise ValueError(f"--engine spark: {problem}")
+    master = check_master(master or DEFAULT_MASTER)
+    require_extra("spark", "--engine spark")
+    from eos_harness.spark.engine import SparkEngine
+
+    return SparkEngine(master)
+
+
+ENGINE_HELP = ("Where the scenarios run: local (a pool of this process, --workers at once) or spark (each scenario "
+               "a Spark task on --master; the same plan, verdicts, tables and exit code).")
+MASTER_HELP = ("The Spark master of --engine spark: local[*] (every core here, the default), local[N], or "
+               "spark://HOST:PORT (a standalone cluster, which must answer).")
 
 
 def prepare(entry: Suite, values: dict) -> dict:
@@ -146,10 +184,11 @@ def prepare(entry: Suite, values: dict) -> dict:
 def run_and_show(entry: Suite, seed: int, values: Mapping, out_dir: Path, *, minutes: float | None,
                  scenarios: int | None, workers: int, until_failure: bool = False, resume: bool = False,
                  json_path: str | None = None, junit_path: str | None = None, report: bool = True,
-                 running: Mapping | None = None, asked: str | None = None) -> dict:
+                 running: Mapping | None = None, asked: str | None = None, engine=None) -> dict:
     """Run the campaign (:func:`eos_harness.suite_campaign.run_suite_campaign`) with a progress bar, print its
     tables, write its JSON, JUnit and report; returns its JSON object. No broker to run on: exit 3."""
     from eos_harness.cluster import ClusterError
+    from eos_harness.engine import EngineUnavailable
     from eos_harness.suite_campaign import judge_of, run_suite_campaign
 
     console.print(f"seed: {seed}   results: {out_dir}")
@@ -157,14 +196,22 @@ def run_and_show(entry: Suite, seed: int, values: Mapping, out_dir: Path, *, min
         with toolkit.campaign_progress(out_dir, scenarios, resume) as on_result:
             campaign = run_suite_campaign(entry, seed, values, out_dir, minutes=minutes, scenarios=scenarios,
                                           workers=workers, on_result=on_result, until_failure=until_failure,
-                                          resume=resume, outputs=toolkit.kept_outputs(json_path, junit_path),
-                                          running=running, say=console.print)
-    except ClusterError as exc:
+                                          resume=resume, outputs={**toolkit.kept_outputs(json_path, junit_path),
+                                                                  **_engine_kept(engine)},
+                                          running=running, say=console.print, engine=engine)
+    except (ClusterError, EngineUnavailable) as exc:
         raise toolkit.incomplete(exc) from None
     toolkit.finish_campaign(campaign, out_dir, json_path, junit_path, report, _junit_suites(entry),
                             lambda campaign: _show(entry, campaign), judge_of(entry),
                             outputs="the output of the processes it started", asked=asked)
     return campaign
+
+
+def _engine_kept(engine) -> dict:
+    """The engine a campaign ran on, kept with its options (not the plan's: a resume may change it)."""
+    if engine is None or engine.name == "local":
+        return {"engine": "local"}
+    return {"engine": engine.name, "master": engine.master}
 
 
 def _junit_suites(entry: Suite):

@@ -85,7 +85,8 @@ def campaign_options(suite: str, kind: str, junit: str, until_failure: str, resu
                      help="Write the campaign JSON here (default OUT/chaos.json)."),
         click.option("--out", default=None, help=f"Results directory (default: a new runs/<UTC time>-{kind}-seed<N>; "
                      "runs/latest links to it)."),
-        click.option("--workers", type=AT_LEAST_ONE, default=workers, show_default=True, help="Scenarios run at once."),
+        click.option("--workers", type=AT_LEAST_ONE, default=None, help=f"Scenarios run at once (default: {workers}; "
+                     "with --engine spark, the cores of the Spark application)."),
         click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP),
         click.option("--junit", "junit_path", default=None, help=f"{JUNIT_HELP} {junit}"),
         click.option("--until-failure", is_flag=True, help=until_failure),

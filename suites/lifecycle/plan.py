@@ -361,6 +361,17 @@ def check_options(options: Mapping) -> None:
 runs_alone = affects_cluster  # the suite contract's name for it
 
 
+def engine_problem(options: Mapping) -> str | None:
+    """Why ``chaos --engine spark`` cannot run this campaign's scenarios elsewhere, or None: on the embedded
+    broker each scenario has its own log (a SQLite file in its directory); a Kafka cluster this command
+    starts listens on this machine only, and its broker faults need this machine's processes."""
+    broker = options.get("broker") or EMBEDDED
+    if parse(broker, internal=True).kind != "embedded":
+        return (f"the lifecycle suite runs on Spark on the embedded broker only (--broker {broker} is a Kafka "
+                "cluster started or reached from this machine); drop --broker, or drop --engine spark")
+    return None
+
+
 def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     """:func:`campaign_plan` of the campaign's ``stores`` and ``workloads`` on its broker (``opened``: the
     broker opened for it; ``reached``: the crash points each store's probe reached, else probed here), with

@@ -1,0 +1,107 @@
+"""Where a campaign's scenarios run (``chaos --engine``): ``local``, threads of this process each running one
+scenario (today's pool), or ``spark``, each scenario a Spark task on any cluster (``--master``:
+``local[*]`` by default, ``local[N]``, ``spark://HOST:PORT``; :mod:`eos_harness.spark.engine`).
+
+The plan, the verdicts, the tallies and the exit code do not depend on the engine: an engine only runs
+``run_one(index, scenario)`` of the suite contract (:mod:`eos_harness.suite`) and hands back the result
+with the scenario's directory (``RUN_DIR/scenario-NNNNN``) as the local pool leaves it. A suite whose
+scenarios run on any machine says so (:attr:`eos_harness.suite.Suite.anywhere`); its plan's
+``engine_problem(options)`` refuses the options whose scenarios do not (a broker started on this machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["DEFAULT_MASTER", "ENGINES", "LOCAL", "EngineRun", "EngineUnavailable", "LocalEngine", "check_master"]
+
+ENGINES = ("local", "spark")
+DEFAULT_MASTER = "local[*]"
+MASTER_ANSWER_S = 3.0  # how long a spark:// master has to accept a connection before anything runs
+
+_LOCAL = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?")
+_HOST_PORT = re.compile(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine could not be started or lost every place to run (no executor registered): the campaign
+    cannot be run (exit 3), nothing of it was judged."""
+
+
+class EngineRun(Protocol):
+    """An engine started for one campaign: ``workers``, the scenarios it runs at once when ``--workers`` is
+    not given; ``run(index, scenario, directory)``, the suite's ``run_one`` of the scenario, its directory
+    left as the local pool leaves it; ``cut_short()``, stop every scenario still running (their results are
+    dropped)."""
+
+    workers: int | None
+
+    def run(self, index: int, scenario: Any, directory: Path) -> dict: ...
+
+    def cut_short(self) -> None: ...
+
+
+@dataclass
+class _LocalRun:
+    run_one: Callable[[Any, Path], dict]
+    workers: int | None = None
+
+    def run(self, index: int, scenario: Any, directory: Path) -> dict:
+        return self.run_one(scenario, directory)
+
+    def cut_short(self) -> None:  # the campaign engine kills every process this command started
+        pass
+
+
+@dataclass(frozen=True)
+class LocalEngine:
+    """Threads of this process, each running one scenario (its processes are this command's children)."""
+
+    name: str = "local"
+    master: str | None = None
+    parquet: bool = False  # its campaigns' results as Parquet too (pyarrow's import costs seconds)
+
+    @contextlib.contextmanager
+    def start(self, suite, out_dir: Path, log: Path | None, say: Callable[[str], object]) -> Iterator[EngineRun]:
+        yield _LocalRun(suite.run_one)
+
+
+LOCAL = LocalEngine()
+
+
+def check_master(master: str) -> str:
+    """``--master``, checked before anything runs: ``local``, ``local[N]``, ``local[*]``, ``local[N,F]`` (F
+    attempts of a task), or ``spark://HOST:PORT[,HOST:PORT…]`` (a standalone master, which must accept a
+    connection within :data:`MASTER_ANSWER_S`). A ValueError (a usage error) says what is allowed."""
+    text = master.strip()
+    if _LOCAL.fullmatch(text):
+        return text
+    if text.startswith("spark://"):
+        hosts = text[len("spark://"):].split(",")
+        for host_port in hosts:
+            found = _HOST_PORT.fullmatch(host_port)
+            if not found or not 0 < int(found.group(2)) < 65536:
+                raise ValueError(f"--master {master}: {host_port!r} is not HOST:PORT; a standalone master is "
+                                 "spark://HOST:PORT (its port, 7077 by default)")
+        problems = [problem for problem in map(_answers, hosts) if problem]
+        if len(problems) == len(hosts):
+            raise ValueError(f"--master {master}: no master answers ({'; '.join(problems)}); start it "
+                             "(spark-class org.apache.spark.deploy.master.Master) or give the URL it printed")
+        return text
+    raise ValueError(f"--master {master}: not a Spark master this engine runs on; give local[*] (every core of "
+                     "this machine, the default), local[N], or spark://HOST:PORT (a standalone cluster)")
+
+
+def _answers(host_port: str) -> str | None:
+    host, _, port = host_port.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=MASTER_ANSWER_S):
+            return None
+    except OSError as exc:
+        return f"{host_port}: {exc.strerror or exc}"
