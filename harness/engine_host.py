@@ -72,6 +72,7 @@ class TaskOutcome:
     files: bytes = b""
     output: bytes = b""
     executor: dict = field(default_factory=dict)
+    attempt: int = 0  # the engine's attempt of the task (0: its first)
 
 
 def run_task(payload: bytes) -> TaskOutcome:

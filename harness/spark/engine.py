@@ -200,7 +200,7 @@ class _SparkRun:
             raise EngineUnavailable(self.lost)
         self.context.setJobGroup(self.group, f"{self.suite.name} scenario {index}", interruptOnCancel=True)
         try:
-            outcomes = self.context.parallelize([pickle.dumps(hosted)], 1).map(run_task).collect()
+            outcomes = self.context.parallelize([pickle.dumps(hosted)], 1).map(_task).collect()
         except Exception as exc:  # a task Spark gave up on, a cancelled job: a short reason, not the JVM's stack
             if self.lost:
                 raise EngineUnavailable(self.lost) from None
@@ -215,6 +215,10 @@ class _SparkRun:
     def _kept(self, outcome: TaskOutcome, directory: Path) -> dict:
         """The outcome as the local pool leaves it: the scenario's files in ``directory``, its processes'
         output appended to the campaign's log (else to ``spark.log``), its paths rewritten to ``directory``."""
+        if outcome.attempt:  # Spark ran its task again (its executor lost): said in the driver's log
+            with open(self.out_dir / SPARK_LOG, "a") as log:
+                log.write(f"eos-harness: scenario {outcome.index} ran again (task attempt {outcome.attempt}); its "
+                          "result is this attempt's, once\n")
         if outcome.files:
             directory.mkdir(exist_ok=True)
             with tarfile.open(fileobj=io.BytesIO(outcome.files), mode="r:gz") as tar:
@@ -234,6 +238,17 @@ class _SparkRun:
     def cut_short(self) -> None:
         with contextlib.suppress(Exception):
             self.context.cancelJobGroup(self.group)
+
+
+def _task(payload: bytes) -> TaskOutcome:
+    """The Spark task of one scenario (on an executor): :func:`eos_harness.engine_host.run_task`, with its
+    attempt number (a task run again after its executor was lost is attempt 1 or more)."""
+    from pyspark import TaskContext
+
+    outcome = run_task(payload)
+    context = TaskContext.get()
+    outcome.attempt = context.attemptNumber() if context is not None else 0
+    return outcome
 
 
 def _first_lines(exc: BaseException) -> str:
