@@ -35,8 +35,11 @@ NATIVE = "librocksdbjni-linux64.so"  # what rocksdbjni's loader looks for on jav
 MAIN = "eosharness.StoreServer"
 LAYOUT = 5  # what a build folder holds (part of its name: a new layout is built afresh)
 ARCHIVE = "server.jsa"  # the class-data-sharing archive of a store JVM's classes (a start maps them)
-# A store's JVM: small and quick to start (C1 only; one GC thread); the stores hold a few keys.
-JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss1m", "-Xmx256m", "-XX:-UsePerfData",
+# A store's JVM: small and quick to start (C1 only; one GC thread); the stores hold a few keys. Most JVMs
+# live for one crash: C1 compiles a method after three times the usual calls (its compiler thread was a third
+# of a JVM's CPU, Byteman's and RocksDB's start-up code compiled and run a few times: 0.43 -> 0.38 CPU-s).
+JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:CompileThresholdScaling=3", "-XX:+UseSerialGC", "-Xss1m", "-Xmx256m",
+               "-XX:-UsePerfData",
                "-XX:+UnlockDiagnosticVMOptions",
                "-Xlog:disable", "-Xlog:all=warning:stderr")  # the JVM's own warnings never on the protocol's stdout
 # The classes loaded from jars (Kafka's, RocksDB's, Byteman's: the pinned jars, checked against their SHA-1;
@@ -64,18 +67,23 @@ class Server:
     def rules(self) -> Path:
         return self.folder / "rules.btm"
 
-    def command(self, java: str = "java", verify: bool = False) -> list[str]:
+    def command(self, java: str = "java", verify: bool = False, rules: bool = False,
+                warm: str | None = None) -> list[str]:
         """The command line of one store JVM. Its agent is the store server's own (``eosharness.Agent``:
         it keeps the JVM's Instrumentation, no class transformer); Byteman's agent with every crash
         point's rule is installed through it when a request first needs the rules (a point armed or
         traced, a mutant opened), so a JVM that never does loads its classes untransformed. ``verify``: the
-        classes loaded from jars are verified (a JVM that may load a user's store), else not (:data:`NO_VERIFY`)."""
+        classes loaded from jars are verified (a JVM that may load a user's store), else not (:data:`NO_VERIFY`).
+        A spare JVM (started ahead of its store, :mod:`eos_harness.kafka_streams.pool`): ``rules``, every
+        crash point's rule installed at start; ``warm``, an empty folder it opens, uses and closes a store of
+        each kind in, before it says it is ready (``eosharness.StoreServer``'s ``--warm``)."""
         archive = self.folder / ARCHIVE
         return [java, *JVM_OPTIONS, *([] if verify else [NO_VERIFY]), f"-Djava.library.path={self.folder / 'native'}",
                 *([f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"] if archive.is_file() else []),
                 "-Dorg.jboss.byteman.compile.to.bytecode=true",  # rules run as bytecode, not interpreted
                 f"-Deosharness.rules={self.rules}", f"-javaagent:{self.jar}",
-                "-cp", os.pathsep.join(str(p) for p in (self.jar, *self.classpath, self.byteman)), MAIN]
+                "-cp", os.pathsep.join(str(p) for p in (self.jar, *self.classpath, self.byteman)), MAIN,
+                *(["--rules"] if rules else []), *(["--warm", warm] if warm else [])]
 
 
 def _digest(version: str) -> str:

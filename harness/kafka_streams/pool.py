@@ -5,9 +5,24 @@ up: the server hands it the JVM's pipes. A clean ``close`` leaves the JVM runnin
 it goes back to the pool for the next open; a store process that dies (killed by the driver, at a crash
 point, or by itself) takes its JVM with it: the server SIGKILLs the JVM before it goes on, and a JVM
 waiting at a crash point for the store process's answer never gets one, so nothing of Kafka's code
-after the point runs. For each JVM killed the pool starts the next one at once, so that it boots while
-the store's restart is on its way. Every JVM dies with the pool (:meth:`JvmPool.shutdown`), and halts by itself when
+after the point runs. Every JVM dies with the pool (:meth:`JvmPool.shutdown`), and halts by itself when
 its pipe from the driver closes.
+
+A JVM is never shared by two stores at once, and a crash is always the death of the store's own JVM: a
+store killed inside a JVM that lived on could not lose what a process death loses (RocksDB's background
+flushes and compactions run to their end when a database is closed, and one still open cannot be opened
+again in the same process; Kafka's threads and objects of the dead store would stay). What a crash costs is
+kept off the store's way instead: for each JVM killed the pool starts the next one at once, so that it boots
+while the store's restart is on its way. A warming pool (``warm``: ``verify``'s, whose cases run one after
+another, each waiting for its store's JVM) does more: it keeps one spare JVM per key, started when the last
+idle one is taken, which boots and warms up before it is lent (``--warm``: a store of each kind opened, used
+and closed in a temporary folder, so that Kafka's classes, RocksDB's native library and the JIT's code are
+ready), and, once a store of the key has armed or traced one of Kafka's crash points, installs every point's
+Byteman rule at start (``--rules``: they cost nothing unarmed, and the JVM reports only the points each
+request names). A spare thus boots and warms up while the store before it runs; the store then opens in a
+JVM that has done all of that already. A spare costs more CPU than a JVM that starts cold (every rule, and a
+store of each kind): a campaign of the lifecycle, whose scenarios run side by side and keep the cores busy,
+does better without it.
 """
 
 from __future__ import annotations
@@ -17,10 +32,13 @@ import contextlib
 import ctypes
 import os
 import select
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
+from collections.abc import Iterable
 
 from eos_harness.stores import LendError
 
@@ -61,20 +79,35 @@ def _started(command: list[str], **options) -> subprocess.Popen:
 
 
 class Jvm:
-    """One store JVM (``eosharness.StoreServer``), its pipes unbuffered so that it can be lent."""
+    """One store JVM (``eosharness.StoreServer``), its pipes unbuffered so that it can be lent. ``warm``: a
+    spare, which warms up in a temporary folder of its own before it is ready (the folder removed then, or
+    when it is killed before)."""
 
-    def __init__(self, version: str, command: list[str], log: str | None = None, key: str = "") -> None:
+    def __init__(self, version: str, command: list[str], log: str | None = None, key: str = "",
+                 warm: bool = False) -> None:
         self.version = version
         self.key = key or version  # what the pool keeps it under
+        self._warm = tempfile.mkdtemp(prefix="eos-ks-warm-") if warm else None
+        if self._warm is not None:
+            command = [*command, "--warm", self._warm]
         # What Kafka, RocksDB and the JVM print goes where the store processes' output goes (``log``).
         stderr = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644) if log else None
         try:
             self.process = _started(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                     bufsize=0, preexec_fn=_die_with_parent, close_fds=True)
+        except BaseException:
+            self._unwarm()
+            raise
         finally:
             if stderr is not None:
                 os.close(stderr)
         self._ready = False
+
+    def _unwarm(self) -> None:
+        """Remove the warm-up's folder (the JVM is ready, done with it, or dead)."""
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            shutil.rmtree(warm, ignore_errors=True)
 
     @property
     def pid(self) -> int:
@@ -98,6 +131,7 @@ class Jvm:
             self.kill()
             raise JvmStartError(f"the store JVM (Kafka Streams {self.version}) wrote {line[:300]!r} instead of ready")
         self._ready = True
+        self._unwarm()
 
     def pipes(self) -> tuple[int, int]:
         """(the fd the JVM reads requests from, the fd its answers come on): duplicates, for a store process."""
@@ -135,40 +169,63 @@ class Jvm:
         for pipe in (self.process.stdin, self.process.stdout):
             with contextlib.suppress(OSError):
                 pipe.close()
+        self._unwarm()
 
 
 class JvmPool:
-    """The store JVMs of one store server: idle ones by version (one started ahead after each kill)."""
+    """The store JVMs of one store server: idle ones by key, and one spare per key started ahead."""
 
-    def __init__(self, output) -> None:
+    def __init__(self, output, warm: bool = False) -> None:
         """``output``: a callable giving where the JVMs' stdout and stderr go now (the store server's
-        children's output)."""
+        children's output); ``warm``: keep a warmed-up spare per key (see the module)."""
         self._output = output
+        self.warm = warm
         self._idle: dict[str, list[Jvm]] = {}
         self._all: list[Jvm] = []
+        self._rules: set[str] = set()  # the keys whose stores armed or traced Kafka's crash points
         self._lock = threading.Lock()
         self._closed = False
 
-    def _start(self, key: str) -> Jvm:
+    def _start(self, key: str, spare: bool = False) -> Jvm:
+        """A JVM of ``key`` started now; ``spare``: one started ahead of its store, which, in a warming
+        pool, warms up (and installs the crash points' rules, once the key's stores use them) before it is
+        ready."""
         from eos_harness.kafka_streams.build import BuildError, ensure_built
 
         version = key.removesuffix(VERIFYING)
         try:
-            command = ensure_built(version).command(verify=key != version)
+            command = ensure_built(version).command(verify=key != version,
+                                                    rules=spare and self.warm and key in self._rules)
         except BuildError as exc:
             raise JvmStartError(str(exc)) from None
-        jvm = Jvm(version, command, self._output(), key)
+        jvm = Jvm(version, command, self._output(), key, warm=spare and self.warm)
         self._all.append(jvm)
         return jvm
 
-    def take(self, key: str) -> Jvm:
+    def _spare(self, key: str) -> None:
+        """Start a spare of ``key`` unless one is idle already or the pool is shut down (under the lock)."""
+        idle = self._idle.setdefault(key, [])
+        if not self._closed and not any(j.alive for j in idle):
+            idle.append(self._start(key, spare=True))
+
+    def take(self, key: str, points: bool | Iterable[str] = ()) -> Jvm:
         """An idle JVM of ``key`` (a version, :data:`VERIFYING` after it for one that verifies the classes it
-        loads), ready (started now when none is idle)."""
+        loads), ready (started now when none is idle); in a warming pool, the next one is started as a
+        spare when it was the last. ``points``: the crash points its store's process arms at start (True: it
+        traces every point); once one is Kafka's, the key's spares install every point's rule ahead."""
+        from eos_harness.kafka_streams.points import POINTS
+
+        wanted = points is True or bool({p.name for p in POINTS}.intersection(points or ()))
         with self._lock:
+            if wanted:
+                self._rules.add(key)
             idle = self._idle.setdefault(key, [])
             while idle and not idle[0].alive:
                 idle.pop(0)
             jvm = idle.pop(0) if idle else self._start(key)
+            if self.warm:
+                with contextlib.suppress(JvmStartError):  # the one taken says why, if it fails as well
+                    self._spare(key)
         jvm.wait_ready()
         return jvm
 
@@ -181,14 +238,12 @@ class JvmPool:
         jvm.kill()
 
     def kill(self, jvm: Jvm) -> None:
-        """SIGKILL a JVM whose store process died, and start the next one at once: a restart of the store
-        follows a crash, and finds it booted (or booting)."""
+        """SIGKILL a JVM whose store process died, and start a spare at once if none is idle: a restart of
+        the store follows a crash, and finds it booted (or booting)."""
         jvm.kill()
         with self._lock:
             self._all = [j for j in self._all if j is not jvm]
-            idle = self._idle.setdefault(jvm.key, [])
-            if not self._closed and not any(j.alive for j in idle):
-                idle.append(self._start(jvm.key))
+            self._spare(jvm.key)
 
     def shutdown(self) -> None:
         """Kill every JVM of the pool; one given back or killed later starts none (it dies)."""
@@ -209,16 +264,16 @@ def current() -> JvmPool | None:
 
 
 @contextlib.contextmanager
-def shared(output):
+def shared(output, warm: bool = False):
     """Within: every store server of this process (and every lifecycle task instance) lends from one pool,
     so that a JVM whose store closed cleanly serves the next store (a suite makes a server per case)
     instead of dying with its server; a server's exit still kills the JVMs of its children, as a crash
     would. Nested, or entered by several threads at once (a campaign's scenarios): one pool, whose every
-    JVM dies when the last of them leaves."""
+    JVM dies when the last of them leaves (``warm``, see :class:`JvmPool`: the first entry's)."""
     global _shared, _users
     with _shared_lock:
         if _shared is None:
-            _shared = JvmPool(output)
+            _shared = JvmPool(output, warm)
         _users += 1
         pool = _shared
     try:

@@ -52,6 +52,13 @@ import org.jboss.byteman.modules.NonModuleSystem;
  * leaving its store as a crash would, when its stdin ends. A crash point (a Byteman rule calling
  * {@link #reach}) asks the harness over the same pipe whether to go on ({"point": name}); the harness
  * kills this process there when the point is armed.
+ *
+ * <p>Arguments (a spare JVM, started ahead of the store that will borrow it): {@code --rules} installs every
+ * crash point's rule at start, {@code --warm DIR} opens, writes, commits, reads and closes a transactional
+ * RocksDB store and an in-memory one in the empty folder {@code DIR} (then removes what they wrote), so
+ * that the classes, RocksDB's native library and the rules are loaded and compiled before a store is opened;
+ * then it says it is ready. A spare has opened and closed a store cleanly before its own, as a JVM does
+ * that serves the next open after a clean close.
  */
 public final class StoreServer {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -61,6 +68,8 @@ public final class StoreServer {
     private static PrintStream out;
     /** Whether crash points are reported to the harness (its request names the points armed, or says true while they are traced). */
     private static volatile boolean reporting;
+    /** The points the current request names (reported alone: another point whose rule is installed goes on at once), or null for every point (traced). */
+    private static volatile Set<String> reported;
 
     private static KeyValueStore<Bytes, byte[]> store;
     private static ReadOnlyKeyValueStore<Bytes, byte[]> committedView;
@@ -75,6 +84,17 @@ public final class StoreServer {
         in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8), 1 << 16);
         out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), false, StandardCharsets.UTF_8);
         System.setOut(System.err); // whatever Kafka or RocksDB print goes to stderr, never into the protocol
+        String warm = null;
+        for (int i = 0; i < args.length; i++) {
+            if (args[i].equals("--rules")) {
+                install(List.of("*"));
+            } else if (args[i].equals("--warm") && i + 1 < args.length) {
+                warm = args[++i];
+            }
+        }
+        if (warm != null) {
+            warmUp(new File(warm));
+        }
         out.println("{\"ready\":true}");
         out.flush();
         while (true) {
@@ -85,6 +105,13 @@ public final class StoreServer {
             JsonNode request = JSON.readTree(line);
             JsonNode asked = request.path("points");
             reporting = asked.isArray() ? asked.size() > 0 : asked.asBoolean(false);
+            if (asked.isArray()) {
+                Set<String> named = new HashSet<>();
+                asked.forEach(name -> named.add(name.asText()));
+                reported = named;
+            } else {
+                reported = null;
+            }
             needRules(request); // before the request runs: its crash points (or the mutant's rules) are in place
             ObjectNode answer = JsonNodeFactory.instance.objectNode();
             try {
@@ -172,6 +199,66 @@ public final class StoreServer {
         }
     }
 
+    /** The requests of a spare's warm-up ({@code --warm}): each kind of key-value store the harness opens most. */
+    private static final String[] WARM_UP = {
+        "{\"op\":\"open\",\"kind\":\"rocksdb\",\"transactional\":true,\"state_dir\":\"%s/r\"}",
+        "{\"op\":\"put\",\"key\":\"YQ==\",\"value\":\"YQ==\"}",
+        "{\"op\":\"put_all\",\"entries\":[[\"Yg==\",\"Yg==\"],[\"YQ==\",null]]}",
+        "{\"op\":\"get\",\"key\":\"Yg==\"}",
+        "{\"op\":\"commit\",\"offsets\":[[\"app-store-changelog\",0,1]]}",
+        "{\"op\":\"delete\",\"key\":\"Yg==\"}",
+        "{\"op\":\"range\",\"lo\":\"YQ==\",\"hi\":\"Yw==\"}",
+        "{\"op\":\"all\"}", "{\"op\":\"rc_all\"}", "{\"op\":\"rc_get\",\"key\":\"YQ==\"}",
+        "{\"op\":\"committed_offset\",\"topic\":\"app-store-changelog\",\"partition\":0}",
+        "{\"op\":\"commit\",\"offsets\":[[\"app-store-changelog\",0,2]]}",
+        "{\"op\":\"close\"}",
+        "{\"op\":\"open\",\"kind\":\"memory\",\"transactional\":true,\"state_dir\":\"%s/m\"}",
+        "{\"op\":\"put\",\"key\":\"YQ==\",\"value\":\"YQ==\"}",
+        "{\"op\":\"commit\",\"offsets\":[[\"app-store-changelog\",0,1]]}",
+        "{\"op\":\"all\"}",
+        "{\"op\":\"close\"}",
+    };
+
+    /**
+     * A spare's warm-up ({@code --warm DIR}): the stores of {@link #WARM_UP} opened in {@code DIR}, used and
+     * closed, no point reported; then what they wrote removed. Best effort: a step that fails ends the
+     * warm-up, the store closed; the JVM serves its store all the same (and the harness removes {@code DIR}).
+     */
+    private static void warmUp(File dir) {
+        String path = JSON.getNodeFactory().textNode(dir.getAbsolutePath()).toString();
+        path = path.substring(1, path.length() - 1); // the folder as a JSON string's contents
+        try {
+            for (String request : WARM_UP) {
+                handle(JSON.readTree(request.replace("%s", path)));
+            }
+        } catch (Throwable failed) {
+            System.err.println("eos-harness: the store JVM's warm-up stopped: " + failed);
+        } finally {
+            try {
+                if (store != null || WindowStores.store != null) {
+                    handle(JSON.readTree("{\"op\":\"close\"}"));
+                }
+            } catch (Throwable ignored) {
+                store = null;
+                committedView = null;
+            }
+            transactional = false;
+            mutant = "";
+            File[] made = dir.listFiles();
+            for (File each : made == null ? new File[0] : made) {
+                delete(each);
+            }
+        }
+    }
+
+    private static void delete(File file) {
+        File[] inside = file.isDirectory() && !java.nio.file.Files.isSymbolicLink(file.toPath()) ? file.listFiles() : null;
+        for (File each : inside == null ? new File[0] : inside) {
+            delete(each);
+        }
+        file.delete();
+    }
+
     /** The rules of a Byteman script by name ("RULE name" ... "ENDRULE"), in order. */
     static Map<String, String> parseRules(String script) {
         Map<String, String> parsed = new LinkedHashMap<>();
@@ -198,9 +285,11 @@ public final class StoreServer {
         return reporting;
     }
 
-    /** Called by the Byteman rules at each crash point: ask the harness whether to go on. */
+    /** Called by the Byteman rules at each crash point: ask the harness whether to go on (a point the request
+     * does not name goes on at once: its rule was installed for another run of this JVM, or ahead, by {@code --rules}). */
     public static void reach(String point) {
-        if (!reporting) {
+        Set<String> named = reported;
+        if (!reporting || (named != null && !named.contains(point))) {
             return;
         }
         synchronized (StoreServer.class) {
