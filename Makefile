@@ -26,7 +26,8 @@ jars: $(STAMP)
 	$(BIN)/python -m eos_harness.jars
 
 # The Spark driver's class archive (.cache/spark-cds/, once): one short pipeline run that ends on its
-# own, before the Spark tests (each of their runs starts a new driver JVM, in half the time from it).
+# own (each Spark run starts a new driver JVM, in half the time from it). The tests make it themselves
+# before their first Spark test, on one worker while the other runs tests without Spark (conftest.py).
 spark-archive: $(STAMP)
 	$(BIN)/python -m eos_harness.suites.spark.warmup
 
@@ -37,7 +38,7 @@ demo: $(STAMP)
 # On WORKERS pytest-xdist workers, each test file on one worker (--dist loadfile: a file's module
 # fixtures, a Spark matrix or a Kafka cluster, start once); WORKERS=0 runs them in this process.
 WORKERS ?= 2
-test: $(STAMP) jars spark-archive
+test: $(STAMP) jars
 	$(BIN)/python -m pytest -q --durations=25 -n $(WORKERS) --dist loadfile
 
 # The edit loop (no jars, no JVM): under 3 minutes on 2 cores, on the WORKERS workers of `make test`.
@@ -46,7 +47,7 @@ check: $(STAMP)
 
 # Opt-in: every Spark test, with the `slow` ones `make test` leaves out (the Spark behaviours
 # the full matrix found: suites/spark/test_spark.py's FINDINGS).
-test-spark-full: $(STAMP) jars spark-archive
+test-spark-full: $(STAMP) jars
 	$(BIN)/python -m pytest -q -m spark --durations=15 -n $(WORKERS) --dist loadfile
 
 # Opt-in: campaigns on a real Spark standalone cluster (a master and two workers started on 127.0.0.1 from the

@@ -12,6 +12,7 @@ them on the disk.
 
 import os
 import tempfile
+import time
 
 import pytest
 
@@ -20,7 +21,11 @@ TEST_TEMP_MIN_FREE = 2 << 30  # bytes free on it, or the tests stay on the defau
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """``TMPDIR`` for the session and everything it starts (xdist workers, commands, brokers)."""
+    """``TMPDIR`` for the session and everything it starts (xdist workers, commands, brokers); xdist's
+    controller hands out the files in the order the workers collect them (longest first, below)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+    _RAN["started"] = time.monotonic()
     if "TMPDIR" in os.environ or not os.path.isdir(TEST_TEMP_DIR) or not os.access(TEST_TEMP_DIR, os.W_OK | os.X_OK):
         return
     stat = os.statvfs(TEST_TEMP_DIR)
@@ -99,7 +104,77 @@ def _heavy(nodeid: str) -> bool:
             or any(test.startswith(folder) for folder in HEAVY if folder.endswith("/")))
 
 
+# `make test`'s workers (pytest-xdist, --dist loadfile) take the test files longest first, so that no
+# long file starts last on one worker while the other has nothing left: the files' seconds on one worker
+# of `make test` on 2 cores (the run prints them, "seconds per file"), for a file not listed an estimate
+# from its tests (ESTIMATE_S). xdist would otherwise hand out the files with the most tests first, and a
+# file with one long test (a whole chaos campaign) last.
+FILE_SECONDS = {
+}
+ESTIMATE_S = {"spark": 20.0, "kafka": 8.0, "jvm": 8.0, "heavy": 4.0}  # per test of that marker; others 0.3 s
+SUMMARY_FILES = 20  # the longest files the per-worker summary lists
+_RAN: dict = {"started": 0.0, "files": {}, "workers": {}}  # xdist's controller: path -> (worker, s); worker -> done at
+
+
+def _estimate(items: list[pytest.Item]) -> float:
+    path = items[0].nodeid.split("::", 1)[0]
+    if path in FILE_SECONDS:
+        return FILE_SECONDS[path]
+    return sum(max([s for m, s in ESTIMATE_S.items() if item.get_closest_marker(m)], default=0.3) for item in items)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if _heavy(item.nodeid):
             item.add_marker(pytest.mark.heavy)
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker orders the same collection the same way
+        files: dict[str, list[pytest.Item]] = {}
+        for item in items:
+            files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+        # The first worker to reach a Spark test makes the driver's class archive while the others wait
+        # for it (pytest_runtest_setup): of the first file each worker gets, one at most has Spark.
+        first, rest, workers = [], [], config.workerinput.get("workercount", 2)
+        for group in sorted(files.values(), key=_estimate, reverse=True):
+            spark = any(item.get_closest_marker("spark") for item in group)
+            if len(first) < workers and not (spark and any(has for _, has in first)):
+                first.append((group, spark))
+            else:
+                rest.append(group)
+        items[:] = [item for group in [g for g, _ in first] + rest for item in group]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before this process's first Spark test (its fixtures start pipeline runs): the Spark driver's class
+    archive, made once (suites/spark/warmup.py; a second worker waits for the first one's)."""
+    if item.get_closest_marker("spark") is None or _SPARK_ARCHIVE:
+        return
+    from eos_harness.suites.spark.warmup import make_archive
+
+    _SPARK_ARCHIVE.append(make_archive())
+
+
+_SPARK_ARCHIVE: list[str] = []  # what make_archive said, once it ran in this process
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """On xdist's controller: each worker's seconds per file, and when its last test ended."""
+    node = getattr(report, "node", None)
+    if node is None:
+        return
+    worker, path = node.gateway.id, report.nodeid.split("::", 1)[0]
+    _, seconds = _RAN["files"].get(path, (worker, 0.0))
+    _RAN["files"][path] = (worker, seconds + report.duration)
+    _RAN["workers"][worker] = time.monotonic() - _RAN["started"]
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """After `make test`'s slowest tests: when each worker was done and the longest files (FILE_SECONDS)."""
+    if not _RAN["workers"]:
+        return
+    write = terminalreporter.write_line
+    for worker, done in sorted(_RAN["workers"].items()):
+        mine = [s for w, s in _RAN["files"].values() if w == worker]
+        write(f"{worker}: {len(mine)} files, {sum(mine):.0f} s of tests, its last test done {done:.0f} s after the start")
+    longest = sorted(_RAN["files"].items(), key=lambda kv: -kv[1][1])[:SUMMARY_FILES]
+    write("seconds per file: " + ", ".join(f"{path} {s:.0f} ({w})" for path, (w, s) in longest))

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -33,6 +34,7 @@ __all__ = ["BUNDLES", "Bundle", "JarFetchError", "cache_dir", "corrupt_jars", "e
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 CHECKSUMS = "checksums.json"  # in a bundle folder: jar name -> {"url": Maven Central URL, "sha1": published SHA-1}
 DOWNLOAD_TIMEOUT_S = 60
+SHA1_FETCHES = 16  # the published SHA-1s of a bundle's jars fetched at once
 
 
 class JarFetchError(RuntimeError):
@@ -218,11 +220,14 @@ def ensure(name: str, quiet: bool = True) -> list[Path]:
                 f"'python -m eos_harness.jars {bundle.name}' again. Maven said:\n{tail}"
             )
         out.mkdir()
+        paths = sorted(layout.rglob("*.jar"))
+        urls = [f"{MAVEN_CENTRAL}/{path.relative_to(layout).as_posix()}" for path in paths]
+        with ThreadPoolExecutor(max_workers=SHA1_FETCHES) as pool:  # one round trip each: many at once
+            published = [pool.submit(_published_sha1, url) for url in urls]
         checksums = {}
-        for path in sorted(layout.rglob("*.jar")):
-            url = f"{MAVEN_CENTRAL}/{path.relative_to(layout).as_posix()}"
+        for path, url, sha1 in zip(paths, urls, published, strict=True):
             try:
-                checksums[path.name] = {"url": url, "sha1": _published_sha1(url)}
+                checksums[path.name] = {"url": url, "sha1": sha1.result()}
             except OSError as exc:
                 raise JarFetchError(f"cannot fetch the SHA-1 of {path.name} from {url}.sha1 ({exc}); check the "
                                     f"network to Maven Central, then run 'python -m eos_harness.jars {bundle.name}' "
