@@ -109,9 +109,20 @@ def _heavy(nodeid: str) -> bool:
 # of `make test` on 2 cores (the run prints them, "seconds per file"), for a file not listed an estimate
 # from its tests (ESTIMATE_S). xdist would otherwise hand out the files with the most tests first, and a
 # file with one long test (a whole chaos campaign) last.
-FILE_SECONDS = {
+FILE_SECONDS = {  # from the 25 slowest tests of clean-clone runs (quiet-machine seconds, rounded)
+    "tests/test_verify.py": 220, "tests/test_spark_user_pipelines.py": 130, "suites/spark/test_spark.py": 100,
+    "tests/test_kafka_metadata.py": 100, "tests/test_replays.py": 95, "tests/test_spark_kafka.py": 90,
+    "tests/test_implementers.py": 60, "tests/test_metadata.py": 60, "tests/test_kafka_faults.py": 60,
+    "tests/test_lifecycle.py": 55, "tests/test_reliability_io.py": 50, "tests/test_campaign_controls.py": 45,
+    "tests/test_metadata_controls.py": 40, "tests/test_spark_user_fixture.py": 40,
+    "tests/test_kafka_streams_upgrade.py": 35, "tests/test_kafka_chaos.py": 35, "tests/test_spark_tempfiles.py": 30,
+    "tests/test_damaged_runs.py": 25, "tests/test_printed_commands.py": 20, "tests/test_spark_models.py": 10,
+    # measured on one worker (-n 1) at load 6 to 10
+    "tests/test_window_stores.py": 25, "suites/conformance/test_conformance.py": 25, "tests/test_global_store.py": 20,
+    "suites/broker/test_kafka.py": 8, "suites/windows/test_windows.py": 6, "suites/offsets/test_offsets.py": 5,
+    "suites/lifecycle/test_lifecycle.py": 5,
 }
-ESTIMATE_S = {"spark": 20.0, "kafka": 8.0, "jvm": 8.0, "heavy": 4.0}  # per test of that marker; others 0.3 s
+ESTIMATE_S = {"spark": 10.0, "kafka": 4.0, "jvm": 4.0, "heavy": 1.0}  # per test of that marker; others 0.3 s
 SUMMARY_FILES = 20  # the longest files the per-worker summary lists
 _RAN: dict = {"started": 0.0, "files": {}, "workers": {}}  # xdist's controller: path -> (worker, s); worker -> done at
 

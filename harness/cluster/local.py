@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Self
 if TYPE_CHECKING:
     from eos_harness.broker.spec import BrokerSpec
 
+from eos_harness.class_archive import JvmOptions, archive_options, fingerprint, supported
 from eos_harness.cluster.watchdog import start_watchdog, stop_watchdog
 from eos_harness.faults.kinds import register_cluster_lookup
 from eos_harness.jars import Bundle, register
@@ -116,6 +117,25 @@ def _classpath() -> str:
     return os.pathsep.join(str(j) for j in jars)
 
 
+# A Kafka node's JVM starts from a class archive (eos_harness.class_archive) made by the first node of
+# its Java and class path that stops cleanly: a SIGTERMed JVM exits with 143 after its shutdown hooks.
+# Start to ready about 2.5x faster (one broker: 6.3-8.0 s -> 2.7-3.2 s, its CPU 3.6 s -> 2.5 s).
+# EOS_HARNESS_KAFKA_JVM=plain turns it off (for comparing).
+JVM_ENV = "EOS_HARNESS_KAFKA_JVM"
+CLEAN_EXITS = (0, 128 + signal.SIGTERM)
+
+
+def node_jvm_options(java: str, classpath: str, make: bool = True) -> JvmOptions:
+    """The class-archive options of a Kafka JVM about to start on ``classpath``; ``make=False``: a
+    short tool run that uses an archive but makes none."""
+    if os.environ.get(JVM_ENV) == "plain" or not supported(java):
+        return JvmOptions([])
+    from eos_harness.jars import cache_dir
+
+    return archive_options(cache_dir() / "kafka-cds" / f"node-{fingerprint(java, classpath)}.jsa", make,
+                           CLEAN_EXITS)
+
+
 LOG4J = """log4j.rootLogger=INFO, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
 log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
@@ -134,6 +154,7 @@ class Node:
     controller_port: int
     directory: Path
     process: subprocess.Popen | None = None
+    jvm: JvmOptions | None = None  # its class archive's options (eos_harness.class_archive), finished when it exits
 
     @property
     def log(self) -> Path:
@@ -408,8 +429,10 @@ class LocalKafka(KafkaCluster):
             return
         assert self._classpath is not None
         env = {**os.environ, ENV_MARK: str(self.directory), "KAFKA_HEAP_OPTS": f"-Xmx{self.heap}"}
+        java = _java()
+        node.jvm = node_jvm_options(java, self._classpath)
         command = [
-            _java(), f"-Xmx{self.heap}", "-Xms128m", *JVM_PERFORMANCE_OPTIONS,
+            java, f"-Xmx{self.heap}", "-Xms128m", *JVM_PERFORMANCE_OPTIONS, *node.jvm.arguments,
             f"-Dlog4j.configuration=file:{node.directory / 'log4j.properties'}",
             f"-Dkafka.logs.dir={node.directory / 'logs'}",
             "-cp", self._classpath, "kafka.Kafka", str(node.config),
@@ -497,7 +520,7 @@ class LocalKafka(KafkaCluster):
     def _format(self, java: str, node: Node) -> subprocess.Popen:
         assert self._classpath is not None
         command = [
-            java, "-Xmx256m", "-XX:TieredStopAtLevel=1",
+            java, "-Xmx256m", "-XX:TieredStopAtLevel=1", *node_jvm_options(java, self._classpath, make=False).arguments,
             f"-Dlog4j.configuration=file:{node.directory / 'log4j.properties'}",
             "-cp", self._classpath, "kafka.tools.StorageTool", "format",
             f"--cluster-id={self.cluster_id}", "-c", str(node.config), "--ignore-formatted",
@@ -516,6 +539,8 @@ class LocalKafka(KafkaCluster):
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(5)
+        if node.jvm is not None:
+            node.jvm.finish(proc.returncode)
 
 
 def cluster_for(spec: BrokerSpec | str) -> LocalKafka | None:

@@ -16,7 +16,7 @@ from eos_harness.suites.spark.runner import SparkScenario, run_spark_scenario
 pytestmark = pytest.mark.spark
 
 SEED = 20261122
-CASES = {  # two at a time, the longest first (make test makes the class archive before: spark-archive)
+CASES = {  # two at a time, the longest first (the class archive is made before the first Spark test: conftest.py)
     # transformWithStateInPandas (value + list state + timer), killed early: its state and timers are
     # restored for four more batches
     "tws-foreach-sink": SparkScenario("tws", "foreach", "rocksdb", 1, False, "file", ("sink@1",), SEED + 3),
