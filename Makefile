@@ -37,7 +37,9 @@ demo: $(STAMP)
 # What CI runs: everything but the opt-in tiers (slow, docker, browser, install); the 25 slowest last.
 # On WORKERS pytest-xdist workers, each test file on one worker (--dist loadfile: a file's module
 # fixtures, a Spark matrix or a Kafka cluster, start once); WORKERS=0 runs them in this process.
-WORKERS ?= 2
+# Three on 2 cores: much of a test is waiting (for a broker, a JVM, a timeout to pass); on two workers
+# a clean-clone run kept the cores about 60% busy (about 1000 s of CPU for 13.5 min of pytest).
+WORKERS ?= 3
 test: $(STAMP) jars
 	$(BIN)/python -m pytest -q --durations=25 -n $(WORKERS) --dist loadfile
 
