@@ -79,6 +79,35 @@ def test_the_state_is_judged_against_the_crash_free_runs_after_the_same_batch():
     assert status == "fail" and found[0].observed == "absent"
 
 
+def test_the_state_is_compared_after_each_batch_and_the_first_that_differs_is_named():
+    from eos_harness.suites.spark.user import compare_states
+
+    def state(*batches):
+        return {"batch": batches[-1][0], "operators": [], "batches": [
+            {"batch": n, "operators": [{"operator": 0, "name": "stateStoreSave", "store": "default", "rows": rows}]}
+            for n, rows in batches]}
+
+    a, b = '{"key": "a", "value": 1}', '{"key": "a", "value": 2}'
+    crash_free = state((0, [a]), (1, [b]), (2, [b]), (3, [b]))
+    assert compare_states(crash_free, state((0, [a]), (1, [b]), (2, [b]), (3, [b]))) == ([], "pass (batches 0..3)")
+    # batch 1's state differs and the last batch's is the same again: the violation is batch 1's, named the first
+    found, status = compare_states(crash_free, state((0, [a]), (1, [a]), (2, [b]), (3, [b])))
+    assert status == "fail (the state first differs after batch 1)"
+    assert [v.key for v in found] == ["operator 0 (stateStoreSave) store default at batch 1 (the first batch whose "
+                                      "state differs; its state after batches 0 equal)"]
+    # batches read on one side only are not compared; none in common is never a pass
+    assert compare_states(crash_free, state((2, [b]), (3, [b]), (4, [b]))) == ([], "pass (batches 2..3)")
+    assert compare_states(crash_free, state((5, [b])))[1].startswith("not exercised (no batch whose state")
+    # a batch whose watermark Spark recorded differs evicts other state: judged by the batches after it
+    lagged = state((0, [a]), (1, [a, b]), (2, [b]), (3, [b]))
+    assert compare_states(crash_free, lagged, watermarks={1: (5000, 15000)}) == (
+        [], "pass (batches 0, 2..3; batch 1 not compared: its watermark 5000 ms recorded, 15000 ms crash-free)")
+    assert compare_states(crash_free, state((0, [a]), (1, [a, b]), (2, [a]), (3, [b])),
+                          watermarks={1: (5000, 15000)})[1] == "fail (the state first differs after batch 2)"
+    empty = {"batch": 3, "operators": [], "batches": []}
+    assert compare_states(empty, empty) == ([], "not exercised (the query keeps no state)")
+
+
 def test_a_transform_with_state_operator_is_read_by_the_state_variables_its_metadata_names():
     from eos_harness.spark.user_app import _state_variables
 
@@ -172,28 +201,41 @@ def test_a_deduplicating_aggregation_to_a_file_sink_survives_a_kill_after_its_si
     assert result["checks"]["output_rows_compared"] > 0 and result["duplicates"]["count"] == 0
     assert result["checks"]["exactly_once_output"] == "pass" and result["checks"]["orphan_files"]["count"] == 0
     # the state read back with Spark's state data source equals the crash-free run's after the same batch
-    assert result["checks"]["state_matches_crash_free"] == "pass", result["checks"]
     state = json.loads(Path(result["runs"][-1]["state"]).read_text())
-    assert state["batch"] == result["last_committed_batch"] >= 4  # (availableNow may add a batch for the watermark)
+    last = result["last_committed_batch"]
+    assert state["batch"] == last >= 4  # (availableNow may add a batch for the watermark)
+    # compared after each committed batch, the batches before the kill, the killed one and those after it
+    # (a batch whose watermark lagged after the restart is judged by the batches after it, and named)
+    lagging = result["watermarks"].get("lagging_batches", [])
+    status = result["checks"]["state_matches_crash_free"]
+    assert status.startswith("pass (batches 0..") and (lagging or status == f"pass (batches 0..{last})"), status
+    assert all(f"batch {n} not compared: its watermark" in status for n in lagging), status
+    assert [b["batch"] for b in state["batches"]] == list(range(last + 1))
     assert sorted(o["name"] for o in state["operators"]) == ["dedupe", "stateStoreSave"]  # dropDuplicates, count
     assert all(o.get("rows") for o in state["operators"]), state  # every store read, and not empty
-    # a row of the aggregation's state lost after the kills would have failed it, naming the store and the batch
-    from eos_harness.suites.spark.user import compare_state
+    # a row of the aggregation's state lost after batch 2 only (the last batch's the same) would have failed it,
+    # naming the store and batch 2 as the first whose state differs
+    from eos_harness.suites.spark.user import compare_states
 
     crash_free = json.loads(Path(result["reference"]["folder"], "run-0.state.json").read_text())
-    state["operators"][0]["rows"].pop()
-    found, status = compare_state(crash_free, state)
-    assert status == "fail" and found[0].key.startswith(f"operator 0 (stateStoreSave) store default at batch "
-                                                        f"{state['batch']}"), found
+    assert state["batches"][2]["operators"][0]["rows"], state["batches"][2]
+    state["batches"][2]["operators"][0]["rows"].pop()
+    found, status = compare_states(crash_free, state)
+    assert status == "fail (the state first differs after batch 2)", status
+    assert found[0].key.startswith("operator 0 (stateStoreSave) store default at batch 2 (the first"), found
 
 
 @pytest.mark.spark
 def test_a_non_idempotent_foreach_batch_is_caught_with_its_crash_window_and_replayed(cli, tmp_path):
     inputs = write_batches(tmp_path / "in", batches=3)
-    done, result = run_users_pipeline(cli, tmp_path, "spark_user_appender:build", inputs, "--crash-at", "sink@1",
-                                      "--seed", "3")
+    # the job is a module of the user's package (tests/fixtures/spark_user_jobs), importing its sibling modules by
+    # the package's name and relatively, one of them in a UDF that Spark's Python workers run
+    done, result = run_users_pipeline(cli, tmp_path, "spark_user_jobs.appender:build", inputs, "--crash-at",
+                                      "sink@1", "--seed", "3")
     assert done.returncode == 1, done.stdout + done.stderr
     assert result["sink"] == "foreachBatch" and result["sink_guarantee"] == "exactly-once"
+    rows = [json.loads(line) for line in Path(result["runs"][-1]["rows"]).read_text().splitlines()]
+    assert {r["key"] for r in rows} == {"A", "B", "C"}  # spelled by the UDF, in the workers
     # batch 1 written by the sink, the driver killed before commits/1: the replayed batch is appended again
     assert result["duplicates"]["windows"] == ["after_sink"] and result["duplicates"]["by_crash"][0]["batch"] == 1
     assert result["duplicates"]["count"] == 8  # batch 1's rows (its same-batch duplicate counts twice)
@@ -330,3 +372,23 @@ def test_export_repro_is_refused_before_anything_runs(cli, tmp_path):
         assert message in done.stderr and "Traceback" not in done.stderr + done.stdout, done.stderr
     assert (tmp_path / "full" / "x").read_text() == "kept" and (tmp_path / "a-file").read_text() == "kept"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "full", "in"]  # nothing ran, nothing written
+
+
+def test_the_crash_free_run_is_run_again_when_a_module_the_query_may_import_changes(tmp_path):
+    """The crash-free run is kept by the hash of the query's sources: a helper module beside the job (of its
+    package, or of its folder) is one, so editing it is never judged against a stale crash-free run."""
+    from eos_harness.suites.spark.user import UserScenario, query_sources, reference_key
+
+    package = tmp_path / "my_pkg"
+    (package / "sub").mkdir(parents=True)
+    for name in ("__init__.py", "jobs.py", "helpers.py", "sub/__init__.py", "sub/more.py"):
+        (package / name).write_text("X = 1\n")
+    scenario = UserScenario("my_pkg.jobs:build", str(write_batches(tmp_path / "in", batches=3)))
+    job = str(package / "jobs.py")
+    assert [p.relative_to(package).as_posix() for p in query_sources(job)] == [
+        "__init__.py", "helpers.py", "jobs.py", "sub/__init__.py", "sub/more.py"]
+    before = reference_key(scenario, job)
+    (package / "helpers.py").write_text("X = 2\n")
+    assert reference_key(scenario, job) != before
+    (tmp_path / "solo.py").write_text("X = 1\n")  # a top-level module: the modules of its own folder
+    assert [p.name for p in query_sources(str(tmp_path / "solo.py"))] == ["solo.py"]

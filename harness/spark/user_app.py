@@ -10,8 +10,9 @@ returned for batch N, a marker ``_batches/N`` is renamed into place in ``config[
 the harness's watcher kills after. At the end of a run meant to end, the output is read back (the module's
 ``read_output(spark, output_dir)`` or the function ``config["user"]["reader"]`` names, else the file sink's own
 format) and written as JSON lines
-(``config["rows"]``), and the state of its last committed batch is read back with Spark's state data source
-(:func:`read_state`, written to ``config["user"]["state"]``).
+(``config["rows"]``), and the state after each committed batch (from ``config["user"]["state_from"]``, by
+default the first) is read back with Spark's state data source (:func:`read_state`, written to
+``config["user"]["state"]``).
 """
 
 from __future__ import annotations
@@ -117,9 +118,10 @@ def run(spark, config: dict, report) -> None:
     Path(user["rows"]).write_text("".join(json.dumps(json.loads(r), sort_keys=True) + "\n" for r in rows))
     report({"event": "rows", "count": len(rows)})
     if user.get("state"):
-        state = read_state(spark, config["checkpoint"])
+        state = read_state(spark, config["checkpoint"], user.get("state_from") or 0)
         Path(user["state"]).write_text(json.dumps(state))
-        report({"event": "state", "batch": state["batch"], "operators": len(state["operators"])})
+        report({"event": "state", "batch": state["batch"], "operators": len(state["operators"]),
+                "batches": [b["batch"] for b in state["batches"]]})
 
 
 JOIN_OPERATORS = ("symmetricHashJoin",)
@@ -128,10 +130,9 @@ JOIN_OPERATORS = ("symmetricHashJoin",)
 NEEDS_STATE_VARIABLE = ("transformWithState",)
 
 
-def _last_commit(checkpoint: str) -> int | None:
+def _commits(checkpoint: str) -> list[int]:
     commits = Path(checkpoint) / "commits"
-    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
-    return max(ids) if ids else None
+    return sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else []
 
 
 def _state_rows(frame) -> list[str]:
@@ -143,46 +144,58 @@ def _state_rows(frame) -> list[str]:
     return sorted(json.dumps(json.loads(r), sort_keys=True) for r in frame.select(*columns).toJSON().collect())
 
 
-def read_state(spark, checkpoint: str) -> dict:
-    """The state of every stateful operator after the last committed batch, read with Spark's state data
-    source: the operators and their stores from ``state-metadata``, each store's rows from ``statestore``
-    (a stream-stream join by ``joinSide`` left and right, as Spark's guide says). ``{"batch", "operators":
-    [{"operator", "name", "store", "rows"}…]}``; an operator whose state cannot be read (it needs options the
-    harness cannot derive, or the data source failed) has ``"not_read"`` with the reason instead of rows."""
-    batch = _last_commit(checkpoint)
+def read_state(spark, checkpoint: str, from_batch: int = 0) -> dict:
+    """The state of every stateful operator after each committed batch from ``from_batch`` on, read with Spark's
+    state data source (``batchId``): the operators and their stores from ``state-metadata``, each store's rows
+    from ``statestore`` (a stream-stream join by ``joinSide`` left and right, as Spark's guide says).
+    ``{"batch", "operators", "batches": [{"batch", "operators": [{"operator", "name", "store", "rows"}…]}…]}``
+    (``batch`` and ``operators``: the last committed batch's); an operator whose state cannot be read (it needs
+    options the harness cannot derive, or the data source failed) has ``"not_read"`` with the reason instead of
+    rows."""
+    commits = _commits(checkpoint)
+    batch = commits[-1] if commits else None
     if batch is None or not (Path(checkpoint) / "state").is_dir():
-        return {"batch": batch, "operators": []}
+        return {"batch": batch, "operators": [], "batches": []}
     spark.streams.active  # creates the StateStoreCoordinator the state data source asks for  # noqa: B018
     try:
         meta = spark.read.format("state-metadata").load(checkpoint).collect()
     except Exception as exc:  # the checkpoint has no operator metadata Spark can read
-        return {"batch": batch, "operators": [], "error": f"state-metadata: {type(exc).__name__}: {exc}"[:1000]}
+        error = f"state-metadata: {type(exc).__name__}: {exc}"[:1000]
+        return {"batch": batch, "operators": [], "error": error, "batches": []}
     stores: dict[int, tuple[str, list[str], str | None]] = {}
     for row in meta:
         properties = row.asDict().get("operatorProperties")
         name, names, _ = stores.setdefault(int(row["operatorId"]), (row["operatorName"], [], properties))
         names.append(row["stateStoreName"])
-    operators = []
+    reads: list[tuple[dict, str | None, str | None]] = []  # (entry, option, value); no option: not read
     for operator_id, (name, names, properties) in sorted(stores.items()):
         if any(name.startswith(p) for p in NEEDS_STATE_VARIABLE):
-            reads, skipped = _state_variables(properties)
-            operators += [{"operator": operator_id, "name": name, "store": store, "not_read": why}
-                          for store, why in skipped]
+            options, skipped = _state_variables(properties)
+            reads += [({"operator": operator_id, "name": name, "store": store, "not_read": why}, None, None)
+                      for store, why in skipped]
         elif name in JOIN_OPERATORS:
-            reads = [("joinSide", side) for side in ("left", "right")]
+            options = [("joinSide", side) for side in ("left", "right")]
         else:
-            reads = [("storeName", store) for store in sorted(names)]
-        for option, value in reads:
-            entry = {"operator": operator_id, "name": name, "store": value if option == "storeName" else
-                     f"{option}={value}"}
-            try:
-                frame = (spark.read.format("statestore").option("operatorId", operator_id).option(option, value)
-                         .option("batchId", batch).load(checkpoint))
-                entry["rows"] = _state_rows(frame)
-            except Exception as exc:  # Spark's state data source failed on this store
-                entry["not_read"] = f"Spark's state data source failed: {type(exc).__name__}: {exc}"[:1000]
+            options = [("storeName", store) for store in sorted(names)]
+        reads += [({"operator": operator_id, "name": name,
+                    "store": value if option == "storeName" else f"{option}={value}"}, option, value)
+                  for option, value in options]
+    batches = []
+    for number in (n for n in commits if n >= from_batch):
+        operators = []
+        for template, option, value in reads:
+            entry = dict(template)
+            if option is not None:
+                try:
+                    frame = (spark.read.format("statestore").option("operatorId", entry["operator"])
+                             .option(option, value).option("batchId", number).load(checkpoint))
+                    entry["rows"] = _state_rows(frame)
+                except Exception as exc:  # Spark's state data source failed on this store
+                    entry["not_read"] = f"Spark's state data source failed: {type(exc).__name__}: {exc}"[:1000]
             operators.append(entry)
-    return {"batch": batch, "operators": operators}
+        batches.append({"batch": number, "operators": operators})
+    last = batches[-1]["operators"] if batches and batches[-1]["batch"] == batch else []
+    return {"batch": batch, "operators": last, "batches": batches}
 
 
 def _state_variables(properties: str | None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:

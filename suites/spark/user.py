@@ -12,8 +12,9 @@ reads the output back and judges it against the crash-free run's:
   is counted and attributed to the crash window (``strict_only``, as the built-in Kafka sink's);
 - every restart commits a batch within the restart bound, with Spark's error class when it does not
   (``restart_liveness``); the watermark Spark recorded is never ahead of the crash-free run's;
-- the state of each stateful operator, read back with Spark's state data source after the last batch, equals
-  the crash-free run's after the same batch, as a multiset of key and value rows (``state_matches_crash_free``).
+- the state of each stateful operator, read back with Spark's state data source after each committed batch,
+  equals the crash-free run's after the same batch, as a multiset of key and value rows; the first batch where
+  they differ is the violation's (``state_matches_crash_free``).
 
 Rows are compared whole, or by the columns of ``--key`` only (other columns, a processing time or a batch
 id, may differ between runs). The user's module is imported only in a child: the probe before anything
@@ -344,13 +345,27 @@ def probe(ref: str, paths: list[str], timeout: float = PROBE_TIMEOUT_S) -> dict:
 # -- the crash-free reference, once per configuration ----------------------------------------------------------
 
 
+def query_sources(module_file: str | None) -> list[Path]:
+    """The source files the query may import besides its module: every ``.py`` file of its top-level package
+    (a module of a package), or of its own folder (a top-level module, whose siblings it may import by name)."""
+    if not module_file or not Path(module_file).is_file():
+        return []
+    folder = Path(module_file).resolve().parent
+    if not (folder / "__init__.py").is_file():
+        return sorted(folder.glob("*.py"))
+    while (folder.parent / "__init__.py").is_file():
+        folder = folder.parent
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+
+
 def reference_key(scenario: UserScenario, module_file: str | None) -> str:
     digest = hashlib.sha256()
-    digest.update(b"with state\0")  # a crash-free run kept before its state was read back is not reused
+    digest.update(b"with state by batch\0")  # a crash-free run kept before its state was read back after each
+    # batch is not reused
     digest.update(json.dumps({"ref": scenario.ref, "reader": scenario.reader, "schema": scenario.schema,
                               **scenario.configuration}).encode())
-    if module_file and Path(module_file).is_file():
-        digest.update(Path(module_file).read_bytes())
+    for path in query_sources(module_file):
+        digest.update(str(path).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     for path in input_files(Path(scenario.input)):
         digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:20]
@@ -640,6 +655,64 @@ def compare_output(expected: Counter, observed: Counter, guarantee: str, crash_w
     return violations, duplicates
 
 
+def compare_states(expected: dict | None, observed: dict | None, seq: int | None = None,
+                   watermarks: dict[int, tuple[int, int]] | None = None) -> tuple[list[Violation], str]:
+    """The state after each committed batch of the run after the kills (``observed``) against the crash-free run's
+    (``expected``), both as :func:`eos_harness.spark.user_app.read_state` wrote them (``batches``: one state per
+    batch), compared batch by batch (:func:`compare_state`) in order up to the first batch where they differ:
+    its violations, each naming that batch as the first whose state differs. Batches read on one side only are
+    not compared (a batch not committed after the kills is ``restart_liveness``'s), nor batches whose watermark
+    Spark recorded differs from the crash-free run's (``watermarks``: batch → (recorded, crash-free) ms): the
+    watermark decides what state is evicted, so they are judged with the watermarks Spark recorded, by the
+    batches after them. Returns the violations and the check's status: ``pass (batches A..B…)``,
+    ``fail (the state first differs after batch N)``, or ``not exercised (why)``."""
+    if expected is None or observed is None:
+        return compare_state(expected, observed, seq)
+    if expected.get("error") or observed.get("error"):
+        return [], f"not exercised ({expected.get('error') or observed.get('error')})"
+    exp = {b["batch"]: b for b in expected.get("batches", [])}
+    obs = {b["batch"]: b for b in observed.get("batches", [])}
+    common = sorted(set(exp) & set(obs))
+    if not common:
+        if not exp and not obs and not expected.get("operators") and not observed.get("operators"):
+            return [], "not exercised (the query keeps no state)"
+        return [], (f"not exercised (no batch whose state was read in both runs: {sorted(obs)} after the kills, "
+                    f"{sorted(exp)} crash-free)")
+    equal: list[int] = []
+    unread: list[str] = []
+    moved = {n: w for n, w in (watermarks or {}).items() if n in common}
+    for batch in common:
+        if batch in moved:
+            continue
+        found, status = compare_state(exp[batch], obs[batch], seq)
+        if found:
+            since = f"; its state after batches {_span(equal)} equal" if equal else ""
+            return ([replace(v, key=f"{v.key} (the first batch whose state differs{since})") for v in found],
+                    f"fail (the state first differs after batch {batch})")
+        if status.startswith("pass"):
+            equal.append(batch)
+        elif status not in unread:
+            unread.append(status)
+    skipped = "; ".join(f"batch {n} not compared: its watermark {w[0]} ms recorded, {w[1]} ms crash-free"
+                        for n, w in sorted(moved.items()))
+    if not equal:
+        return [], unread[0] if unread else f"not exercised ({skipped or 'no batch compared'})"
+    notes = [s.split(" (not read: ", 1)[1].rstrip(")") for s in unread if " (not read: " in s]
+    return [], (f"pass (batches {_span(equal)}" + (f"; {skipped}" if skipped else "") + ")"
+                + (f" (not read: {notes[0]})" if notes else ""))
+
+
+def _span(batches: list[int]) -> str:
+    """``[0, 1, 2, 4]`` → ``0..2, 4``."""
+    parts: list[str] = []
+    for n in batches:
+        if parts and parts[-1].split("..")[-1] == str(n - 1):
+            parts[-1] = f"{parts[-1].split('..')[0]}..{n}"
+        else:
+            parts.append(str(n))
+    return ", ".join(parts)
+
+
 def _judge(scenario: UserScenario, base: dict, ref: dict, runs: list[dict], crash_windows: list[dict],
            roots: dict[str, Path], events: list[dict]) -> dict:
     violations: list[Violation] = []
@@ -672,10 +745,12 @@ def _judge(scenario: UserScenario, base: dict, ref: dict, runs: list[dict], cras
         compared = sum(expected.values())
     state_check = "not exercised (the last run did not end)"
     if final.get("exit") == 0 and final.get("state"):
-        found, state_check = compare_state(_read_state(ref.get("state")), _read_state(final["state"]), len(events))
+        moved = {n: (recorded[n], plain[n]) for n in recorded if n in plain and recorded[n] != plain[n]}
+        found, state_check = compare_states(_read_state(ref.get("state")), _read_state(final["state"]), len(events),
+                                            moved)
         if found:
-            events.append({"seq": len(events), "type": "state", "batch": last, "file": final["state"],
-                           "crash_free_file": ref.get("state")})
+            events.append({"seq": len(events), "type": "state", "batch": int(state_check.rsplit(" ", 1)[1].rstrip(")")),
+                           "file": final["state"], "crash_free_file": ref.get("state")})
         violations += found
     failed = {v.check for v in violations if v.counts(False)}
     unjudged = None if compared else ("not exercised (the crash-free run output no row)" if compared == 0 else
