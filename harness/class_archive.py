@@ -62,6 +62,11 @@ class JvmOptions:
         self._lock = lock
         self._clean_exits = clean_exits
 
+    @property
+    def making(self) -> bool:
+        """Whether this JVM writes the archive when it exits (its exit then takes seconds more)."""
+        return self._pending is not None
+
     def finish(self, exit_code: int | None) -> None:
         """After the run: a JVM that exited normally (an exit code of ``clean_exits``) leaves its archive
         for the next runs (renamed into place atomically); otherwise it is removed. Either way the
