@@ -392,3 +392,72 @@ def test_the_crash_free_run_is_run_again_when_a_module_the_query_may_import_chan
     assert reference_key(scenario, job) != before
     (tmp_path / "solo.py").write_text("X = 1\n")  # a top-level module: the modules of its own folder
     assert [p.name for p in query_sources(str(tmp_path / "solo.py"))] == ["solo.py"]
+
+
+def test_a_random_kill_and_a_kill_after_the_state_are_exported_where_they_landed(tmp_path):
+    """A random kill is exported as a kill right after the step of the window it landed in (what the files on disk
+    showed), so the script kills there every time; a kill after the state waits for the batch's first state file."""
+    import importlib.util
+
+    from eos_harness.suites.spark.export import Query, export_repro, unsupported
+
+    (tmp_path / "in.json").write_text('{"key": "a", "ts": 1}\n')
+    result = {"verdict": "fail", "schedule": ["state@1", "random@700"], "sink": "json", "repro": "eos-harness run",
+              "crash_windows": [{"run": 0, "target": "state@1", "window": "after_state", "batch": 1},
+                                {"run": 1, "target": "random@700", "window": "after_sink", "batch": 2}],
+              "violations": [{"check": "restart_liveness", "key": "run 2", "expected": "a restart",
+                              "observed": "java.lang.AssertionError: assertion failed: CheckpointInfo length: 0"}]}
+    query = Query("window-tumbling", "pipeline", "build", (tmp_path / "in.json",), "key string, ts long", "rocksdb",
+                  False, 2, "json", module_text="def build(source):\n    return source.writeStream.format('json')\n")
+    assert unsupported(result, query) is None
+    folder = export_repro(result, query, tmp_path / "report")
+    readme = (folder / "README.md").read_text()
+    assert "run 0: killed (SIGKILL of the driver and its JVM) right after the first file of state version 2 (batch 1)" \
+        in readme
+    assert "right after `output/_spark_metadata/2` appears (the harness killed it at random@700: it landed there)" \
+        in readme
+    spec = importlib.util.spec_from_file_location("repro", folder / "repro.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)  # the script's own code, not run: its main() is behind __name__ == "__main__"
+    assert script.KILLS == [("state", 1), ("sink", 2)]
+    script.WORK = tmp_path / "work"
+    partition = script.WORK / "checkpoint" / "state" / "0" / "1"
+    partition.mkdir(parents=True)
+    (partition / "1.delta").write_text("")
+    (partition / ".2.delta.tmp").write_text("")  # not final: Spark has not renamed it into place yet
+    assert script.state_file(1) is None
+    (partition / "2_0c1d2e3f-aaaa-bbbb.zip").write_text("")  # checkpoint format 2's file of version 2
+    assert script.state_file(1) == "checkpoint/state/0/1/2_0c1d2e3f-aaaa-bbbb.zip"
+    # a random kill that landed in no micro-batch's window cannot be exported there: said, not guessed
+    before = {**result, "crash_windows": [result["crash_windows"][0],
+                                          {"run": 1, "target": "random@700", "window": "before_first_batch"}]}
+    assert "landed before_first_batch" in unsupported(before, query)
+
+
+def test_a_module_of_a_package_is_exported_with_its_package(tmp_path):
+    """The exported script imports a module of a user's package by its dotted name, the package copied whole
+    beside it: its sibling modules (imported by the package's name or relatively) come with it."""
+    import subprocess
+    import sys
+
+    from eos_harness.suites.spark.export import export_repro, unsupported, user_query
+    from eos_harness.suites.spark.user import UserScenario
+
+    fixtures = Path(__file__).parent / "fixtures"
+    scenario = UserScenario("spark_user_jobs.appender:build", str(write_batches(tmp_path / "in", batches=3)),
+                            checkpoint_format=2, schedule=("commit@1",),
+                            module_file=str(fixtures / "spark_user_jobs" / "appender.py"))
+    result = {"verdict": "fail", "schedule": ["commit@1"], "sink": "foreachBatch", "repro": "eos-harness run",
+              "crash_windows": [], "violations": [{"check": "restart_liveness", "key": "run 1", "expected": "-",
+                                                   "observed": "[STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED] x"}]}
+    query = user_query(scenario)
+    assert unsupported(result, query) is None
+    folder = export_repro(result, query, tmp_path / "report")
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "input", "repro.py", "spark_user_jobs"]
+    assert sorted(p.name for p in (folder / "spark_user_jobs").iterdir()) == [
+        "__init__.py", "appender.py", "keys.py", "tables.py"]
+    assert "from spark_user_jobs.appender import build as build" in (folder / "repro.py").read_text()
+    # importable from the export alone, its sibling modules with it
+    done = subprocess.run([sys.executable, "-c", "import spark_user_jobs.appender as a; print(a.normalise('x'), "
+                           "a.__file__)"], cwd=folder, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
+    assert done.stdout.split() == ["X", str(folder / "spark_user_jobs" / "appender.py")], done.stderr

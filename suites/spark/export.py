@@ -5,12 +5,14 @@ A run's verdict names a Spark failure when a restart after a kill fails with Spa
 ended well: the query is fine, Spark cannot restart it. The export writes, into a new directory:
 
 - ``input/``: the micro-batches, one JSON-lines file each, in name order;
-- the user's module file, imported by the script (their query, unchanged);
+- the user's module file, imported by the script (their query, unchanged); a module of a package: the package's
+  folder, whole (its sibling modules with it);
 - ``repro.py``: the same Spark confs (state provider, changelog checkpointing, checkpoint format), the same
   source (one file per micro-batch, ``availableNow``), the same sink; it runs the query in a child process
   group, SIGKILLs that group (the driver and its JVM) right after the file of the kill's step appears (inotify,
-  through ctypes), restarts on the same checkpoint and prints Spark's error. Only PySpark and the standard
-  library: nothing of the harness;
+  through ctypes; a state file: looked for), restarts on the same checkpoint and prints Spark's error. A random
+  kill is written as a kill after the step of the window it landed in (:func:`exported_kills`). Only PySpark and
+  the standard library: nothing of the harness;
 - ``README.md``: what fails, the steps, the versions.
 """
 
@@ -24,10 +26,15 @@ from pathlib import Path
 
 from eos_harness.faults.spark import parse_target
 
-__all__ = ["Query", "built_in_query", "check_export_dir", "export_repro", "spark_failure", "user_query"]
+__all__ = ["Query", "built_in_query", "check_export_dir", "export_repro", "exported_kills", "spark_failure",
+           "user_query"]
 
-# where the file of each step appears, relative to the script's work directory
-_STEP_DIRS = {"offsets": "checkpoint/offsets", "commit": "checkpoint/commits", "sink": "output/_spark_metadata"}
+# where the file of each step appears, relative to the script's work directory (state: the first file of the
+# batch's state version, N+1, in any operator's partition below it)
+_STEP_DIRS = {"offsets": "checkpoint/offsets", "state": "checkpoint/state", "commit": "checkpoint/commits",
+              "sink": "output/_spark_metadata"}
+# the crash window a random kill landed in (what the files on disk showed) → the step the script kills after
+_WINDOW_STEPS = {"after_offsets": "offsets", "after_state": "state", "after_sink": "sink", "after_commit": "commit"}
 FILE_SINKS = ("parquet", "json", "csv", "orc", "text", "avro")
 
 
@@ -85,15 +92,29 @@ class Query:
     sink: str | None
     module_file: Path | None = None
     module_text: str | None = None
+    package: Path | None = None  # the top-level package the module is of, copied whole beside the script
+
+
+def _top_package(module_file: Path) -> Path | None:
+    """The top-level package folder of a module of a package, None for a top-level module."""
+    folder = module_file.resolve().parent
+    if not (folder / "__init__.py").is_file():
+        return None
+    while (folder.parent / "__init__.py").is_file():
+        folder = folder.parent
+    return folder
 
 
 def user_query(scenario) -> Query:
     from eos_harness.suites.spark.user import input_files
 
     module_file = Path(scenario.module_file or "")
-    return Query(scenario.ref, module_file.stem, scenario.ref.partition(":")[2],
+    package = _top_package(module_file) if module_file.is_file() else None
+    # a module of a package is imported by its dotted name (its sibling modules with it); a top-level one by its file's
+    module = scenario.ref.partition(":")[0] if package is not None else module_file.stem
+    return Query(scenario.ref, module, scenario.ref.partition(":")[2],
                  tuple(input_files(Path(scenario.input))), scenario.schema, scenario.provider, scenario.changelog,
-                 scenario.checkpoint_format, None, module_file=module_file)
+                 scenario.checkpoint_format, None, module_file=module_file, package=package)
 
 
 _BUILT_IN = '''"""The eos-harness built-in pipeline {pipeline}, written out (the harness's own code, inline): event time
@@ -131,18 +152,39 @@ def built_in_query(scenario, run_dir: Path) -> Query | str:
                  scenario.changelog, scenario.checkpoint_format, "json", module_text=text)
 
 
+def exported_kills(result: dict) -> list[tuple[str, int]] | str:
+    """The script's kills, one a run: (step, micro-batch) for each kill of ``result``'s schedule; a random kill
+    (``random@MS``) is exported as a kill right after the step of the crash window it landed in (the files on
+    disk it left, ``after_sink`` of batch 1: right after the sink's file of batch 1), so the script kills where
+    the harness's kill landed, every time. A string: why they cannot be exported."""
+    crashes = {c.get("target"): c for c in result.get("crash_windows", [])}
+    kills = []
+    for text in result.get("schedule", []):
+        target = parse_target(text)
+        if target.kind != "random":
+            kills.append((target.kind, target.number))
+            continue
+        crash = crashes.get(text)
+        if crash is None:
+            return f"the kill at {text} did not fire"
+        if crash.get("window") not in _WINDOW_STEPS:
+            return f"the kill at {text} landed {crash.get('window')}, in no micro-batch's commit window"
+        kills.append((_WINDOW_STEPS[crash["window"]], int(crash["batch"])))
+    return kills
+
+
 def unsupported(result: dict, query: Query) -> str | None:
     """Why this failure cannot be exported (yet), or None."""
     sink = query.sink or result.get("sink")
-    if query.module_file is not None and (not query.module_file.is_file() or query.module_file.suffix != ".py"
-                                          or query.module_file.name == "__init__.py"):
-        return f"the query's module ({query.module_file}) is not a single .py file to copy beside the script"
-    for text in result.get("schedule", []):
-        target = parse_target(text)
-        if target.kind not in _STEP_DIRS:
-            return f"a kill at {text}: the export kills after offsets@N, sink@N or commit@N only"
-        if target.kind == "sink" and sink not in FILE_SINKS:
-            return f"a kill at {text} on a {sink} sink: the export kills after a file sink's metadata only"
+    if query.module_file is not None and (not query.module_file.is_file() or query.module_file.suffix != ".py"):
+        return f"the query's module ({query.module_file}) is not a .py file to copy beside the script"
+    kills = exported_kills(result)
+    if isinstance(kills, str):
+        return kills
+    for kind, batch in kills:
+        if kind == "sink" and sink not in FILE_SINKS:
+            return f"a kill after the sink of batch {batch} on a {sink} sink: the export kills after a file sink's " \
+                   "metadata only"
     return None
 
 
@@ -158,11 +200,16 @@ def export_repro(result: dict, query: Query, folder: Path) -> Path:
     for n, path in enumerate(query.inputs):
         shutil.copyfile(path, folder / "input" / f"part-{n:05d}.json")
     module_name = f"{query.module}.py"
-    if query.module_file is not None:
+    if query.package is not None:  # the package's modules, whole (the query may import any of them)
+        module_name = f"{query.package.name}/"
+        shutil.copytree(query.package, folder / query.package.name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+    elif query.module_file is not None:
         shutil.copyfile(query.module_file, folder / module_name)
     else:
         (folder / module_name).write_text(query.module_text or "")
-    kills = [(parse_target(t).kind, parse_target(t).number) for t in result["schedule"]]
+    kills = exported_kills(result)
+    assert not isinstance(kills, str), kills
     marker = _marker(violation["observed"])
     conf = {
         "spark.sql.shuffle.partitions": "2",
@@ -183,14 +230,21 @@ def export_repro(result: dict, query: Query, folder: Path) -> Path:
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     (folder / "README.md").write_text(_README.format(
         title=f"Spark {pyspark.__version__}: {marker}", schedule=", ".join(result["schedule"]),
-        kills="\n".join(f"   - run {n}: killed (SIGKILL of the driver and its JVM) right after "
-                        f"`{_STEP_DIRS[k]}/{b}` appears" for n, (k, b) in enumerate(kills)),
+        kills="\n".join(f"   - run {n}: killed (SIGKILL of the driver and its JVM) right after {_kill_file(k, b)} "
+                        f"appears" + (f" (the harness killed it at {t}: it landed there)" if t.startswith("random") else "")
+                        for n, ((k, b), t) in enumerate(zip(kills, result["schedule"], strict=True))),
         restart=len(kills), observed=violation["observed"].split("=== Streaming Query ===")[0].strip(),
         module=module_name, ref=query.ref, conf="\n".join(f"    {k}={v}" for k, v in conf.items()), sink=sink,
         pyspark=pyspark.__version__, python=platform.python_version(), java=java[0] if java else "?",
         system=f"{platform.system()} {platform.release()} {platform.machine()}", marker=marker,
         batches=len(query.inputs), repro=result.get("repro", "")))
     return folder
+
+
+def _kill_file(step: str, batch: int) -> str:
+    if step == "state":
+        return f"the first file of state version {batch + 1} (batch {batch}) in `{_STEP_DIRS[step]}/<operator>/<partition>/`"
+    return f"`{_STEP_DIRS[step]}/{batch}`"
 
 
 def _pretty(conf: dict) -> str:
@@ -305,7 +359,7 @@ def run(number, kill=None):
     log_path = WORK / f"run-{{number}}.log"
     libc = ctypes.CDLL(None, use_errno=True)
     fd = wd = None
-    if kill:
+    if kill and kill[0] != "state":
         folder = WORK / STEP_DIRS[kill[0]]
         folder.mkdir(parents=True, exist_ok=True)
         fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -320,6 +374,13 @@ def run(number, kill=None):
     killed = None
     try:
         while proc.poll() is None and kill and not killed:
+            if kill[0] == "state":  # operators' partition folders appear as the query runs: looked for, not watched
+                found = state_file(kill[1])
+                if found:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM
+                    killed = found
+                time.sleep(0.005)
+                continue
             if not select.select([fd], [], [], 0.5)[0]:
                 continue
             data = os.read(fd, 65536)
@@ -343,11 +404,26 @@ def run(number, kill=None):
     return proc.returncode, killed, log_path.read_text(errors="replace")
 
 
+STATE_FILE = re.compile(r"^(\\d+)(?:_[0-9a-fA-F-]+)?\\.(delta|snapshot|changelog|zip)$")
+
+
+def state_file(batch):
+    """A final file of the state version of ``batch`` (``batch + 1``) in any operator's partition, or None."""
+    for folder, _, names in os.walk(WORK / "checkpoint" / "state"):
+        for name in names:
+            found = STATE_FILE.match(name)
+            if found and int(found.group(1)) == batch + 1:
+                return os.path.relpath(os.path.join(folder, name), WORK)
+    return None
+
+
 def on_disk(batch):
     steps = {{"offsets": WORK / "checkpoint" / "offsets" / str(batch),
              "sink": WORK / "output" / "_spark_metadata" / str(batch),
              "commit": WORK / "checkpoint" / "commits" / str(batch)}}
-    return ", ".join(f"{{step}}/{{batch}} {{'yes' if path.exists() else 'no'}}" for step, path in steps.items())
+    found = [f"{{step}}/{{batch}} {{'yes' if path.exists() else 'no'}}" for step, path in steps.items()]
+    found.insert(1, f"state/{{batch}} {{'yes' if state_file(batch) else 'no'}}")
+    return ", ".join(found)
 
 
 def main():
