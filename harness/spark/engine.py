@@ -21,6 +21,7 @@ import ipaddress
 import os
 import pickle
 import re
+import shlex
 import socket
 import sys
 import tarfile
@@ -78,7 +79,10 @@ class SparkEngine:
                 .set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
                 .set("spark.pyspark.python", sys.executable).set("spark.pyspark.driver.python", sys.executable)
                 .set("spark.scheduler.mode", "FAIR"))  # every scenario's job gets a core as soon as one frees
-        if self.master.startswith("local"):  # the executors are this driver's: their files in the command's temp root
+        # The driver JVM's temp files (it ignores TMPDIR) in the command's temp root, removed at its end; on a local
+        # master its executors' too.
+        conf.set("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={shlex.quote(tempfile.gettempdir())}")
+        if self.master.startswith("local"):
             conf.set("spark.local.dir", tempfile.gettempdir())
         loopback = _loopback(self.master)
         if loopback:

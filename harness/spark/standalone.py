@@ -76,6 +76,8 @@ class StandaloneCluster:
                 "SPARK_HOME": str(spark_home()), "TMPDIR": str(temp), "SPARK_LOCAL_DIRS": str(temp),
                 "SPARK_LOG_DIR": str(self.base / "logs"), "SPARK_WORKER_DIR": str(self.base / "work" / name),
                 "SPARK_NO_DAEMONIZE": "1",
+                # every JVM of the cluster (the executors a worker starts too) puts its temp files here, not /tmp
+                "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={temp}",
                 # the master forgets a worker that stopped answering after this long (Spark's default is 60 s)
                 "SPARK_MASTER_OPTS": f"-Dspark.worker.timeout={self.worker_timeout_s}"}
 
