@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["DEFAULT_MASTER", "ENGINES", "LOCAL", "EngineRun", "EngineUnavailable", "LocalEngine", "check_master"]
+__all__ = ["DEFAULT_MASTER", "ENGINES", "LOCAL", "EngineRun", "EngineUnavailable", "LocalEngine", "check_master",
+           "embedded_only"]
 
 ENGINES = ("local", "spark")
 DEFAULT_MASTER = "local[*]"
@@ -105,3 +106,16 @@ def _answers(host_port: str) -> str | None:
             return None
     except OSError as exc:
         return f"{host_port}: {exc.strerror or exc}"
+
+
+def embedded_only(suite: str, broker: str | None) -> str | None:
+    """A plan's ``engine_problem`` for a suite of the broker port: why its scenarios on ``broker`` (``--broker``)
+    cannot run elsewhere, or None on the embedded broker, where each scenario has its own log (a SQLite file in
+    its directory). A Kafka cluster this command starts listens on this machine only."""
+    from eos_harness.broker.spec import EMBEDDED, parse
+
+    broker = broker or EMBEDDED
+    if parse(broker, internal=True).kind == "embedded":
+        return None
+    return (f"the {suite} suite runs on Spark on the embedded broker only (--broker {broker} is a Kafka cluster "
+            "started or reached from this machine); drop --broker, or drop --engine spark")

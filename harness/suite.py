@@ -185,7 +185,7 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
               Option("broker", "broker", "embedded", "Where the metadata log lives: embedded (a topic of the SQLite "
                      "log) | kafka-local (start a local Kafka on 127.0.0.1) | kafka-quorum[:N] (start 3 dedicated "
                      "KRaft controllers and N brokers) | kafka://HOST:PORT (a running cluster)."),),
-          forks_children=True),
+          forks_children=True, anywhere=True),
     Suite("spark", "Spark Structured Streaming", "a Spark pipeline (pipeline x sink x state store x checkpoint "
           "format), its driver killed in each crash window", "spark",
           run=f"{_FACES}.spark:spark_run_command", chaos=GENERIC_CHAOS, subject="sink", tallies="sinks",

@@ -127,6 +127,7 @@ def test_an_engine_that_cannot_run_the_campaign_is_a_usage_error_before_anything
         (("--suite", "conformance", "--engine", "dask"), "dask"),
         (("--suite", "kafka-log", "--engine", "spark"), "run only on this machine"),
         (("--suite", "lifecycle", "--engine", "spark", "--broker", "kafka-local"), "embedded broker only"),
+        (("--suite", "metadata", "--engine", "spark", "--broker", "kafka-quorum"), "embedded broker only"),
     ]
     for args, said in cases:
         done = cli.invoke("chaos", *args, "--scenarios", "1", "--out", out)

@@ -362,14 +362,10 @@ runs_alone = affects_cluster  # the suite contract's name for it
 
 
 def engine_problem(options: Mapping) -> str | None:
-    """Why ``chaos --engine spark`` cannot run this campaign's scenarios elsewhere, or None: on the embedded
-    broker each scenario has its own log (a SQLite file in its directory); a Kafka cluster this command
-    starts listens on this machine only, and its broker faults need this machine's processes."""
-    broker = options.get("broker") or EMBEDDED
-    if parse(broker, internal=True).kind != "embedded":
-        return (f"the lifecycle suite runs on Spark on the embedded broker only (--broker {broker} is a Kafka "
-                "cluster started or reached from this machine); drop --broker, or drop --engine spark")
-    return None
+    """Why ``chaos --engine spark`` cannot run this campaign's scenarios elsewhere (a Kafka broker), or None."""
+    from eos_harness.engine import embedded_only
+
+    return embedded_only("lifecycle", options.get("broker"))
 
 
 def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:

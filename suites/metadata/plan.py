@@ -189,3 +189,10 @@ def check_options(options: Mapping) -> None:
     if broker.kind == "kafka-local" and broker.brokers != 1:
         raise ValueError(f"--broker {broker.cli_text!r}: the metadata suite runs on embedded, kafka-local, "
                          "kafka-quorum[:N] or kafka://HOST:PORT")
+
+
+def engine_problem(options: Mapping) -> str | None:
+    """Why ``chaos --engine spark`` cannot run this campaign's scenarios elsewhere (a Kafka broker), or None."""
+    from eos_harness.engine import embedded_only
+
+    return embedded_only("metadata", options.get("broker"))
