@@ -51,10 +51,11 @@ class Bundle:
     exclude_groups: tuple[str, ...] = ()
     exclude_artifacts: tuple[str, ...] = ()
     description: str = field(default="", compare=False)
+    cache_folder: str = ""  # the folder in the cache, when not ``<name>-<version>``
 
     @property
     def folder(self) -> str:
-        return f"{self.name}-{self.version}"
+        return self.cache_folder or f"{self.name}-{self.version}"
 
 
 BUNDLES: dict[str, Bundle] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from eos_harness.cluster.local import kafka_version
 
 KAFKA_FAULTS = {"broker-kill", "broker-pause", "coordinator-kill", "txn-timeout"}
 
@@ -37,3 +38,4 @@ def test_a_short_chaos_campaign_on_kafka_covers_the_broker_faults_and_judges_eve
     # Every scenario ran on Kafka and replays with --broker kafka-local.
     assert all(s["broker"].startswith("kafka://127.0.0.1:") and "--broker kafka-local" in s["repro"]
                for s in campaign["scenarios"])
+    assert {s["kafka_version"] for s in campaign["scenarios"]} == {kafka_version()}  # the brokers' release

@@ -14,6 +14,7 @@ import time
 
 import psutil
 import pytest
+from eos_harness.cluster.local import kafka_version
 from eos_harness.suites.kafka_metadata.checks import (
     LogEntry,
     Observation,
@@ -45,6 +46,39 @@ CreateTime: 1795444370183 size: 145 magic: 2 compresscodec: none crc: 3213416707
 """
 
 
+# The start of a real controller log as Kafka 4.4.0's decoder prints it (org.apache.kafka.tools.DumpLogSegments):
+# a control record decoded (``LeaderChange: {…}``) where 3.9.1 prints ``controlType: LEADER_CHANGE(2)``.
+DUMP_4_4 = """\
+Log starting offset: 0
+baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 \
+partitionLeaderEpoch: 1 isTransactional: false isControl: true deleteHorizonMs: OptionalLong.empty position: \
+0 CreateTime: 1795734335223 size: 91 magic: 2 compresscodec: none crc: 753541419 isvalid: true
+| offset: 0 CreateTime: 1795734335223 keySize: 4 valueSize: 19 sequence: -1 headerKeys: [] LeaderChange: \
+{"version":0,"leaderId":1,"voters":[{"voterId":1}],"grantingVoters":[{"voterId":1}]}
+baseOffset: 1 lastOffset: 9 count: 9 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 \
+partitionLeaderEpoch: 1 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: \
+91 CreateTime: 1795734336300 size: 330 magic: 2 compresscodec: none crc: 503573095 isvalid: true
+| offset: 1 CreateTime: 1795734336300 keySize: -1 valueSize: 24 sequence: -1 headerKeys: [] payload: \
+{"type":"BEGIN_TRANSACTION_RECORD","version":0,"data":{"name":"Bootstrap records"}}
+| offset: 2 CreateTime: 1795734336300 keySize: -1 valueSize: 23 sequence: -1 headerKeys: [] payload: \
+{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"metadata.version","featureLevel":33}}
+| offset: 3 CreateTime: 1795734336300 keySize: -1 valueSize: 39 sequence: -1 headerKeys: [] payload: \
+{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"eligible.leader.replicas.version","featureLevel":1}}
+| offset: 4 CreateTime: 1795734336300 keySize: -1 valueSize: 20 sequence: -1 headerKeys: [] payload: \
+{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"group.version","featureLevel":1}}
+| offset: 5 CreateTime: 1795734336300 keySize: -1 valueSize: 20 sequence: -1 headerKeys: [] payload: \
+{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"share.version","featureLevel":2}}
+| offset: 6 CreateTime: 1795734336300 keySize: -1 valueSize: 22 sequence: -1 headerKeys: [] payload: \
+{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"streams.version","featureLevel":1}}
+| offset: 7 CreateTime: 1795734336300 keySize: -1 valueSize: 26 sequence: -1 headerKeys: [] payload: \
+{"type":"FEATURE_LEVEL_RECORD","version":0,"data":{"name":"transaction.version","featureLevel":2}}
+| offset: 8 CreateTime: 1795734336300 keySize: -1 valueSize: 28 sequence: -1 headerKeys: [] payload: \
+{"type":"CONFIG_RECORD","version":0,"data":{"resourceType":4,"resourceName":"","name":"min.insync.replicas","value":"1"}}
+| offset: 9 CreateTime: 1795734336300 keySize: -1 valueSize: 4 sequence: -1 headerKeys: [] payload: \
+{"type":"END_TRANSACTION_RECORD","version":0,"data":{}}
+"""
+
+
 def _entry(offset: int, epoch: int, kind: str, **data) -> LogEntry:
     return LogEntry(offset, epoch, kind, data)
 
@@ -61,6 +95,22 @@ def test_parse_dump_reads_kafkas_decoder_output():
     [txn] = transactions_of(entries)
     assert (txn.begin.data["name"], txn.records, txn.outcome) == ("Bootstrap records", 2, "committed")
     assert check_logs({1: entries, 2: entries, 3: entries}) == []
+
+
+def test_parse_dump_reads_kafka_4_4s_decoder_output_with_its_leader_changes():
+    entries = parse_dump(DUMP_4_4)
+    assert [(e.offset, e.epoch, e.type) for e in entries] == [
+        (0, 1, "control:LEADER_CHANGE"), (1, 1, "BEGIN_TRANSACTION_RECORD"),
+        *[(offset, 1, "FEATURE_LEVEL_RECORD") for offset in range(2, 8)], (8, 1, "CONFIG_RECORD"),
+        (9, 1, "END_TRANSACTION_RECORD")]
+    [txn] = transactions_of(entries)
+    assert (txn.begin.data["name"], txn.records, txn.outcome) == ("Bootstrap records", 7, "committed")
+    assert entries[7].data == {"name": "transaction.version", "featureLevel": 2}  # KIP-890's transactions
+    assert check_logs({1: entries, 2: entries}) == []
+    # A transaction cut by a failover: the excerpt of the finding shows the new leader's LeaderChange.
+    failover = [*entries[:3], _entry(3, 2, "control:LEADER_CHANGE"), _entry(4, 2, "REGISTER_BROKER_RECORD")]
+    [found] = [v for v in check_logs({1: failover}) if v.check == "abort_after_failover"]
+    assert "offset 3 epoch 2 control:LEADER_CHANGE" in found.detail
 
 
 def test_a_transaction_left_open_is_caught():
@@ -204,6 +254,7 @@ def test_the_metadata_chaos_campaign_runs_on_a_kraft_quorum_and_leaves_no_jvm(cl
     campaign = json.loads((out / "chaos.json").read_text())
     assert campaign["broker"] == "kafka-quorum" and campaign["summary"]["unexpected"] == []
     assert all(s["broker"] == "kafka-quorum" and "--broker kafka-quorum " in s["repro"] for s in campaign["scenarios"])
+    assert {s["kafka_version"] for s in campaign["scenarios"]} == {kafka_version()}
     assert not list(out.glob("*/broker.sqlite"))  # the metadata logs were Kafka topics, not the embedded log
     # The real controller was crashed mid-transaction and its successor aborted what it left open.
     [controller] = [s for s in campaign["scenarios"] if s["system"] == "controller"]
@@ -292,6 +343,7 @@ def test_kafka_metadata_cli_runs_the_plan_prints_every_check_and_keeps_the_logs(
     assert proc.stdout.startswith("seed: 3")
     result = json.loads(out.read_text())
     assert result["verdict"] == "pass" and result["controller_kills"] == 1 and result["violations"] == []
+    assert result["kafka_version"] == kafka_version()  # the quorum's controllers and broker
     from eos_harness.suites.kafka_metadata.checks import CHECKS
 
     for name in CHECKS:  # every check in the table, with its result

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from eos_harness.cluster.local import kafka_version
 from eos_harness.models.spark import generate_batches, model_for
 from eos_harness.spark.process import processes_of
 from eos_harness.suites.spark.checks import check_at_least_once
@@ -127,6 +128,7 @@ def test_kafka_sink_duplicates_fail_with_strict_and_a_lost_row_always(kafka_resu
 def test_the_broker_the_cli_started_is_stopped(kafka_results):
     assert kafka_results["sink-cli"]["brokers_left"] == []
     assert "starting a local Kafka broker" in kafka_results["sink-cli"]["stdout"]
+    assert kafka_results["sink-cli"]["verdict"]["kafka_version"] == kafka_version()
 
 
 def test_kafka_source_is_exactly_once_through_the_file_sink_after_a_kill(kafka_results):
@@ -138,6 +140,7 @@ def test_kafka_source_is_exactly_once_through_the_file_sink_after_a_kill(kafka_r
     assert result["last_committed_batch"] >= SOURCE_CASE.batches - 1
     assert result["runs"][-1]["exit"] == 0 and len(result["runs"]) == 2
     assert "--source kafka" in result["repro"]
+    assert result["kafka_version"] == kafka_version()  # the session broker's release
 
 
 def test_kafka_source_restart_mid_batch_finishes_and_output_is_exactly_once(kafka_results):

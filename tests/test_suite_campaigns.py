@@ -88,6 +88,8 @@ def test_a_kafka_log_campaign_catches_the_uncommitted_reader(cli, eos_kafka_clus
                                 "--scenarios", "2", "--transactions", "12")
     tallies = campaign["summary"]["systems"]
     assert (tallies["read_committed"]["status"], tallies["read_uncommitted"]["status"]) == ("ok", "caught")
+    # To the command, the session's broker is a kafka:// cluster someone else runs: its release is not asked.
+    assert {r["kafka_version"] for r in campaign["scenarios"]} == {None}
     broken = next(r for r in campaign["scenarios"] if r["system"] == "read_uncommitted")
     assert broken["repro"] == (f"eos-harness kafka-log --broker {eos_kafka_cluster.spec} --seed {broken['seed']} "
                                "--transactions 12 --partitions 2 --abort-ratio 0.3 --isolation read_uncommitted")

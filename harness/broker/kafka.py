@@ -18,6 +18,7 @@ Clients are created lazily, never at import: safe to import before ``fork``.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -517,10 +518,13 @@ class KafkaProducer:
 
     def close(self) -> None:
         """Release the client. An open transaction is left to the broker (a newer instance's
-        ``init_transactions`` or ``transaction.timeout.ms`` aborts it)."""
+        ``init_transactions`` or ``transaction.timeout.ms`` aborts it). A fenced producer closes
+        too: librdkafka may raise the fencing of a send still in flight from this last poll (seen on
+        Kafka 3.9.1: ``_FENCED`` after ``commit_transaction`` had already raised ProducerFenced)."""
         if self._producer is not None:
-            self._producer.purge(in_queue=True, in_flight=False)
-            self._producer.poll(0)
+            with contextlib.suppress(KafkaException):
+                self._producer.purge(in_queue=True, in_flight=False)
+                self._producer.poll(0)
         self._producer = None
         self._open = False
 

@@ -1,8 +1,9 @@
 """Real Apache Kafka clusters for the harness: local JVM brokers in KRaft mode (``LocalKafka``).
 
-:mod:`.local` registers the ``kafka`` jar bundle (the broker at :data:`KAFKA_VERSION`), fetched once
-from Maven Central by ``python -m eos_harness.jars``. ``KAFKA_HOME`` (an installed distribution) is
-used instead when set.
+:mod:`.local` registers a jar bundle per Kafka release it starts (``kafka-4.4.0``, the default
+:data:`KAFKA_VERSION`, and ``kafka-3.9.1``, picked with ``EOS_KAFKA_VERSION=3.9.1``), fetched once from
+Maven Central by ``python -m eos_harness.jars``. ``KAFKA_HOME`` (an installed distribution) is used
+instead when set.
 """
 
 from __future__ import annotations

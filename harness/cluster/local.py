@@ -1,8 +1,8 @@
 """``LocalKafka``: a real Apache Kafka cluster in KRaft mode, run as local JVM processes.
 
 ``with LocalKafka(brokers=1) as kafka: kafka.bootstrap_servers`` starts ``brokers`` combined
-broker+controller nodes from the pinned jars (``eos_harness.jars.ensure("kafka")``) or from
-``$KAFKA_HOME/libs`` when set. Storage is formatted per run with Kafka's ``StorageTool`` in the
+broker+controller nodes from the pinned jars of Kafka :func:`kafka_version` (4.4.0, or
+``$EOS_KAFKA_VERSION``: bundles ``kafka-4.4.0`` and ``kafka-3.9.1``) or from ``$KAFKA_HOME/libs`` when set. Storage is formatted per run with Kafka's ``StorageTool`` in the
 cluster's own directory; every port is a free one on 127.0.0.1, and every listener (broker and
 controller) binds and advertises 127.0.0.1 only.
 
@@ -41,22 +41,55 @@ from eos_harness.faults.kinds import register_cluster_lookup
 from eos_harness.jars import Bundle, register
 from eos_harness.process.wait import WaitTimeout, wait_until
 
-__all__ = ["KAFKA_BUNDLE", "KAFKA_VERSION", "ClusterError", "KafkaCluster", "LocalKafka", "cluster_for", "free_port",
-           "java_hash_code"]
+__all__ = ["KAFKA_BUNDLE", "KAFKA_BUNDLES", "KAFKA_VERSION", "KAFKA_VERSIONS", "VERSION_ENV", "ClusterError",
+           "KafkaCluster", "LocalKafka", "cluster_for", "dump_log_class", "free_port", "java_hash_code", "kafka_version",
+           "log_options", "running_version", "version_of"]
 
-KAFKA_VERSION = "3.9.1"
+# The Kafka releases whose brokers the harness starts from pinned jars; the first is the default.
+# ``EOS_KAFKA_VERSION=3.9.1`` (the environment of the command, of pytest) selects another.
+KAFKA_VERSIONS = ("4.4.0", "3.9.1")
+KAFKA_VERSION = KAFKA_VERSIONS[0]
+VERSION_ENV = "EOS_KAFKA_VERSION"
 
-KAFKA_BUNDLE = register(
-    Bundle(
-        "kafka",
-        KAFKA_VERSION,
-        (
-            f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}",
-            "org.slf4j:slf4j-reload4j:1.7.36",
-        ),
-        description="the Apache Kafka broker (KRaft) and its runtime dependencies",
-    )
-)
+
+def _broker_bundle(version: str, extra: tuple[str, ...], **exclusions: tuple[str, ...]) -> Bundle:
+    return register(Bundle(
+        f"kafka-{version}", version, (f"org.apache.kafka:kafka_2.13:{version}", *extra),
+        description=f"the Apache Kafka {version} broker (KRaft), its tools and their runtime dependencies",
+        cache_folder=f"kafka-{version}", **exclusions,
+    ))
+
+
+KAFKA_BUNDLES = {
+    # 4.x logs through Log4j 2 (its jars are runtime dependencies of kafka_2.13); DumpLogSegments
+    # lives in kafka-tools from 4.3.0 on.
+    "4.4.0": _broker_bundle(
+        "4.4.0", ("org.apache.kafka:kafka-tools:4.4.0", "org.apache.logging.log4j:log4j-slf4j-impl:2.25.5"),
+        # kafka-tools depends on Kafka Connect (MirrorMaker) and its web server: not what a broker,
+        # StorageTool or DumpLogSegments loads.
+        exclude_groups=("org.eclipse.jetty", "org.glassfish", "jakarta.", "io.swagger", "org.javassist",
+                        "com.fasterxml.jackson.jakarta", "com.fasterxml.jackson.module", "javax.activation",
+                        "javax.xml.bind", "org.apache.maven", "org.codehaus.plexus", "org.reflections",
+                        "io.github.classgraph", "com.github.classgraph"),
+        exclude_artifacts=("connect-runtime", "connect-json", "connect-transforms", "connect-api",
+                           "jackson-module-jakarta-xmlbind-annotations", "jackson-dataformat-yaml", "snakeyaml",
+                           "activation", "osgi-resource-locator", "aopalliance-repackaged", "swagger-annotations",
+                           "jaxb-api", "javax.activation-api", "classgraph", "maven-artifact", "plexus-utils"),
+    ),
+    "3.9.1": _broker_bundle("3.9.1", ("org.slf4j:slf4j-reload4j:1.7.36",)),
+}
+KAFKA_BUNDLE = KAFKA_BUNDLES[KAFKA_VERSION]
+
+
+def kafka_version() -> str:
+    """The Kafka version the harness starts: ``$EOS_KAFKA_VERSION`` if set, else :data:`KAFKA_VERSION`.
+    A version without pinned jars raises :class:`ClusterError` naming the ones there are."""
+    version = os.environ.get(VERSION_ENV, "").strip() or KAFKA_VERSION
+    if version not in KAFKA_BUNDLES:
+        raise ClusterError(f"{VERSION_ENV}={version!r}: the harness starts Kafka "
+                           f"{' or '.join(KAFKA_VERSIONS)} (default {KAFKA_VERSION})")
+    return version
+
 
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
@@ -102,7 +135,18 @@ def _java() -> str:
     return found
 
 
-def _classpath() -> str:
+def _home_version(libs: Path) -> str | None:
+    """The version of the Kafka distribution in ``libs`` (from its ``kafka_2.13-<version>.jar``)."""
+    for jar in sorted(libs.glob("kafka_*.jar")):
+        stem = jar.stem.split("-", 1)
+        if len(stem) == 2 and stem[1][:1].isdigit() and not stem[1].endswith(("sources", "javadoc", "test")):
+            return stem[1]
+    return None
+
+
+def _classpath(version: str | None = None) -> str:
+    """The classpath of Kafka ``version`` (default :func:`kafka_version`): ``$KAFKA_HOME/libs`` when
+    set, else the pinned jars (fetched on first use)."""
     home = os.environ.get("KAFKA_HOME")
     if home:
         libs = Path(home) / "libs"
@@ -112,7 +156,7 @@ def _classpath() -> str:
     from eos_harness.jars import JarFetchError, ensure
 
     try:
-        jars = ensure("kafka")
+        jars = ensure(KAFKA_BUNDLES[version or kafka_version()].name)
     except JarFetchError as exc:
         raise ClusterError(f"cannot start Kafka: {exc}") from None
     return os.pathsep.join(str(j) for j in jars)
@@ -138,6 +182,49 @@ def node_jvm_options(java: str, classpath: str, make: bool = True) -> JvmOptions
                            CLEAN_EXITS)
 
 
+def running_version(version: str | None = None) -> str:
+    """The version the harness's Kafka processes run: ``$KAFKA_HOME``'s distribution when set (its
+    ``kafka_2.13-<version>.jar``), else ``version`` or :func:`kafka_version`."""
+    home = os.environ.get("KAFKA_HOME")
+    if home:
+        return _home_version(Path(home) / "libs") or "unknown"
+    return version or kafka_version()
+
+
+def _major(version: str) -> int:
+    try:
+        return int(version.split(".")[0])
+    except ValueError:
+        return 4  # an unknown KAFKA_HOME: the current releases
+
+
+def log_options(version: str, config: Path | None) -> list[str]:
+    """The JVM options that point Kafka ``version``'s logging at ``config`` (written by
+    :func:`write_log_config`), or switch it off (``None``): Log4j 1 (reload4j) up to 3.9, Log4j 2 from 4.0."""
+    if _major(version) >= 4:
+        return [f"-Dlog4j2.configurationFile=file:{config}"] if config else ["-Dlog4j2.level=OFF"]
+    return [f"-Dlog4j.configuration=file:{config or '/dev/null'}"]
+
+
+def write_log_config(version: str, directory: Path) -> Path:
+    """The node's logging configuration in ``directory``, in the format of Kafka ``version``."""
+    if _major(version) >= 4:
+        path = directory / "log4j2.properties"
+        path.write_text(LOG4J2)
+    else:
+        path = directory / "log4j.properties"
+        path.write_text(LOG4J)
+    return path
+
+
+def dump_log_class(version: str) -> str:
+    """Kafka's ``DumpLogSegments`` (``kafka-dump-log.sh``): in the kafka-tools jar from 4.3.0 on."""
+    parts = [int(p) if p.isdigit() else 0 for p in version.split(".")[:2]] + [0, 0]
+    if version == "unknown" or tuple(parts[:2]) >= (4, 3):
+        return "org.apache.kafka.tools.DumpLogSegments"
+    return "kafka.tools.DumpLogSegments"
+
+
 LOG4J = """log4j.rootLogger=INFO, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
 log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
@@ -146,6 +233,19 @@ log4j.logger.kafka=INFO
 log4j.logger.org.apache.kafka=INFO
 log4j.logger.kafka.request.logger=WARN
 log4j.logger.state.change.logger=WARN
+"""
+
+# The same for Log4j 2 (Kafka 4.x).
+LOG4J2 = """rootLogger.level=INFO
+rootLogger.appenderRef.stdout.ref=STDOUT
+appender.stdout.type=Console
+appender.stdout.name=STDOUT
+appender.stdout.layout.type=PatternLayout
+appender.stdout.layout.pattern=[%d] %p %m (%c)%n
+logger.request.name=kafka.request.logger
+logger.request.level=WARN
+logger.state.name=state.change.logger
+logger.state.level=WARN
 """
 
 
@@ -347,6 +447,7 @@ class LocalKafka(KafkaCluster):
         self.heap = heap
         self.start_timeout = start_timeout
         self.cluster_id = new_cluster_id()
+        self.version = kafka_version()  # the pinned jars' version ($EOS_KAFKA_VERSION or the default)
         self.nodes: list[Node] = []
         self._classpath: str | None = None
         # Faults of concurrent scenarios may kill, start or pause the same node at once.
@@ -355,7 +456,7 @@ class LocalKafka(KafkaCluster):
     # -- public interface -----------------------------------------------------------------------
     def start(self) -> None:
         java = _java()
-        self._classpath = _classpath()
+        self._classpath = _classpath(self.version)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.nodes = self._new_nodes()
         _LIVE.add(self)
@@ -365,7 +466,7 @@ class LocalKafka(KafkaCluster):
             for node in self.nodes:
                 node.directory.mkdir(parents=True, exist_ok=True)
                 node.config.write_text(self._properties(node))
-                (node.directory / "log4j.properties").write_text(LOG4J)
+                write_log_config(self.kafka_version, node.directory)
             formats = [self._format(java, node) for node in self.nodes]
             for node, proc in zip(self.nodes, formats, strict=True):
                 out, _ = proc.communicate(timeout=120)
@@ -455,8 +556,7 @@ class LocalKafka(KafkaCluster):
         node.jvm = node_jvm_options(java, self._classpath)
         command = [
             java, f"-Xmx{self.heap}", "-Xms128m", *JVM_PERFORMANCE_OPTIONS, *node.jvm.arguments,
-            f"-Dlog4j.configuration=file:{node.directory / 'log4j.properties'}",
-            f"-Dkafka.logs.dir={node.directory / 'logs'}",
+            *self._log_options(node), f"-Dkafka.logs.dir={node.directory / 'logs'}",
             "-cp", self._classpath, "kafka.Kafka", str(node.config),
         ]
         log = node.log.open("ab")
@@ -527,6 +627,15 @@ class LocalKafka(KafkaCluster):
         return _tail_text(path.read_bytes()[-20000:], lines)
 
     # -- internals -------------------------------------------------------------------------------
+    @property
+    def kafka_version(self) -> str:
+        """The version the nodes run (``$KAFKA_HOME``'s distribution when set, else the pinned jars')."""
+        return running_version(self.version)
+
+    def _log_options(self, node: Node) -> list[str]:
+        name = "log4j2.properties" if _major(self.kafka_version) >= 4 else "log4j.properties"
+        return log_options(self.kafka_version, node.directory / name)
+
     def _properties(self, node: Node) -> str:
         props = {
             **self._combined_properties(node, str(node.directory / "data")),
@@ -543,8 +652,7 @@ class LocalKafka(KafkaCluster):
         assert self._classpath is not None
         command = [
             java, "-Xmx256m", "-XX:TieredStopAtLevel=1", *node_jvm_options(java, self._classpath, make=False).arguments,
-            f"-Dlog4j.configuration=file:{node.directory / 'log4j.properties'}",
-            "-cp", self._classpath, "kafka.tools.StorageTool", "format",
+            *self._log_options(node), "-cp", self._classpath, "kafka.tools.StorageTool", "format",
             f"--cluster-id={self.cluster_id}", "-c", str(node.config), "--ignore-formatted",
         ]
         return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -578,6 +686,28 @@ def cluster_for(spec: BrokerSpec | str) -> LocalKafka | None:
         if cluster.nodes and cluster.bootstrap_servers == address:
             return cluster
     return None
+
+
+def version_of(broker: BrokerSpec | str | None) -> str | None:
+    """The Kafka version behind ``broker``, for a result's ``"kafka_version"``: of a cluster the harness
+    starts (``kafka-local``, ``kafka-quorum``, or the address of one this process started), the version
+    its nodes run; None for the embedded broker and for a ``kafka://`` cluster someone else runs (the
+    harness does not ask it)."""
+    from eos_harness.broker.spec import STARTED_HERE, parse
+
+    if broker is None:
+        return None
+    try:
+        spec = parse(broker, internal=True)
+    except ValueError:
+        return None
+    if spec.kind in STARTED_HERE or spec.cli_text.startswith(STARTED_HERE):
+        try:
+            return running_version()
+        except ClusterError:
+            return None
+    cluster = cluster_for(spec) if spec.kind == "kafka" else None
+    return cluster.kafka_version if cluster is not None else None
 
 
 register_cluster_lookup(cluster_for)  # the faults that kill or stop a broker find the clusters started here

@@ -33,7 +33,10 @@ from eos_harness.cluster.local import (
     _classpath,
     _java,
     _listening,
+    dump_log_class,
     free_port,
+    log_options,
+    running_version,
 )
 from eos_harness.process.wait import WaitTimeout, wait_until
 
@@ -280,7 +283,8 @@ def suite_quorum(brokers: int, controllers: int = 3, heap: str = SUITE_HEAP) -> 
 
 def decode_metadata_log(segments: list[Path], timeout: float = 120.0) -> str:
     """The text Kafka's own decoder prints for these ``__cluster_metadata`` segments
-    (``kafka-dump-log.sh --cluster-metadata-decoder``, i.e. ``kafka.tools.DumpLogSegments``)."""
+    (``kafka-dump-log.sh --cluster-metadata-decoder``: ``org.apache.kafka.tools.DumpLogSegments`` from
+    Kafka 4.3, ``kafka.tools.DumpLogSegments`` before), of the version the harness starts."""
     return decode_metadata_logs({0: segments}, timeout)[0]
 
 
@@ -290,8 +294,9 @@ def decode_metadata_logs(logs: dict, timeout: float = 120.0) -> dict:
     texts: dict = {key: [] for key in logs}
     if not owner:
         return {key: "" for key in logs}
-    command = [_java(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dlog4j.configuration=file:/dev/null",
-               "-cp", _classpath(), "kafka.tools.DumpLogSegments", "--cluster-metadata-decoder",
+    version = running_version()
+    command = [_java(), "-Xmx256m", "-XX:TieredStopAtLevel=1", *log_options(version, None),
+               "-cp", _classpath(), dump_log_class(version), "--cluster-metadata-decoder",
                "--files", ",".join(owner)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     if done.returncode != 0:

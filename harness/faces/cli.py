@@ -63,8 +63,13 @@ class HarnessGroup(click.Group):
         return name, command, rest
 
     def invoke(self, ctx: click.Context):
+        from eos_harness.cluster.local import ClusterError, kafka_version
         from eos_harness.session import TempDirTooLong, exit_code_of, session, signal_name
 
+        try:
+            kafka_version()  # $EOS_KAFKA_VERSION names a Kafka the harness has jars for, before anything runs
+        except ClusterError as exc:
+            raise click.UsageError(str(exc)) from None
         try:
             with session():
                 return super().invoke(ctx)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
 from eos_harness.broker.spec import BrokerSpec, parse
+from eos_harness.cluster.local import version_of
 from eos_harness.suites.kafka_log.checks import Anomaly, LogEnd, Read, Sent, Transaction, check, summarize
 from eos_harness.verdict import error_result as verdict_error_result
 from eos_harness.verdict import verdict_of
@@ -159,13 +160,15 @@ def run_one(scenario, directory=None) -> dict:
                           isolation=scenario.system)
     return {"suite": "kafka-log", "system": scenario.system,
             "expected": "fail" if expected(scenario.system)[0] else "pass", "seed": scenario.seed,
-            "broker": scenario.broker, "repro": scenario.repro(), **result.to_json()}
+            "broker": scenario.broker, "kafka_version": version_of(scenario.opened or scenario.broker),
+            "repro": scenario.repro(), **result.to_json()}
 
 
 def error_result(scenario, exc: BaseException) -> dict:
     """The result of a scenario that could not be run to its end."""
     return {"suite": "kafka-log", **verdict_error_result({"system": scenario.system}, scenario.seed,
-                                                         scenario.repro(), exc), "broker": scenario.broker}
+                                                         scenario.repro(), exc), "broker": scenario.broker,
+            "kafka_version": version_of(scenario.opened or scenario.broker)}
 
 
 @contextlib.contextmanager

@@ -78,7 +78,15 @@ class LogEntry:
 
 
 _BATCH = re.compile(r"^baseOffset: (\d+) lastOffset: (\d+) .*?partitionLeaderEpoch: (-?\d+)")
-_RECORD = re.compile(r"^\| offset: (\d+) .*?(?:payload: (\{.*\})|controlType: (\w+)\(\d+\))")
+# A record line. Control records: Kafka 3.9 prints ``controlType: LEADER_CHANGE(2)``; 4.x prints the
+# decoded record instead (``LeaderChange: {…}``, ``SnapshotHeader {…}``, ``KRaftVoters {…}``, …, and
+# ``endTxnMarker: COMMIT`` for transaction markers), ``controlType: …`` only for a type it does not decode.
+_RECORD = re.compile(r"^\| offset: (\d+) .*?(?:payload: (\{.*\})|controlType: (\w+)\(\d+\)"
+                     r"| (LeaderChange|SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters):? \{"
+                     r"| endTxnMarker: (\w+))")
+# Kafka 4.x's names of the control records it decodes, as ControlRecordType names them (3.9's form).
+_CONTROL_NAMES = {"LeaderChange": "LEADER_CHANGE", "SnapshotHeader": "SNAPSHOT_HEADER",
+                  "SnapshotFooter": "SNAPSHOT_FOOTER", "KRaftVersion": "KRAFT_VERSION", "KRaftVoters": "KRAFT_VOTERS"}
 
 
 def parse_dump(text: str) -> list[LogEntry]:
@@ -97,8 +105,9 @@ def parse_dump(text: str) -> list[LogEntry]:
         if not record:
             continue
         offset = int(record.group(1))
-        if record.group(3):
-            entries.append(LogEntry(offset, epoch, f"control:{record.group(3)}", {}))
+        control = record.group(3) or _CONTROL_NAMES.get(record.group(4) or "") or record.group(5)
+        if control:
+            entries.append(LogEntry(offset, epoch, f"control:{control}", {}))
             continue
         try:
             payload = json.loads(record.group(2))

@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from eos_harness.cluster.local import ClusterError
+from eos_harness.cluster.local import ClusterError, version_of
 from eos_harness.cluster.quorum import KafkaQuorum, decode_metadata_logs
 from eos_harness.commands import command_line
 from eos_harness.process.wait import wait_until
@@ -558,6 +558,7 @@ def run(plan: Plan, directory: Path | None = None) -> dict:
     return unfired_is_error({
         "suite": "kafka-metadata",
         "seed": plan.seed,
+        "kafka_version": version_of("kafka-quorum"),  # its controllers and brokers
         "repro": plan.repro(),
         "plan": asdict(plan),
         "verdict": verdict,
@@ -595,4 +596,5 @@ def run_one(plan: Plan, directory: Path | None = None) -> dict:
 
 def error_result(plan: Plan, exc: BaseException) -> dict:
     """The result of a run that could not be run to its end."""
-    return {"suite": "kafka-metadata", **verdict_error_result({"system": "kraft"}, plan.seed, plan.repro(), exc)}
+    return {"suite": "kafka-metadata", **verdict_error_result({"system": "kraft"}, plan.seed, plan.repro(), exc),
+            "kafka_version": version_of("kafka-quorum")}

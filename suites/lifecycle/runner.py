@@ -32,6 +32,7 @@ from pathlib import Path
 
 from eos_harness.broker import connect
 from eos_harness.broker.spec import BrokerSpec
+from eos_harness.cluster.local import version_of
 from eos_harness.commands import command_line
 from eos_harness.faults import kinds
 from eos_harness.history import History
@@ -237,6 +238,8 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
         "metrics": metrics_of(events),  # KIP-892 commit metrics per store and instance (harness/runtime/metrics.py)
         "warnings": warnings_of(events),
     }
+    if scenario.broker.is_kafka:
+        result["kafka_version"] = version_of(scenario.broker)  # the broker's Kafka release (None: not ours to ask)
     if error is not None:
         result["error"] = error
     return result

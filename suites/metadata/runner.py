@@ -215,6 +215,10 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
         "violations": [v.to_json() for v in violations],
         "repro": scenario.repro(),
     }
+    if scenario.broker.is_kafka:
+        from eos_harness.cluster.local import version_of
+
+        result["kafka_version"] = version_of(scenario.broker)  # the log's Kafka release (None: not ours to ask)
     if error is not None:
         result["error"] = error
     return result

@@ -151,8 +151,10 @@ def run_spark_scenario(scenario: SparkScenario, run_dir: Path, keep: bool = Fals
         assert kafka is not None
         names = topics.topic_names(run_dir)
         topics.create_topics(kafka, list(names.values()))
+        from eos_harness.cluster.local import version_of
+
         kafka_config = {"bootstrap": kafka, "input_topic": names["input"], "output_topic": names["output"],
-                        "per_batch": len(batches[0])}
+                        "per_batch": len(batches[0]), "kafka_version": version_of(f"kafka://{kafka}")}
         history.add({"type": "kafka", **kafka_config})
     if scenario.source == "kafka":
         assert kafka_config is not None and len({len(b) for b in batches}) == 1
@@ -338,6 +340,8 @@ def _verdict(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
         "started_at": started[1],
         "history": str(history_path),
     }
+    if kafka_config is not None:  # the Kafka release of the source's or sink's broker (None: not ours to ask)
+        result["kafka_version"] = kafka_config["kafka_version"]
     if faults_must_fire:
         result = unfired_is_error(result)
     if measure is not None:

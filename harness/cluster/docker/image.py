@@ -19,12 +19,15 @@ from pathlib import Path
 import psutil
 from eos_harness.cluster.docker.containers import LABEL
 from eos_harness.cluster.docker.engine import CLI, DockerError, docker_cache, docker_client
-from eos_harness.cluster.local import KAFKA_VERSION
+from eos_harness.cluster.local import KAFKA_BUNDLES
 from eos_harness.cluster.local import _tail_text as _tail
 
 __all__ = ["BUILD_COMMAND", "DEFAULT_IMAGE", "LOCAL_IMAGE", "BuildReport", "build_image", "image_present",
            "require_image"]
 
+# The Docker path stays on Kafka 3.9.1 (its docker/run and log4j files are Log4j 1's, as 3.9 reads them);
+# the local clusters default to 4.4.0 (eos_harness.cluster.local.KAFKA_VERSION).
+KAFKA_VERSION = "3.9.1"
 DEFAULT_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
 LOCAL_IMAGE = f"eos-harness/kafka:{KAFKA_VERSION}"
 BUILD_COMMAND = f"{CLI} build"
@@ -87,7 +90,7 @@ def build_image(tag: str = LOCAL_IMAGE, rebuild_base: bool = False,
     try:
         started = time.perf_counter()
         try:
-            jars = ensure("kafka")
+            jars = ensure(KAFKA_BUNDLES[KAFKA_VERSION].name)
         except JarFetchError as exc:
             raise DockerError(f"cannot build {tag}: {exc}") from None
         report.seconds["jars"] = time.perf_counter() - started
