@@ -5,8 +5,9 @@ one row per scenario, whichever engine ran it; Spark reads it as it is
 
 Its columns: ``index`` (the plan index; a store's probe: -1), ``suite``, ``subject``, ``verdict`` (as the
 scenario recorded it), ``expected``, ``seed``, ``seconds``, ``repro``, ``error``, ``checks`` (the checks that
-fired, in their order) and ``result`` (the whole result, as its line of ``results.jsonl``). Written with
-pyarrow (the ``spark`` extra); without it, nothing is written.
+fired, in their order) and ``result`` (the whole result, as its line of ``results.jsonl``). The scenarios'
+histories (a suite that records them: lifecycle, metadata) as ``RUN_DIR/parquet/histories/``, one row per
+event, partitioned the same way. Written with pyarrow (the ``spark`` extra); without it, nothing is written.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["PARQUET_DIR", "RESULTS_DATASET", "read_results", "write_results"]
+__all__ = ["HISTORIES_DATASET", "PARQUET_DIR", "RESULTS_DATASET", "read_results", "write_histories", "write_results"]
 
 PARQUET_DIR = "parquet"
 RESULTS_DATASET = "results"
+HISTORIES_DATASET = "histories"
 PARTITIONS = ("suite", "subject", "verdict")
 
 
@@ -62,6 +64,48 @@ def write_results(out_dir: Path, results: list[dict], subject: str) -> Path | No
     table = pa.table(_rows(results, subject), schema=schema)
     ds.write_dataset(table, target, format="parquet", partitioning=list(PARTITIONS), partitioning_flavor="hive",
                      existing_data_behavior="overwrite_or_ignore", basename_template="part-{i}.parquet")
+    return target
+
+
+def write_histories(out_dir: Path, results: list[dict], subject: str) -> Path | None:
+    """Write the histories of ``results`` (each result's ``history``, a JSON-lines file, when it is there) as the
+    dataset ``out_dir/parquet/histories``, partitioned as the results are: one row per event, with its scenario's
+    ``index``, the event's ``seq``, ``instance`` and ``type``, and ``event`` (the whole event, JSON). Returns its
+    path, or None without pyarrow or without any history."""
+    try:
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+    except ImportError:
+        return None
+    columns: dict[str, list] = {name: [] for name in ("index", "seq", "instance", "type", "event", *PARTITIONS)}
+    for result in results:
+        path = result.get("history")
+        if not isinstance(path, str) or not Path(path).is_file():
+            continue
+        for line in Path(path).read_text(errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line cut short: the report names it
+            if not isinstance(event, dict):
+                continue
+            columns["index"].append(result.get("index") if isinstance(result.get("index"), int) else -1)
+            columns["seq"].append(event.get("seq") if isinstance(event.get("seq"), int) else None)
+            columns["instance"].append(event.get("instance") if isinstance(event.get("instance"), int) else None)
+            columns["type"].append(str(event.get("type")))
+            columns["event"].append(line)
+            columns["suite"].append(result.get("suite"))
+            columns["subject"].append(str(result.get(subject)))
+            columns["verdict"].append(result.get("verdict"))
+    target = Path(out_dir) / PARQUET_DIR / HISTORIES_DATASET
+    shutil.rmtree(target, ignore_errors=True)
+    if not columns["index"]:
+        return None
+    schema = pa.schema([("index", pa.int64()), ("seq", pa.int64()), ("instance", pa.int64()), ("type", pa.string()),
+                        ("event", pa.string()), *((name, pa.string()) for name in PARTITIONS)])
+    ds.write_dataset(pa.table(columns, schema=schema), target, format="parquet", partitioning=list(PARTITIONS),
+                     partitioning_flavor="hive", existing_data_behavior="overwrite_or_ignore",
+                     basename_template="part-{i}.parquet")
     return target
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from eos_harness import campaign_summary
 from eos_harness.campaign import UNTIL_FAILURE, KeptCampaign, budget, run_plan, save_state, until_failure_rule
 from eos_harness.engine import LOCAL, EngineUnavailable
-from eos_harness.results_parquet import PARQUET_DIR, RESULTS_DATASET, write_results
+from eos_harness.results_parquet import PARQUET_DIR, RESULTS_DATASET, write_histories, write_results
 from eos_harness.suite import CampaignSession, Suite
 
 __all__ = ["defaults", "exit_code", "judge_of", "run_suite_campaign", "subjects_judged", "summarize"]
@@ -154,6 +154,7 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
     if engine.parquet or (out_dir / PARQUET_DIR / RESULTS_DATASET).is_dir():
         with contextlib.suppress(OSError):  # a full disk: the JSON and results.jsonl still say everything
             write_results(out_dir, results, entry.subject)
+            write_histories(out_dir, results, entry.subject)
     return campaign
 
 

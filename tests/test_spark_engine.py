@@ -182,6 +182,15 @@ def test_a_campaign_on_a_standalone_cluster_gives_what_the_local_pool_gives(cli,
     assert f"engine: spark on {standalone.url}, 2 core(s)" in spark[1]
     workers = set(re.findall(r"Launching executor \S+ on worker (\S+)", standalone.log("master")))
     assert len(workers) == 2  # an executor on each worker
+    out = tmp_path / "spark"
+    histories = sorted(out.glob("scenario-*/history.jsonl"))
+    assert len(histories) == 6 and not any("eos-task-" in h.read_text() for h in histories)  # paths of the run
+    import pyarrow.dataset as ds
+
+    events = ds.dataset(out / "parquet" / "histories", format="parquet", partitioning="hive").to_table()
+    assert sorted(events.column("event").to_pylist()) == sorted(line for h in histories
+                                                                 for line in h.read_text().splitlines())
+    assert set(events.column("suite").to_pylist()) == {"lifecycle"}
 
 
 @pytest.mark.spark

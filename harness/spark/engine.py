@@ -227,6 +227,7 @@ class _SparkRun:
             directory.mkdir(exist_ok=True)
             with tarfile.open(fileobj=io.BytesIO(outcome.files), mode="r:gz") as tar:
                 tar.extractall(directory, filter="data")
+            _move_paths_in_files(directory, outcome.directory)
         if outcome.output:
             with open(self.log or self.out_dir / SPARK_LOG, "ab") as log:
                 log.write(outcome.output)
@@ -260,6 +261,17 @@ def _first_lines(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip() and not line.startswith(("\tat ", "at "))]
     python = [line for line in lines if re.match(r"^\w+(Error|Exception)\b", line)]
     return " ".join(dict.fromkeys(lines[:2] + python[-1:]))[:600]
+
+
+def _move_paths_in_files(directory: Path, there: str) -> None:
+    """In the scenario's history and verdict files, every path under ``there`` (its directory on the executor)
+    under ``directory``, as the local pool writes them."""
+    old, new = there.encode(), str(directory).encode()
+    for path in [*directory.glob("*.jsonl"), *directory.glob("*.json")]:
+        with contextlib.suppress(OSError):
+            data = path.read_bytes()
+            if old in data:
+                path.write_bytes(data.replace(old, new))
 
 
 def _moved(value, there: str, here: str):
