@@ -67,23 +67,22 @@ class Server:
     def rules(self) -> Path:
         return self.folder / "rules.btm"
 
-    def command(self, java: str = "java", verify: bool = False, rules: bool = False,
-                warm: str | None = None) -> list[str]:
+    def command(self, java: str = "java", verify: bool = False, warm: str | None = None) -> list[str]:
         """The command line of one store JVM. Its agent is the store server's own (``eosharness.Agent``:
         it keeps the JVM's Instrumentation, no class transformer); Byteman's agent with every crash
         point's rule is installed through it when a request first needs the rules (a point armed or
         traced, a mutant opened), so a JVM that never does loads its classes untransformed. ``verify``: the
         classes loaded from jars are verified (a JVM that may load a user's store), else not (:data:`NO_VERIFY`).
-        A spare JVM (started ahead of its store, :mod:`eos_harness.kafka_streams.pool`): ``rules``, every
-        crash point's rule installed at start; ``warm``, an empty folder it opens, uses and closes a store of
-        each kind in, before it says it is ready (``eosharness.StoreServer``'s ``--warm``)."""
+        ``warm``: a spare JVM (started ahead of its store, :mod:`eos_harness.kafka_streams.pool`), given an
+        empty folder it opens, uses and closes a store of each kind in before it says it is ready
+        (``eosharness.StoreServer``'s ``--warm``)."""
         archive = self.folder / ARCHIVE
         return [java, *JVM_OPTIONS, *([] if verify else [NO_VERIFY]), f"-Djava.library.path={self.folder / 'native'}",
                 *([f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"] if archive.is_file() else []),
                 "-Dorg.jboss.byteman.compile.to.bytecode=true",  # rules run as bytecode, not interpreted
                 f"-Deosharness.rules={self.rules}", f"-javaagent:{self.jar}",
                 "-cp", os.pathsep.join(str(p) for p in (self.jar, *self.classpath, self.byteman)), MAIN,
-                *(["--rules"] if rules else []), *(["--warm", warm] if warm else [])]
+                *(["--warm", warm] if warm else [])]
 
 
 def _digest(version: str) -> str:

@@ -17,12 +17,10 @@ while the store's restart is on its way. A warming pool (``warm``: ``verify``'s,
 another, each waiting for its store's JVM) does more: it keeps one spare JVM per key, started when the last
 idle one is taken, which boots and warms up before it is lent (``--warm``: a store of each kind opened, used
 and closed in a temporary folder, so that Kafka's classes, RocksDB's native library and the JIT's code are
-ready), and, once a store of the key has armed or traced one of Kafka's crash points, installs every point's
-Byteman rule at start (``--rules``: they cost nothing unarmed, and the JVM reports only the points each
-request names). A spare thus boots and warms up while the store before it runs; the store then opens in a
-JVM that has done all of that already. A spare costs more CPU than a JVM that starts cold (every rule, and a
-store of each kind): a campaign of the lifecycle, whose scenarios run side by side and keep the cores busy,
-does better without it.
+ready). A spare thus boots and warms up while the store before it runs; the store then opens in a JVM that
+has done that already (Byteman's rule of a point it arms is installed then, as in any JVM: installed ahead, every
+point's rule cost a spare more CPU than it saved its store). A campaign of the lifecycle, whose scenarios run
+side by side and keep the cores busy, does without the warm-up (CPU a cold start does not spend).
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
 
 from eos_harness.stores import LendError
 
@@ -182,20 +179,17 @@ class JvmPool:
         self.warm = warm
         self._idle: dict[str, list[Jvm]] = {}
         self._all: list[Jvm] = []
-        self._rules: set[str] = set()  # the keys whose stores armed or traced Kafka's crash points
         self._lock = threading.Lock()
         self._closed = False
 
     def _start(self, key: str, spare: bool = False) -> Jvm:
         """A JVM of ``key`` started now; ``spare``: one started ahead of its store, which, in a warming
-        pool, warms up (and installs the crash points' rules, once the key's stores use them) before it is
-        ready."""
+        pool, warms up before it is ready."""
         from eos_harness.kafka_streams.build import BuildError, ensure_built
 
         version = key.removesuffix(VERIFYING)
         try:
-            command = ensure_built(version).command(verify=key != version,
-                                                    rules=spare and self.warm and key in self._rules)
+            command = ensure_built(version).command(verify=key != version)
         except BuildError as exc:
             raise JvmStartError(str(exc)) from None
         jvm = Jvm(version, command, self._output(), key, warm=spare and self.warm)
@@ -208,17 +202,11 @@ class JvmPool:
         if not self._closed and not any(j.alive for j in idle):
             idle.append(self._start(key, spare=True))
 
-    def take(self, key: str, points: bool | Iterable[str] = ()) -> Jvm:
+    def take(self, key: str) -> Jvm:
         """An idle JVM of ``key`` (a version, :data:`VERIFYING` after it for one that verifies the classes it
         loads), ready (started now when none is idle); in a warming pool, the next one is started as a
-        spare when it was the last. ``points``: the crash points its store's process arms at start (True: it
-        traces every point); once one is Kafka's, the key's spares install every point's rule ahead."""
-        from eos_harness.kafka_streams.points import POINTS
-
-        wanted = points is True or bool({p.name for p in POINTS}.intersection(points or ()))
+        spare when it was the last."""
         with self._lock:
-            if wanted:
-                self._rules.add(key)
             idle = self._idle.setdefault(key, [])
             while idle and not idle[0].alive:
                 idle.pop(0)

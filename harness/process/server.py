@@ -498,14 +498,12 @@ class StoreProcess:
         return self.process.is_alive()
 
 
-def borrow(spec: str, pools: dict[str, tuple[object, bool]], shared_only: bool = False,
-           points: bool | list[str] = ()):
+def borrow(spec: str, pools: dict[str, tuple[object, bool]], shared_only: bool = False):
     """What the process of store ``spec`` borrows (its spec's :class:`~eos_harness.stores.Lending`: a JVM
     for Kafka Streams' stores): ``(resource, its pool, its pipes as Connections)`` (the zygote hands them to
     the child), else Nones. ``pools``: family -> (pool, owned), the pools made so far (one added on first
     use). ``shared_only``: borrow only from a pool shared beyond the caller (none: Nones, and the store's
-    process makes its own). ``points``: the crash points the process arms at its start (True: it traces
-    them all). Raises :class:`~eos_harness.stores.LendError`."""
+    process makes its own). Raises :class:`~eos_harness.stores.LendError`."""
     from eos_harness.stores.registry import builtin_spec
 
     builtin = builtin_spec(spec)
@@ -519,7 +517,7 @@ def borrow(spec: str, pools: dict[str, tuple[object, bool]], shared_only: bool =
     pool, owned = pools[lending.family]
     if owned and shared_only:
         return None, None, None
-    lent = pool.take(lending.key, points)
+    lent = pool.take(lending.key)
     to_lent, from_lent = lent.pipes()
     return lent, pool, (Connection(to_lent, readable=False), Connection(from_lent, writable=False))
 
@@ -565,18 +563,16 @@ class StoreServer:
         stacks, stack_writer = forkserver_context().Pipe(duplex=False)
         try:
             return self._launch(_serve, spec, (str(directory), list(sys.path), arms or []),
-                                (stack_writer, trace, context, init_arms), stacks, offset, self.crashes,
-                                points=True if trace else [p for p, _ in [*(arms or []), *(init_arms or [])]])
+                                (stack_writer, trace, context, init_arms), stacks, offset, self.crashes)
         finally:
             stack_writer.close()
 
     def _launch(self, target, spec: str, head: tuple, tail: tuple, stacks=None, offset=None,
-                crashes: Counter | None = None, points: bool | list[str] = ()) -> StoreProcess:
+                crashes: Counter | None = None) -> StoreProcess:
         """Start ``target(spec, *head, conn, *tail, jvm_in, jvm_out)`` in a child with what the store's
-        kind borrows lent to it, and wait for its ``init``. ``points``: the crash points it arms at start
-        (True: it traces them)."""
+        kind borrows lent to it, and wait for its ``init``."""
         ctx = forkserver_context()
-        lent, pool, pipes = self._lend(spec, points)
+        lent, pool, pipes = self._lend(spec)
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=target, args=(spec, *head, child, *tail, *(pipes or (None, None))), daemon=True)
         try:
@@ -595,14 +591,14 @@ class StoreServer:
         client._receive("init")
         return client
 
-    def _lend(self, spec: str, points: bool | list[str] = ()):
+    def _lend(self, spec: str):
         """For a store whose kind borrows a resource (its spec's :class:`~eos_harness.stores.Lending`: a
         JVM for Kafka Streams' stores): the resource taken from the server's pool of its family, that pool,
         and the resource's pipes as Connections (the zygote hands them to the child); else Nones."""
         from eos_harness.stores import LendError
 
         try:
-            return borrow(spec, self._pools, points=points)
+            return borrow(spec, self._pools)
         except LendError as exc:
             raise StoreCallError("StoreError", str(exc)) from None
 

@@ -86,5 +86,4 @@ class WindowStoreServer(StoreServer):
 
     def start(self, spec: str, directory: Path, arms: list[tuple[str, int]] | None = None,
               trace: bool = False) -> StoreProcess:
-        return self._launch(_serve_window, spec, (str(directory), list(sys.path), arms or []), (),
-                            points=True if trace else [p for p, _ in arms or []])
+        return self._launch(_serve_window, spec, (str(directory), list(sys.path), arms or []), ())

@@ -42,9 +42,8 @@ class Lending:
     ``pool(output)``: the pool the server lends from and whether the server owns it (shuts it down at its
     end; a pool shared across servers outlives them), ``output`` a callable giving where the resources
     write; ``receive(to, from)``: in the store's process, before its store is made, the file descriptors
-    of the resource's pipes. A pool has ``take(key, points)`` (a resource, with ``pipes()``: duplicates of its
-    two pipes; ``points``: the crash points the store's process arms at its start, True when it traces
-    them; raises :class:`LendError`), ``give_back(resource)`` (its store closed cleanly),
+    of the resource's pipes. A pool has ``take(key)`` (a resource, with ``pipes()``: duplicates of its
+    two pipes; raises :class:`LendError`), ``give_back(resource)`` (its store closed cleanly),
     ``kill(resource)`` (the store's process died: the resource dies too) and ``shutdown()``."""
 
     family: str

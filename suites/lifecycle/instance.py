@@ -138,8 +138,7 @@ class Instance(FaultedChild):
         # A resource the store's process borrows from the run's shared pool (a JVM already started, for Kafka
         # Streams' stores); none shared: the store's process makes its own.
         try:
-            self.lent, self.pool, pipes = borrow(config.store, {}, shared_only=True,
-                                                 points=[armed[0]] if armed is not None else [])
+            self.lent, self.pool, pipes = borrow(config.store, {}, shared_only=True)
         except LendError:
             self.lent, self.pool, pipes = None, None, None  # the store's own start says why, as an error event
         self.proc = ctx.Process(target=_child_main, args=(config, armed, mode, child, stack_writer, self.clock.handle,

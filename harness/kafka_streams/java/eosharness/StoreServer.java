@@ -53,11 +53,10 @@ import org.jboss.byteman.modules.NonModuleSystem;
  * {@link #reach}) asks the harness over the same pipe whether to go on ({"point": name}); the harness
  * kills this process there when the point is armed.
  *
- * <p>Arguments (a spare JVM, started ahead of the store that will borrow it): {@code --rules} installs every
- * crash point's rule at start, {@code --warm DIR} opens, writes, commits, reads and closes a transactional
- * RocksDB store and an in-memory one in the empty folder {@code DIR} (then removes what they wrote), so
- * that the classes, RocksDB's native library and the rules are loaded and compiled before a store is opened;
- * then it says it is ready. A spare has opened and closed a store cleanly before its own, as a JVM does
+ * <p>{@code --warm DIR} (a spare JVM, started ahead of the store that will borrow it): it opens, writes,
+ * commits, reads and closes a transactional RocksDB store and an in-memory one in the empty folder {@code DIR}
+ * (then removes what they wrote), so that Kafka's classes and RocksDB's native library are loaded and the
+ * JIT has run before a store is opened; then it says it is ready. A spare has opened and closed a store cleanly before its own, as a JVM does
  * that serves the next open after a clean close.
  */
 public final class StoreServer {
@@ -86,9 +85,7 @@ public final class StoreServer {
         System.setOut(System.err); // whatever Kafka or RocksDB print goes to stderr, never into the protocol
         String warm = null;
         for (int i = 0; i < args.length; i++) {
-            if (args[i].equals("--rules")) {
-                install(List.of("*"));
-            } else if (args[i].equals("--warm") && i + 1 < args.length) {
+            if (args[i].equals("--warm") && i + 1 < args.length) {
                 warm = args[++i];
             }
         }
@@ -286,7 +283,7 @@ public final class StoreServer {
     }
 
     /** Called by the Byteman rules at each crash point: ask the harness whether to go on (a point the request
-     * does not name goes on at once: its rule was installed for another run of this JVM, or ahead, by {@code --rules}). */
+     * does not name goes on at once: its rule was installed for an earlier store of this JVM). */
     public static void reach(String point) {
         Set<String> named = reported;
         if (!reporting || (named != null && !named.contains(point))) {
