@@ -70,6 +70,7 @@ class Option:
     minimum: float | None = None
     choices: tuple[str, ...] = ()
     plan: bool = True
+    replay: bool = True  # part of the campaign's replay command (not where it only says where to write)
 
     @property
     def flag(self) -> str:
@@ -208,7 +209,11 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
               Option("broker", "kafka-broker", "kafka-local", "Kafka for --source kafka / --sinks kafka: kafka-local "
                      "(one KRaft broker on 127.0.0.1 started for the campaign and stopped at its end; kafka-local:N "
                      "for N brokers), kafka-quorum[:N] (3 dedicated KRaft controllers and N brokers) or "
-                     "kafka://HOST:PORT (a broker you run)."))),
+                     "kafka://HOST:PORT (a broker you run)."),
+              Option("export_repro", "text", None, "When a scenario's verdict names a failure in Spark itself (a "
+                     "restart after a kill fails with Spark's error), write the first one's standalone PySpark "
+                     "reproduction into this new (or empty) directory, as run --export-repro does.", plan=False,
+                     replay=False))),
     Suite("kafka-log", "Kafka's transactional log", "a Kafka cluster (kafka-local, kafka-quorum or kafka://)",
           "kafka_log", checks_name="ANOMALIES", run=f"{_FACES}.kafka_log:kafka_log_command", chaos=GENERIC_CHAOS,
           subject="system", tallies="systems", pytest_entry=True, extras=("kafka",), workers=1, options=(

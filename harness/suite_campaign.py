@@ -138,7 +138,7 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
     stopped = run.stop_json or ({"why": UNTIL_FAILURE, "message": stopped_before} if stopped_before else None)
     kept.end(stopped=stopped is not None)
     results = found.results + kept.results(run)
-    plan_options = ("seed", entry.tallies, *(o.name for o in entry.options), "minutes", "scenarios")
+    plan_options = ("seed", entry.tallies, *(o.name for o in entry.options if o.replay), "minutes", "scenarios")
     campaign = {"suite": entry.name, "seed": seed, "subject": entry.subject, **options,
                 "minutes": minutes, "repro": campaign_summary.campaign_repro(kept.state, plan_options),
                 "scenarios": results, "summary": summarize(entry, results, subjects, found.not_applicable),

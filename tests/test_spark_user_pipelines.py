@@ -317,7 +317,6 @@ def _plain_pyspark(folder: Path) -> Path:
 def test_sparks_own_restart_failure_is_exported_as_a_standalone_pyspark_repro_that_fails_the_same_way(cli, tmp_path,
                                                                                                        query):
     # checkpoint format 2, a file sink, the driver killed after the sink's metadata and before commits/1
-    import subprocess
 
     export = tmp_path / "report"
     if query == "users":
@@ -337,7 +336,17 @@ def test_sparks_own_restart_failure_is_exported_as_a_standalone_pyspark_repro_th
     assert "eos_harness" not in script and "checkpointFormatVersion': '2'" in script
     readme = (export / "README.md").read_text()
     assert "CheckpointInfo length: 0" in readme and "PySpark 4.2.0" in readme and "python repro.py" in readme
-    # plain PySpark: a Python that cannot import the harness, run from a folder of its own
+    ran = _run_exported(tmp_path, export)
+    assert "run 0: killed right after output/_spark_metadata/1 appeared" in ran.stdout, ran.stdout
+    assert "sink/1 yes, commit/1 no" in ran.stdout  # the kill landed in the window: after the sink, before commits/1
+    assert "REPRODUCED: assertion failed: CheckpointInfo length: 0" in ran.stdout, ran.stdout + ran.stderr
+
+
+def _run_exported(tmp_path: Path, export: Path):
+    """``python repro.py`` of ``export`` on plain PySpark (a Python that cannot import the harness), from a folder
+    of its own that it leaves empty; it must exit 1 (reproduced). Returns the finished process."""
+    import subprocess
+
     python = _plain_pyspark(tmp_path / "plain")
     clean = tmp_path / "elsewhere"
     clean.mkdir()
@@ -348,10 +357,8 @@ def test_sparks_own_restart_failure_is_exported_as_a_standalone_pyspark_repro_th
     ran = subprocess.run([python, export / "repro.py"], capture_output=True, text=True, cwd=clean, env=env,
                          timeout=600, start_new_session=True)
     assert ran.returncode == 1, ran.stdout + ran.stderr
-    assert "run 0: killed right after output/_spark_metadata/1 appeared" in ran.stdout, ran.stdout
-    assert "sink/1 yes, commit/1 no" in ran.stdout  # the kill landed in the window: after the sink, before commits/1
-    assert "REPRODUCED: assertion failed: CheckpointInfo length: 0" in ran.stdout, ran.stdout + ran.stderr
     assert sorted(p.name for p in clean.iterdir()) == []  # the script writes only beside itself (work/)
+    return ran
 
 
 def test_export_repro_is_refused_before_anything_runs(cli, tmp_path):
@@ -365,9 +372,12 @@ def test_export_repro_is_refused_before_anything_runs(cli, tmp_path):
         (*user, "--export-repro", tmp_path / "a-file"): "exists and is not an empty directory",
         (*user, "--export-repro", tmp_path / "no" / "such"): "does not exist",
         ("--pipeline", "window-tumbling", "--sink", "file", "--export-repro", tmp_path / "full"): "not an empty directory",
+        ("chaos", "--export-repro", tmp_path / "full"): "not an empty directory",
+        ("chaos", *user, "--export-repro", tmp_path / "a-file"): "not an empty directory",
     }
     for args, message in cases.items():
-        done = cli.invoke("run", "--suite", "spark", *args, "--seed", "1")
+        command = ("chaos", "--suite", "spark", *args[1:]) if args[0] == "chaos" else ("run", "--suite", "spark", *args)
+        done = cli.invoke(*command, "--seed", "1")
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert message in done.stderr and "Traceback" not in done.stderr + done.stdout, done.stderr
     assert (tmp_path / "full" / "x").read_text() == "kept" and (tmp_path / "a-file").read_text() == "kept"
@@ -461,3 +471,28 @@ def test_a_module_of_a_package_is_exported_with_its_package(tmp_path):
     done = subprocess.run([sys.executable, "-c", "import spark_user_jobs.appender as a; print(a.normalise('x'), "
                            "a.__file__)"], cwd=folder, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
     assert done.stdout.split() == ["X", str(folder / "spark_user_jobs" / "appender.py")], done.stderr
+
+
+@pytest.mark.spark
+@pytest.mark.slow  # a Spark finding, opt-in with the others (make test-spark-full)
+def test_a_campaigns_first_failure_in_spark_is_exported(cli, tmp_path):
+    """chaos --export-repro: the campaign's first scenario whose restart fails in Spark itself is exported (seed 6:
+    its fourth scenario is window-sliding to the file sink, checkpoint format 2, killed after the sink's metadata)."""
+    export = tmp_path / "report"
+    done = cli("chaos", "--suite", "spark", "--sinks", "file", "--scenarios", "4", "--seed", "6", "--export-repro",
+               export, "--out", tmp_path / "campaign", "--no-report", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    campaign = json.loads((tmp_path / "campaign" / "chaos.json").read_text())
+    failed = [r for r in campaign["scenarios"] if any(v["check"] == "restart_liveness" for v in r["violations"])]
+    assert [(r["index"], r["pipeline"], r["configuration"]["checkpoint_format"]) for r in failed] == [
+        (3, "window-sliding", 2)], [(r["index"], r["violations"][:1]) for r in campaign["scenarios"]]
+    printed = " ".join(done.stdout.split())
+    assert "--export-repro: scenario 3 (window-sliding, sink@3, rocksdb, format 2)" in printed, done.stdout
+    assert f"exported: {export}" in printed, done.stdout
+    assert sorted(p.name for p in export.iterdir()) == ["README.md", "input", "pipeline.py", "repro.py"]
+    readme = (export / "README.md").read_text()
+    assert "CheckpointInfo length: 0" in readme and "`output/_spark_metadata/3`" in readme
+    assert "--export-repro" not in campaign["repro"]  # the campaign's replay writes no export
+    ran = _run_exported(tmp_path, export)  # and it fails the same way on plain PySpark
+    assert "sink/3 yes, commit/3 no" in ran.stdout, ran.stdout
+    assert "REPRODUCED: assertion failed: CheckpointInfo length: 0" in ran.stdout, ran.stdout + ran.stderr

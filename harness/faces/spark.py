@@ -316,3 +316,41 @@ def show_campaign(campaign: dict) -> None:
             for v in counted_violations(r, strict)[:3]:
                 console.print(f"  {r['pipeline']}/{r['sink']}: {v['check']} key={v['key']} "
                               f"observed={str(v['observed'])[:300]}", markup=False, highlight=False)
+    if campaign.get("export_repro"):
+        _export_first(campaign)
+
+
+def _export_first(campaign: dict) -> None:
+    """``chaos --export-repro``: the standalone reproduction of the campaign's first scenario (in plan order) whose
+    verdict names a failure in Spark itself, or why there is none."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from eos_harness.suites.spark import export
+
+    folder = Path(campaign["export_repro"]).absolute()
+    found = [r for r in sorted(campaign["scenarios"], key=lambda r: r.get("index", 0)) if export.spark_failure(r)]
+    if not found:
+        console.print("--export-repro: nothing exported: no scenario's verdict names a failure in Spark itself (a "
+                      "restart after a kill failing with Spark's error)", markup=False, highlight=False)
+        return
+    result = found[0]
+    conf = result["configuration"]
+    console.print(f"--export-repro: scenario {result.get('index')} ({result['pipeline']}, {','.join(result['schedule'])}"
+                  f", {conf['state_provider']}, format {conf['checkpoint_format']}), the first of {len(found)} that "
+                  "failed in Spark itself", markup=False, highlight=False)
+    if "reference" in result:  # a user's query: the campaign's, in this scenario's state configuration
+        from eos_harness.suites.spark.plan import _user_template
+
+        scenario = replace(_user_template(campaign, probed=True), provider=conf["state_provider"],
+                           changelog=conf["changelog_checkpointing"], checkpoint_format=conf["checkpoint_format"],
+                           schedule=tuple(result["schedule"]))
+        query = export.user_query(scenario)
+    else:
+        from eos_harness.suites.spark.runner import SparkScenario
+
+        scenario = SparkScenario(result["pipeline"], result.get("sink_kind") or result["sink"], conf["state_provider"],
+                                 conf["checkpoint_format"], conf["changelog_checkpointing"], conf.get("source", "file"),
+                                 tuple(result["schedule"]), result["seed"])
+        query = export.built_in_query(scenario, Path(result["history"]).parent)
+    _export(result, query, folder)

@@ -219,6 +219,10 @@ def check_options(options: Mapping) -> None:
     from eos_harness.extras import require
 
     user_options = [o for o in ("input", "schema", "key", "read_output", "sink_guarantee") if options.get(o)]
+    if options.get("export_repro"):
+        from eos_harness.suites.spark.export import check_export_dir
+
+        check_export_dir(options["export_repro"])
     if options.get("pipeline"):
         from eos_harness.suites.spark.user import declarative_refusal
 
