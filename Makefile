@@ -47,10 +47,10 @@ test: $(STAMP) jars
 check: $(STAMP)
 	$(BIN)/python -m pytest -q -m '$(CHECK_MARKERS)' --durations=10 -n $(WORKERS) --dist loadfile
 
-# Opt-in: every Spark test, with the `slow` ones `make test` leaves out (the Spark behaviours
+# Opt-in: every Spark test but the standalone cluster's (make test-spark-cluster), with the `slow` ones `make test` leaves out (the Spark behaviours
 # the full matrix found: suites/spark/test_spark.py's FINDINGS).
 test-spark-full: $(STAMP) jars
-	$(BIN)/python -m pytest -q -m spark --durations=15 -n $(WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -m 'spark and not spark_cluster' --durations=15 -n $(WORKERS) --dist loadfile
 
 # Opt-in: campaigns on a real Spark standalone cluster (a master and two workers started on 127.0.0.1 from the
 # installed PySpark): the same verdicts as the local pool, and a worker's JVM SIGKILLed mid-campaign.

@@ -1,10 +1,10 @@
 """Benchmark of the campaign engines (``chaos --engine``): scenarios per second of one campaign, the same seed
-and count, on the local pool, on Spark in local mode (``local[*]``) and on a Spark standalone cluster of two
-one-core workers started here (:class:`eos_harness.spark.standalone.StandaloneCluster`); the verdicts must be
+and count, on the local pool, on Spark in local mode (``local[*]``) and on Spark standalone clusters of one and
+of two one-core workers started here (:class:`eos_harness.spark.standalone.StandaloneCluster`); the verdicts must be
 the same on all three. Each rate is the campaign's own (its ``seconds``: the driver's start, the Spark
 application's start and its executors' registration included; the cluster's own start is not).
 
-``python -m benchmarks.bench_engines [--suite lifecycle] [--scenarios 40] [--seed 7] [--engines local,spark,cluster]``
+``python -m benchmarks.bench_engines [--suite lifecycle] [--scenarios 40] [--seed 7] [--engines local,spark,cluster1,cluster]``
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def _campaign(out: Path, suite: str, scenarios: int, seed: int, *engine: str) ->
 def main() -> None:
     options = parse_options(__doc__, ("--suite", "lifecycle", "lifecycle or conformance"),
                             ("--scenarios", 40, "scenarios of each campaign"), ("--seed", 7, "campaign seed"),
-                            ("--engines", "local,spark,cluster", "which of local, spark (local[*]), cluster"))
+                            ("--engines", "local,spark,cluster", "which of local, spark (local[*]), cluster1 (a standalone "
+                             "worker of one core), cluster (two)"))
     wanted = options.engines.split(",")
     found: dict[str, dict] = {}
     with scratch_directory("engines") as scratch:
@@ -43,12 +44,15 @@ def main() -> None:
         if "spark" in wanted:
             found["spark local[*]"] = _campaign(scratch / "spark", options.suite, options.scenarios, options.seed,
                                                 "--engine", "spark")
-        if "cluster" in wanted:
+        for name, workers in (("cluster1", 1), ("cluster", 2)):
+            if name not in wanted:
+                continue
             from eos_harness.spark.standalone import StandaloneCluster
 
-            with StandaloneCluster(scratch / "cluster", workers=2, cores=1) as cluster:
-                found["standalone 2x1 core"] = _campaign(scratch / "cluster-run", options.suite, options.scenarios,
-                                                         options.seed, "--engine", "spark", "--master", cluster.url)
+            with StandaloneCluster(scratch / name, workers=workers, cores=1) as cluster:
+                found[f"standalone {workers}x1 core"] = _campaign(scratch / f"{name}-run", options.suite,
+                                                                  options.scenarios, options.seed, "--engine", "spark",
+                                                                  "--master", cluster.url)
     first = next(iter(found.values()))
     for name, run in found.items():
         same = "same verdicts" if run["verdicts"] == first["verdicts"] else "VERDICTS DIFFER"
