@@ -39,6 +39,12 @@ def wait_for_results(run_dir: Path, count: int, proc: subprocess.Popen, timeout:
     raise AssertionError(f"fewer than {count} results after {timeout} s (exit {proc.poll()})")
 
 
+# How long a campaign may take to stop once told (Ctrl-C, SIGINT, its first failure): its running
+# scenarios are killed, not waited for. Generous for a loaded 2-core machine running three test
+# workers (11.5 s was seen), far below what a campaign that went on would take (the rest of its
+# one or five minutes).
+STOP_BOUND_S = 25
+
 def scenario_keys(campaign: dict) -> list[tuple]:
     return [(r["index"], r["store"], r["workload"], tuple(r["schedule"]), r["seed"], r["verdict"])
             for r in campaign["scenarios"]]
@@ -63,7 +69,7 @@ def test_ctrl_c_keeps_what_finished_writes_junit_kills_everything_and_resume_con
     wait_for_results(out, 1, proc)  # on a loaded machine the first scenario may take longer
     output, took, children = interrupt(proc)
     assert proc.returncode == 130, output
-    assert took < 10, f"Ctrl-C took {took:.1f} s to stop the campaign"
+    assert took < STOP_BOUND_S, f"Ctrl-C took {took:.1f} s to stop the campaign"
     assert children, "the campaign had started no process: nothing was tested"
     assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE], "left running"
     assert f"to resume: eos-harness chaos --suite lifecycle --resume {out}" in output
@@ -157,7 +163,7 @@ def test_until_failure_stops_a_mutant_campaign_at_its_first_failure(cli, tmp_pat
     assert len(failing) == 1, "it must stop at the first failure"
     assert campaign["stopped"]["why"] == "until-failure"
     assert failing[0]["repro"] in campaign["stopped"]["message"] and failing[0]["repro"] in output
-    assert stopped_after < 10, f"it went on for {stopped_after:.1f} s after the failure"
+    assert stopped_after < STOP_BOUND_S, f"it went on for {stopped_after:.1f} s after the failure"
     assert f"--resume {out}" in output
     case = junit_cases(junit)[("mutant-split-offsets-write", "atomic_commit")]
     assert isinstance(results_of(case)[0], Skipped)
@@ -338,5 +344,5 @@ def test_a_campaign_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
             proc.kill()
             proc.communicate()
     assert proc.returncode == 130, output
-    assert took < 10, f"SIGINT took {took:.1f} s to stop the campaign"
+    assert took < STOP_BOUND_S, f"SIGINT took {took:.1f} s to stop the campaign"
     assert json.loads((out / "chaos.json").read_text())["stopped"]["why"] == "SIGINT"
