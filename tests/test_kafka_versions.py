@@ -53,3 +53,19 @@ def test_an_unknown_version_is_a_usage_error_before_anything_runs(command, tmp_p
     assert done.returncode in (2, 4), done.stdout + done.stderr  # click's and pytest's usage errors
     assert "EOS_KAFKA_VERSION='2.8': the harness starts Kafka 4.4.0 or 3.9.1 (default 4.4.0)" in done.stdout + done.stderr
     assert not list(tmp_path.iterdir())  # nothing ran, nothing written
+
+
+def test_a_printed_command_carries_the_kafka_version_it_ran_on(monkeypatch):
+    """A finding on 3.9.1 pasted into another shell must run on 3.9.1 again, not on the default."""
+    from eos_harness.commands import command_line
+
+    monkeypatch.delenv("EOS_KAFKA_VERSION", raising=False)
+    assert command_line("chaos", "--resume", "runs/my run") == "eos-harness chaos --resume 'runs/my run'"
+    monkeypatch.setenv("EOS_KAFKA_VERSION", "3.9.1")
+    line = command_line("run", "--broker", "kafka-local", "--seed", 1)
+    assert line == "EOS_KAFKA_VERSION=3.9.1 eos-harness run --broker kafka-local --seed 1"
+    # what a shell runs from it: the variable set for the command, the words as they were
+    shown = subprocess.run(["sh", "-c", line.replace("eos-harness", """sh -c 'printf "%s|" "$EOS_KAFKA_VERSION" "$@"' sh""", 1)],
+                           capture_output=True, text=True, env={k: v for k, v in os.environ.items()
+                                                                if k != "EOS_KAFKA_VERSION"})
+    assert shown.stdout == "3.9.1|run|--broker|kafka-local|--seed|1|"
