@@ -25,6 +25,7 @@ the scenarios whose plan index has no result yet.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import errno
 import hashlib
@@ -129,6 +130,26 @@ class CampaignRun:
         return {"why": why, "message": self.stopped}
 
 
+def _parse_one_at_a_time() -> None:
+    """Make ``ast.parse`` take a process-wide lock (once). CPython 3.11 keeps the AST constructor's
+    recursion depth in state shared by every thread: a thread switch inside one parse (a garbage
+    collection running a finaliser) to a parse in another thread fails either with ``SystemError: AST
+    constructor recursion depth mismatch`` (python/cpython#106905). A campaign runs its scenarios in
+    threads, and Hypothesis parses the source of the lambdas it describes: a store judged by a store
+    suite got "error" from the interpreter, not from the store, once in a CI run."""
+    if getattr(ast.parse, "one_at_a_time", False):
+        return
+    parse, lock = ast.parse, threading.RLock()
+
+    def locked_parse(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return parse(*args, **kwargs)
+
+    locked_parse.one_at_a_time = True  # type: ignore[attr-defined]
+    locked_parse.__wrapped__ = parse  # type: ignore[attr-defined]
+    ast.parse = locked_parse
+
+
 def run_plan(
     scenarios: Iterable[Any],
     run_one: Callable[[int, Any], dict],
@@ -170,6 +191,8 @@ def run_plan(
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which decides
             done.put((index, scenario, None, exc))
 
+    if workers > 1:
+        _parse_one_at_a_time()
     try:
         if results_file is not None:
             jsonl = open(results_file, "a")  # noqa: SIM115 - closed in the finally below
