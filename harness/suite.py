@@ -196,9 +196,13 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
                      "it allows, judged against its own crash-free run (then --sinks is not given: its subject is "
                      "'user')."),
               Option("input", "text", None, "Your query's input: a directory of JSON-lines files, one micro-batch "
-                     "each, in name order."),
+                     "each, in name order; or a Kafka topic, kafka://HOST:PORT/TOPIC (read from its earliest offsets, "
+                     "read_committed; it must not change while the campaign runs)."),
               Option("schema", "text", None, "Your query's input schema as Spark DDL (default: inferred from the "
-                     "first input file)."),
+                     "first input file). With a Kafka topic: each value parsed as a JSON object of this schema "
+                     "(default: Spark's Kafka columns)."),
+              Option("max_offsets_per_trigger", "int", None, "A Kafka topic as input: Spark's maxOffsetsPerTrigger, "
+                     "the same in every run (default: the topic's offsets in 5 micro-batches).", minimum=1),
               Option("key", "text", None, "Compare your query's output by these columns only (comma-separated)."),
               Option("read_output", "text", None, "module:function(spark, output_dir) reading your query's output "
                      "back (default: read_output in your query's module, else the file sink's own format)."),

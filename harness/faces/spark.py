@@ -137,10 +137,15 @@ def _print_result(result: dict) -> None:
               "foreachBatch sink's output back. Judged against its own crash-free run over the same --input.")
 @click.option("--sink", type=click.Choice(SINKS), help="The built-in pipeline's sink (required with one; your "
               "own query's writer names its own).")
-@click.option("--input", "input_dir", type=click.Path(file_okay=False), help="Your query's input: a directory of "
-              "JSON-lines files, one micro-batch each, in name order.")
+@click.option("--input", "input_dir", help="Your query's input: a directory of JSON-lines files, one micro-batch "
+              "each, in name order; or a Kafka topic, kafka://HOST:PORT/TOPIC (read from its earliest offsets, "
+              "read_committed; it must not change while the harness runs).")
 @click.option("--schema", help="The input's schema as Spark DDL ('key string, ts timestamp'); default: inferred "
-              "from the first input file.")
+              "from the first input file. With a Kafka topic: each record's value parsed as a JSON object of this "
+              "schema (default: Spark's Kafka columns, key, value, topic, partition, offset, timestamp, "
+              "timestampType).")
+@click.option("--max-offsets-per-trigger", "max_offsets", type=click.IntRange(min=1), help="A Kafka topic as input: "
+              "Spark's maxOffsetsPerTrigger, the same in every run (default: the topic's offsets in 5 micro-batches).")
 @click.option("--key", default="", help="Compare your query's output rows by these columns only (comma-separated; "
               "default: whole rows).")
 @click.option("--read-output", "reader", help="module:function(spark, output_dir) reading your query's output "
@@ -163,7 +168,7 @@ def _print_result(result: dict) -> None:
               "into this new (or empty) directory a standalone PySpark script (repro.py, no harness import), the "
               "input files, the query's module (a built-in window pipeline's written out) and a README.md with the steps and "
               "versions.")
-def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee, provider, changelog, checkpoint_format,
+def spark_run_command(pipeline, sink, input_dir, schema, max_offsets, key, reader, guarantee, provider, changelog, checkpoint_format,
                       source, crash_at, batches, strict, seed, broker, export_dir, json_path, junit_path, out, overwrite,
                       no_report):
     """Run one Spark scenario: a pipeline under driver kills, restarted and checked against its model (your own
@@ -172,6 +177,7 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee,
 
     require_extra("spark", "--suite spark")
     user_given = [f for f, v in (("--input", input_dir), ("--schema", schema), ("--key", key),
+                                 ("--max-offsets-per-trigger", max_offsets),
                                  ("--read-output", reader), ("--sink-guarantee", guarantee)) if v]
     from eos_harness.suites.spark.user import declarative_refusal
 
@@ -186,8 +192,8 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee,
                                    "--input is its source, one micro-batch per file)")
         if not input_dir:
             raise click.UsageError(f"--pipeline {pipeline}: give its input with --input DIR (one JSON-lines file "
-                                   "per micro-batch)")
-        _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, changelog, checkpoint_format, crash_at,
+                                   "per micro-batch) or --input kafka://HOST:PORT/TOPIC")
+        _user_run(pipeline, input_dir, schema, max_offsets, key, reader, guarantee, provider, changelog, checkpoint_format, crash_at,
                   seed, json_path, junit_path, out, overwrite, no_report, export_dir)
         return
     if pipeline not in PIPELINES:
@@ -224,7 +230,7 @@ def spark_run_command(pipeline, sink, input_dir, schema, key, reader, guarantee,
                 f"eos-harness run --suite spark, seed {seed}", no_report, export_folder, query)
 
 
-def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, changelog, checkpoint_format, crash_at, seed,
+def _user_run(pipeline, input_dir, schema, max_offsets, key, reader, guarantee, provider, changelog, checkpoint_format, crash_at, seed,
               json_path, junit_path, out, overwrite, no_report, export_dir=None) -> None:
     """``run --suite spark --pipeline module:function``: a user's query killed, restarted and judged against its
     crash-free run (:mod:`eos_harness.suites.spark.user`). Bad input is a usage error before anything runs."""
@@ -235,7 +241,7 @@ def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, cha
     from eos_harness.suites.spark.user import (
         UserScenario,
         drawn_schedule,
-        input_files,
+        is_kafka_input,
         probe,
         python_path,
         run_user_scenario,
@@ -244,14 +250,20 @@ def _user_run(pipeline, input_dir, schema, key, reader, guarantee, provider, cha
 
     seed = toolkit.seed_or_drawn(seed)
     schedule = tuple(t.strip() for t in crash_at.split(",") if t.strip())
-    scenario = UserScenario(pipeline, str(Path(input_dir).absolute()), schema or None,
+    where = input_dir if is_kafka_input(input_dir) else str(Path(input_dir).absolute())
+    scenario = UserScenario(pipeline, where, schema or None,
                             tuple(c.strip() for c in key.split(",") if c.strip()), guarantee, provider,
-                            int(checkpoint_format), changelog, schedule, seed, tuple(python_path()), reader=reader)
+                            int(checkpoint_format), changelog, schedule, seed, tuple(python_path()), reader=reader,
+                            max_offsets=max_offsets)
     try:
         scenario.validate()
         export_folder = check_export_dir(export_dir) if export_dir else None
+        if scenario.kafka:  # the topic read whole before anything runs: unreachable, missing, empty: exit 2
+            console.print(f"reading the input topic {scenario.kafka.url} …")
+            scenario = scenario.resolved()
+            scenario.validate()
         if not schedule:
-            scenario = replace(scenario, schedule=drawn_schedule(seed, len(input_files(Path(scenario.input)))))
+            scenario = replace(scenario, schedule=drawn_schedule(seed, scenario.batch_count()))
         scenario = replace(scenario, module_file=probe(pipeline, list(scenario.python_path)).get("file"))
         if reader:
             probe(reader, list(scenario.python_path))

@@ -3,9 +3,9 @@ only for a run whose config names ``user``: the user's module is imported here, 
 in the harness).
 
 The user's ``build(source)`` gets the streaming DataFrame of the run's input (one JSON-lines file per
-micro-batch) and returns a :class:`~pyspark.sql.streaming.DataStreamWriter`, not started. The harness sets
-its checkpoint location, its trigger (``availableNow``) and, for a file sink, its ``path``; the run's output
-directory is the Spark conf ``eos.output.dir``. A ``foreachBatch`` function is wrapped so that, once it
+micro-batch, or a Kafka topic: :func:`kafka_source`) and returns a
+:class:`~pyspark.sql.streaming.DataStreamWriter`, not started. The harness sets its checkpoint location, its
+trigger (``availableNow``) and, for a file sink, its ``path``; the run's output directory is the Spark conf ``eos.output.dir``. A ``foreachBatch`` function is wrapped so that, once it
 returned for batch N, a marker ``_batches/N`` is renamed into place in ``config["marks"]``: the sink's step
 the harness's watcher kills after. At the end of a run meant to end, the output is read back (the module's
 ``read_output(spark, output_dir)`` or the function ``config["user"]["reader"]`` names, else the file sink's own
@@ -74,10 +74,30 @@ def _wrap_writer(marks: Path, seen: dict) -> None:
 
 
 def source(spark, config: dict):
-    """The streaming DataFrame of the run's input directory, one file per micro-batch (``config["schema"]``, a
-    DDL string, else the schema Spark infers from the first file)."""
+    """The streaming DataFrame of the run's input: a directory, one file per micro-batch (``config["schema"]``, a
+    DDL string, else the schema Spark infers from the first file); a Kafka topic (:func:`kafka_source`)."""
+    if config.get("source") == "kafka":
+        return kafka_source(spark, config)
     schema = config.get("schema") or spark.read.json(config["first_file"]).schema
     return spark.readStream.format("json").schema(schema).option("maxFilesPerTrigger", 1).load(config["input"])
+
+
+def kafka_source(spark, config: dict):
+    """The topic ``config["kafka"]`` names read with Spark's Kafka connector from its earliest offsets,
+    ``maxOffsetsPerTrigger`` offsets a micro-batch, ``read_committed``: Spark's own columns (``key``, ``value``,
+    ``topic``, ``partition``, ``offset``, ``timestamp``, ``timestampType``) as a query reading the topic itself
+    gets them; with ``config["schema"]``, each value parsed as a JSON object of that schema (its columns only, as
+    from a directory's files)."""
+    from pyspark.sql import functions as F
+
+    kafka = config["kafka"]
+    raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka["bootstrap"])
+           .option("subscribe", kafka["topic"]).option("startingOffsets", "earliest")
+           .option("maxOffsetsPerTrigger", kafka["max_offsets"]).option("kafka.isolation.level", "read_committed")
+           .load())
+    if not config.get("schema"):
+        return raw
+    return raw.select(F.from_json(F.col("value").cast("string"), config["schema"]).alias("r")).select("r.*")
 
 
 def run(spark, config: dict, report) -> None:

@@ -105,8 +105,13 @@ def _top_package(module_file: Path) -> Path | None:
     return folder
 
 
-def user_query(scenario) -> Query:
+def user_query(scenario) -> Query | str:
+    """What the export runs of a user's query; why there is none (a str) when its input is a Kafka topic."""
     from eos_harness.suites.spark.user import input_files
+
+    if scenario.kafka:
+        return (f"the query's input is a Kafka topic ({scenario.input}): the standalone script reads input files; "
+                "its replay command reproduces it")
 
     module_file = Path(scenario.module_file or "")
     package = _top_package(module_file) if module_file.is_file() else None

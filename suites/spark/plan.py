@@ -218,7 +218,8 @@ def check_options(options: Mapping) -> None:
     """The ``kafka`` extra, when the campaign's source or a sink of it is Kafka (MissingExtra, a usage error)."""
     from eos_harness.extras import require
 
-    user_options = [o for o in ("input", "schema", "key", "read_output", "sink_guarantee") if options.get(o)]
+    user_options = [o for o in ("input", "schema", "key", "read_output", "sink_guarantee", "max_offsets_per_trigger")
+                    if options.get(o)]
     if options.get("export_repro"):
         from eos_harness.suites.spark.export import check_export_dir
 
@@ -246,15 +247,21 @@ def _user_template(options: Mapping, probed: bool = False):
     (a ValueError: a usage error); ``probed``: its module imported in a child first (its source file kept)."""
     from pathlib import Path
 
+    from eos_harness.suites.spark.kafka_input import is_kafka_input
     from eos_harness.suites.spark.user import UserScenario, probe, python_path
 
     if not options.get("input"):
         raise ValueError(f"--pipeline {options['pipeline']}: give its input with --input DIR")
-    template = UserScenario(options["pipeline"], str(Path(options["input"]).absolute()), options.get("schema"),
+    given = options["input"]
+    template = UserScenario(options["pipeline"], given if is_kafka_input(given) else str(Path(given).absolute()),
+                            options.get("schema"),
                             tuple(c.strip() for c in (options.get("key") or "").split(",") if c.strip()),
                             options.get("sink_guarantee"), python_path=tuple(python_path()),
-                            reader=options.get("read_output"))
+                            reader=options.get("read_output"), max_offsets=options.get("max_offsets_per_trigger"))
     template.validate()
+    if template.kafka:  # the topic read whole: unreachable, missing, empty: a usage error
+        template = template.resolved()
+        template.validate()
     if probed:
         template = replace(template, module_file=probe(template.ref, list(template.python_path)).get("file"))
         if template.reader:

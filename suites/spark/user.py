@@ -45,6 +45,15 @@ from eos_harness.spark.pipelines import validate_state_options
 from eos_harness.spark.process import PipelineProcess
 from eos_harness.suites.spark.checks import check_restarts, recorded_watermarks
 from eos_harness.suites.spark.driver_run import RUN_TIMEOUT_S, committed_batches, run_driver
+from eos_harness.suites.spark.kafka_input import (
+    KafkaInput,
+    TopicSnapshot,
+    default_limit,
+    is_kafka_input,
+    micro_batches,
+    parse_input,
+    snapshot,
+)
 from eos_harness.verdict import ERROR, NOT_APPLICABLE, Violation, error_reason, unfired_is_error, verdict_of
 
 __all__ = ["GUARANTEES", "UserScenario", "parse_ddl", "probe", "run_user_scenario"]
@@ -231,6 +240,31 @@ class UserScenario:
     python_path: tuple[str, ...] = field(default=(), compare=False)
     module_file: str | None = field(default=None, compare=False)  # the module's source (the probe's), for the cache
     reader: str | None = None  # module:function reading the output back (default: the module's read_output)
+    max_offsets: int | None = None  # a Kafka input's maxOffsetsPerTrigger (None: by the topic, :meth:`resolved`)
+    # a Kafka input's records when the command began (:meth:`resolved`); its digest keys the crash-free run
+    topic: TopicSnapshot | None = field(default=None, compare=False)
+
+    @property
+    def kafka(self) -> KafkaInput | None:
+        """The topic of a Kafka input (``kafka://HOST:PORT/TOPIC``), None for a directory."""
+        return parse_input(self.input) if is_kafka_input(self.input) else None
+
+    def resolved(self) -> UserScenario:
+        """A Kafka input's scenario with the topic read (:func:`~.kafka_input.snapshot`: a ValueError, a usage
+        error, when it cannot be) and its ``maxOffsetsPerTrigger`` (by default the topic's offsets in
+        :data:`~.kafka_input.DEFAULT_BATCHES` micro-batches); a directory's, itself."""
+        if self.kafka is None:
+            return self
+        topic = snapshot(self.kafka)
+        return replace(self, topic=topic, max_offsets=self.max_offsets or default_limit(topic))
+
+    def batch_count(self) -> int | None:
+        """The input's micro-batches (a Kafka input's: as Spark plans them; None before :meth:`resolved`)."""
+        if self.kafka is None:
+            return len(input_files(Path(self.input)))
+        if self.topic is None or not self.max_offsets:
+            return None
+        return len(micro_batches(self.topic, self.max_offsets))
 
     def validate(self) -> None:
         """What can be checked without running anything (a ValueError: a usage error)."""
@@ -238,12 +272,21 @@ class UserScenario:
             raise ValueError(f"--pipeline {self.ref!r}: give a built-in pipeline or module:function")
         if self.reader is not None and not _REF.match(self.reader):
             raise ValueError(f"--read-output {self.reader!r}: give module:function")
-        folder = Path(self.input)
-        if not folder.is_dir():
-            raise ValueError(f"--input {self.input!r} is not a directory")
-        files = input_files(folder)
-        if not files:
-            raise ValueError(f"--input {self.input!r} has no input file (one JSON-lines file per micro-batch)")
+        if is_kafka_input(self.input):
+            self.kafka  # noqa: B018 - a malformed URL is a ValueError
+            if self.max_offsets is not None and self.max_offsets < 1:
+                raise ValueError(f"--max-offsets-per-trigger {self.max_offsets}: at least 1")
+        else:
+            if self.max_offsets is not None:
+                raise ValueError("--max-offsets-per-trigger: only with a Kafka topic as --input (kafka://HOST:PORT/"
+                                 "TOPIC); a directory's micro-batches are its files")
+            folder = Path(self.input)
+            if not folder.is_dir():
+                raise ValueError(f"--input {self.input!r} is neither a directory nor a Kafka topic "
+                                 "(kafka://HOST:PORT/TOPIC)")
+            if not input_files(folder):
+                raise ValueError(f"--input {self.input!r} has no input file (one JSON-lines file per micro-batch)")
+        batches = self.batch_count()
         if self.schema is not None:
             try:
                 parse_ddl(self.schema)
@@ -257,16 +300,19 @@ class UserScenario:
         validate_state_options(self.provider, self.checkpoint_format, self.changelog)
         for text in self.schedule:
             target = parse_target(text)
-            if target.kind != "random" and target.number >= len(files):
-                raise ValueError(f"--crash-at {text}: the input has {len(files)} micro-batches (0..{len(files) - 1})")
+            if target.kind != "random" and batches is not None and target.number >= batches:
+                raise ValueError(f"--crash-at {text}: the input has {batches} micro-batches (0..{batches - 1})"
+                                 + (f" with --max-offsets-per-trigger {self.max_offsets}" if self.kafka else ""))
 
     @property
     def configuration(self) -> dict:
         return {"state_provider": self.provider, "changelog_checkpointing": self.changelog,
-                "checkpoint_format": self.checkpoint_format, "source": "file"}
+                "checkpoint_format": self.checkpoint_format, "source": "kafka" if self.kafka else "file"}
 
     def repro(self) -> str:
         words: list[object] = ["run", "--suite", "spark", "--pipeline", self.ref, "--input", self.input]
+        if self.kafka and self.max_offsets:
+            words += ["--max-offsets-per-trigger", self.max_offsets]
         if self.schema:
             words += ["--schema", self.schema]
         if self.key:
@@ -285,7 +331,9 @@ class UserScenario:
     def header(self, sink: str = "?") -> dict:
         return {"suite": "spark", "pipeline": self.ref, "sink": sink, "expected": "pass",
                 "configuration": self.configuration, "seed": self.seed, "schedule": list(self.schedule),
-                "strict": False, "input": self.input, "key": list(self.key), "repro": self.repro()}
+                "strict": False, "input": self.input, "key": list(self.key), "repro": self.repro(),
+                **({"topic": {**self.topic.to_json(), "max_offsets_per_trigger": self.max_offsets}}
+                   if self.topic is not None else {})}
 
 
 def drawn_schedule(seed: int, batches: int) -> tuple[str, ...]:
@@ -366,14 +414,19 @@ def reference_key(scenario: UserScenario, module_file: str | None) -> str:
                               **scenario.configuration}).encode())
     for path in query_sources(module_file):
         digest.update(str(path).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    for path in input_files(Path(scenario.input)):
+    if scenario.kafka:  # the topic's records (and how they are cut into micro-batches), not where it is
+        assert scenario.topic is not None, "a Kafka input is read (UserScenario.resolved) before its crash-free run"
+        digest.update(f"kafka\0{scenario.topic.digest}\0{scenario.max_offsets}".encode())
+    for path in [] if scenario.kafka else input_files(Path(scenario.input)):
         digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:20]
 
 
 def _copy_input(scenario: UserScenario, directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
-    copied = []
+    copied: list[Path] = []
+    if scenario.kafka:  # the topic is read where it is
+        return copied
     for n, path in enumerate(input_files(Path(scenario.input))):
         target = directory / f"part-{n:05d}.json"
         shutil.copyfile(path, target)
@@ -384,14 +437,37 @@ def _copy_input(scenario: UserScenario, directory: Path) -> list[Path]:
 
 def _config(scenario: UserScenario, run_dir: Path, name: str, read_output: bool) -> dict:
     files = sorted((run_dir / "input").iterdir())
-    return {"pipeline": "user", "user": {"ref": scenario.ref, "reader": scenario.reader,
+    config = {"pipeline": "user", "user": {"ref": scenario.ref, "reader": scenario.reader,
                                          "python_path": list(scenario.python_path),
                                          "marks": str(run_dir / "marks"), "rows": str(run_dir / f"{name}.rows.jsonl"),
                                          "state": str(run_dir / f"{name}.state.json")},
             "provider": scenario.provider, "changelog": scenario.changelog, "format": scenario.checkpoint_format,
-            "input": str(run_dir / "input"), "first_file": str(files[0]), "schema": scenario.schema,
+            "input": str(run_dir / "input"), "first_file": str(files[0]) if files else None, "schema": scenario.schema,
             "checkpoint": str(run_dir / "checkpoint"), "output": str(run_dir / "output"),
             "report": str(run_dir / f"{name}.report.jsonl"), "partitions": 2, "read_output": read_output}
+    if scenario.kafka:
+        from eos_harness.suites.spark.runner import kafka_jars
+
+        config.update(source="kafka", jars=kafka_jars(), kafka={
+            "bootstrap": scenario.kafka.bootstrap, "topic": scenario.kafka.topic, "max_offsets": scenario.max_offsets})
+    return config
+
+
+def topic_changed(scenario: UserScenario, during: str) -> str | None:
+    """Why a Kafka input's micro-batches are not those of the crash-free run any more: the topic read again
+    differs from :attr:`UserScenario.topic` (``during``: when), or cannot be read; None when it is the same (or
+    the input is a directory)."""
+    if scenario.kafka is None or scenario.topic is None:
+        return None
+    try:
+        now = snapshot(scenario.kafka)
+    except ValueError as exc:
+        return f"the input topic could not be read again {during}: {exc}"
+    if now.digest == scenario.topic.digest:
+        return None
+    return (f"the input topic {scenario.kafka.url} changed {during} ({scenario.topic.describe()} when the command "
+            f"began; {now.describe()} now): its micro-batches are not the crash-free run's, so nothing is judged. "
+            "Run the harness on a topic nothing writes to")
 
 
 def _roots(run_dir: Path) -> dict[str, Path]:
@@ -428,6 +504,10 @@ def reference(scenario: UserScenario, root: Path, module_file: str | None) -> di
                 proc.kill()
             reports = proc.reports()
             causes = proc.causes() if code != 0 else ""
+        if changed := topic_changed(scenario, "during the crash-free run"):
+            shutil.rmtree(folder, ignore_errors=True)  # not kept: its batches are not the topic's
+            return {"key": key, "folder": str(folder), "exit": code, "error": changed, "cached": False, "commits": [],
+                    "topic_changed": True}
         found = {"key": key, "folder": str(folder), "exit": code, "seconds": round(time.monotonic() - started, 3),
                  "sink": next((e["sink"] for e in reports if e["event"] == "user_query"), None),
                  "commits": _commits(roots), "watermarks": recorded_watermarks(roots["checkpoint"]),
@@ -528,13 +608,18 @@ def run_user_scenario(scenario: UserScenario, run_dir: Path, reference_root: Pat
     started = time.monotonic()
     started_at = round(time.time(), 3)
     run_dir = claim(Path(run_dir))
+    if scenario.kafka and scenario.topic is None:  # not read by the command (a fixture's, an API caller's)
+        scenario = scenario.resolved()
+    if changed := topic_changed(scenario, "before this scenario"):
+        return {**scenario.header(), "verdict": ERROR, "error": changed, "violations": [], "crash_points": [],
+                "crash_windows": [], "seconds": round(time.monotonic() - started, 3), "started_at": started_at}
     ref = reference(scenario, Path(reference_root or run_dir), scenario.module_file)
     base = {**scenario.header(ref.get("sink") or "?"), "sink_guarantee": _guarantee(scenario, ref.get("sink")),
             "reference": {k: ref.get(k) for k in ("folder", "seconds", "cached", "commits", "exit")}}
     if ref.get("error"):
         return {**base, "verdict": ERROR, "violations": [], "crash_points": [], "crash_windows": [],
-                "error": f"the crash-free run of the query failed, so there is nothing to judge against: "
-                         f"{ref['error']}", "seconds": round(time.monotonic() - started, 3), "started_at": started_at}
+                "error": ref["error"] if ref.get("topic_changed") else
+                f"the crash-free run of the query failed, so there is nothing to judge against: {ref['error']}", "seconds": round(time.monotonic() - started, 3), "started_at": started_at}
     kinds = {parse_target(t).kind for t in scenario.schedule}
     if "state" in kinds and not ref["stateful"]:
         return {**base, "verdict": NOT_APPLICABLE, "reason": "the query keeps no state: no state@N window",
@@ -543,6 +628,8 @@ def run_user_scenario(scenario: UserScenario, run_dir: Path, reference_root: Pat
     roots = _roots(run_dir)
     runs, crash_windows, events = _run_all(scenario, run_dir, roots, started)
     result = _judge(scenario, base, ref, runs, crash_windows, roots, events)
+    if changed := topic_changed(scenario, "during this scenario"):  # its verdict would judge other batches
+        result.update(verdict=ERROR, error=changed, judged_verdict=result["verdict"])
     result.update({"runs": runs, "seconds": round(time.monotonic() - started, 3), "started_at": started_at})
     (run_dir / "history.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     result["history"] = str(run_dir / "history.jsonl")
@@ -797,7 +884,7 @@ def user_plan(seed: int, template: UserScenario, count: int | None = None) -> li
     window each round) at a batch drawn with one batch before and one after it; every fifth case gets a second
     kill at a random time (500 to 1000 ms after the restarted run's first offsets file)."""
     rng = random.Random(seed)
-    batches = len(input_files(Path(template.input)))
+    batches = template.batch_count() or 1
     configs = list(STATE_CONFIGS)
     rng.shuffle(configs)
     planned = []

@@ -1,0 +1,269 @@
+"""A Kafka topic as a user's query's input (``--input kafka://HOST:PORT/TOPIC``): read by Spark's Kafka connector,
+``maxOffsetsPerTrigger`` offsets a micro-batch, the crash-free run kept by the topic's content. On the session's
+broker (``eos_kafka_cluster``, 127.0.0.1), topics written transactionally (commit markers, and one aborted
+transaction whose records no run may read), the queries run through the CLI as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from eos_harness.suites.spark.kafka_input import (
+    TopicSnapshot,
+    default_limit,
+    micro_batches,
+    parse_input,
+    snapshot,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def events(n: int) -> list[dict]:
+    """Batch ``n``'s events ``(id, key, ts)`` as tests/test_spark_user_pipelines.py writes them to files: an id twice
+    in its batch, the last id of the batch before delivered again."""
+    rows = [{"id": n * 6 + i, "key": "abc"[i % 3], "ts": 1_000_000 + n * 10 + i} for i in range(6)]
+    rows.append(dict(rows[0]))
+    if n:
+        rows.append({"id": n * 6 - 1, "key": "c", "ts": 1_000_000 + (n - 1) * 10 + 5})
+    return rows
+
+
+def produce(bootstrap: str, topic: str, transactions: list[list[dict]], aborted_after: int | None = None) -> None:
+    """Each list of events in a transaction of its own (a commit marker after each), and one aborted transaction
+    of three records after transaction ``aborted_after``."""
+    from eos_harness.broker import kafka_client
+
+    producer = kafka_client.producer(bootstrap, **{"transactional.id": f"eos-test-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(30)
+    for n, rows in enumerate(transactions):
+        producer.begin_transaction()
+        for row in rows:
+            producer.produce(topic, key=row["key"].encode(), value=json.dumps(row).encode(), partition=0)
+        producer.commit_transaction(30)
+        if n == aborted_after:
+            producer.begin_transaction()
+            for i in range(3):
+                producer.produce(topic, key=b"x", value=json.dumps({"id": -1 - i, "key": "x", "ts": 0}).encode(),
+                                 partition=0)
+            producer.flush(30)
+            producer.abort_transaction(30)
+
+
+def new_topic(bootstrap: str, name: str, transactions: list[list[dict]] | None = None, **kw) -> str:
+    from eos_harness.broker import kafka_client
+
+    topic = f"{name}-{uuid.uuid4().hex[:6]}"
+    kafka_client.create_topics(kafka_client.admin_client(bootstrap), {topic: 1})
+    if transactions:
+        produce(bootstrap, topic, transactions, **kw)
+    return topic
+
+
+@pytest.fixture(scope="module")
+def events_topic(eos_kafka_cluster) -> str:
+    """kafka://…/TOPIC: 3 committed transactions of 7, 8 and 8 events, an aborted one after the second."""
+    bootstrap = eos_kafka_cluster.bootstrap_servers
+    return f"kafka://{bootstrap}/{new_topic(bootstrap, 'user-events', [events(n) for n in range(3)], aborted_after=1)}"
+
+
+# -- without a broker ------------------------------------------------------------------------------------------
+
+
+def test_a_kafka_input_url_names_a_broker_and_a_topic():
+    assert parse_input("kafka://127.0.0.1:9092,h2:9093/my.events_1-x").bootstrap == "127.0.0.1:9092,h2:9093"
+    for bad, says in {"kafka://127.0.0.1/t": "is not HOST:PORT", "kafka://h:1": "names no topic",
+                      "kafka://h:1/": "names no topic", "kafka://h:1/a b": "not a Kafka topic name",
+                      "kafka://h:1/t?acks=all": "takes no properties", "kafka://h:99999/t": "is not HOST:PORT"}.items():
+        with pytest.raises(ValueError, match=says):
+            parse_input(bad)
+
+
+def test_the_micro_batches_are_cut_as_sparks_kafka_source_cuts_them():
+    one = TopicSnapshot(((0, 0, 48),), 40, "d")  # 40 records, 8 markers
+    assert default_limit(one) == 10 and [b[0] for b in micro_batches(one, 10)] == [10, 20, 30, 40, 48]
+    # over partitions: the limit split by what each has left, floored, at least one offset each; none left: its end
+    three = TopicSnapshot(((0, 0, 10), (1, 0, 3), (2, 5, 5)), 13, "d")
+    assert micro_batches(three, 4) == [{0: 3, 1: 1, 2: 5}, {0: 6, 1: 2, 2: 5}, {0: 9, 1: 3, 2: 5}, {0: 10, 1: 3, 2: 5}]
+
+
+# -- on the session's broker -----------------------------------------------------------------------------------
+
+
+@pytest.mark.kafka
+def test_the_topic_is_read_whole_and_its_digest_is_its_content(eos_kafka_cluster, events_topic):
+    bootstrap = eos_kafka_cluster.bootstrap_servers
+    topic = snapshot(parse_input(events_topic))
+    # 23 committed records, 3 commit markers, 3 aborted records and their marker: 30 offsets, 23 read
+    assert topic.records == 23 and topic.offsets == ((0, 0, 30),) and topic.span == 30
+    assert snapshot(parse_input(events_topic)) == topic  # read again: the same
+    same = new_topic(bootstrap, "user-events", [events(n) for n in range(3)], aborted_after=1)
+    assert snapshot(parse_input(f"kafka://{bootstrap}/{same}")).digest != topic.digest  # the topic's name is a column
+    other = new_topic(bootstrap, "user-events", [events(n) for n in range(3)])
+    produce(bootstrap, other, [[{"id": 99, "key": "a", "ts": 0}]])
+    assert snapshot(parse_input(f"kafka://{bootstrap}/{other}")).records == 24
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_bad_kafka_input_is_a_usage_error_before_anything_runs(cli, tmp_path, eos_kafka_cluster, events_topic):
+    from eos_harness.broker import kafka_client
+
+    bootstrap = eos_kafka_cluster.bootstrap_servers
+    empty = new_topic(bootstrap, "user-empty")
+    missing = f"no-such-topic-{uuid.uuid4().hex[:6]}"
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "0.jsonl").write_text('{"id": 1}\n')
+    dedup = ("--pipeline", "spark_user_kafka_dedup:build")
+    cases = {
+        (*dedup, "--input", "kafka://127.0.0.1/events"): "is not HOST:PORT",
+        (*dedup, "--input", "kafka://127.0.0.1:1/events"): "no Kafka broker answers at 127.0.0.1:1",
+        (*dedup, "--input", f"kafka://{bootstrap}/{missing}"): f"the topic '{missing}' does not exist",
+        (*dedup, "--input", f"kafka://{bootstrap}/{empty}"): "holds no record",
+        (*dedup, "--input", events_topic, "--crash-at", "sink@5"): "5 micro-batches (0..4) with "
+                                                                    "--max-offsets-per-trigger 6",
+        (*dedup, "--input", events_topic, "--max-offsets-per-trigger", "0"): "0 is not in the range x>=1",
+        (*dedup, "--input", tmp_path / "in", "--max-offsets-per-trigger", "3"): "only with a Kafka topic",
+        ("--pipeline", "count", "--sink", "file", "--max-offsets-per-trigger", "3"): "only with your own query",
+    }
+
+    def run(args):
+        return args, cli("run", "--suite", "spark", *args, "--seed", "1", cwd=tmp_path)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for args, done in pool.map(run, cases):
+            assert done.returncode == 2, (args, done.stdout, done.stderr)
+            assert cases[args] in " ".join(done.stderr.split()), (args, done.stderr)
+            assert "Traceback" not in done.stderr + done.stdout
+    assert not (tmp_path / "runs").exists()  # nothing ran
+    assert missing not in kafka_client.admin_client(bootstrap).list_topics(timeout=10).topics  # nor was it created
+    chaos = cli("chaos", "--suite", "spark", *dedup, "--input", f"kafka://{bootstrap}/{empty}", "--seed", "1",
+                cwd=tmp_path)
+    assert chaos.returncode == 2 and "holds no record" in chaos.stderr, chaos.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def _run(cli, tmp_path: Path, name: str, *args):
+    verdict = tmp_path / f"{name}.json"
+    done = cli("run", "--suite", "spark", *args, "--out", tmp_path / name, "--json", verdict, "--no-report",
+               cwd=tmp_path)
+    return done, json.loads(verdict.read_text()) if verdict.exists() else None
+
+
+APPENDER = ("--pipeline", "spark_user_jobs.appender:build", "--schema", "id long, key string, ts long",
+            "--crash-at", "sink@1", "--seed", "3")
+
+
+def _caught(done, result: dict, topic: str) -> list[str]:
+    """The appending foreachBatch over ``topic``, killed after its sink in batch 1, failed naming the promise and
+    the window; its printed replay command's words."""
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert result["sink"] == "foreachBatch" and result["sink_guarantee"] == "exactly-once"
+    assert result["checks"]["exactly_once_output"] == "fail"
+    assert result["duplicates"]["windows"] == ["after_sink"]
+    # batch 1 is offsets 6..11: a record, the first commit marker, 4 records: its 5 rows appended twice
+    assert result["duplicates"]["by_crash"][0]["batch"] == 1 and result["duplicates"]["count"] == 5
+    assert "exactly_once_output" in done.stdout and "window after_sink of batch 1" in done.stdout
+    printed = " ".join(done.stdout.split("replay: ", 1)[1].split("report:", 1)[0].split())
+    assert printed == result["repro"]
+    words = shlex.split(result["repro"])
+    assert words[words.index("--input") + 1] == topic and words[words.index("--max-offsets-per-trigger") + 1] == "6"
+    return words
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_query_over_a_topic_passes_and_a_non_idempotent_one_fails(cli, tmp_path, events_topic):
+    """Two queries over the same topic at once: Spark's own columns deduplicated into Parquet (passes, its state
+    compared), and the naive appending foreachBatch over the values parsed by --schema (a kill after its sink
+    duplicates the batch: exactly_once_output fails, with the window, and a replay naming the topic and limit)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        good = pool.submit(_run, cli, tmp_path, "good", "--pipeline", "spark_user_kafka_dedup:build", "--input",
+                           events_topic, "--crash-at", "commit@2", "--seed", "4")
+        bad = pool.submit(_run, cli, tmp_path, "bad", "--input", events_topic, *APPENDER)
+        (done, result), (bad_done, bad_result) = good.result(), bad.result()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert result["verdict"] == "pass" and result["configuration"]["source"] == "kafka"
+    assert result["topic"]["records"] == 23 and result["topic"]["max_offsets_per_trigger"] == 6
+    assert [c["window"] for c in result["crash_windows"]] == ["after_commit"]
+    assert "--max-offsets-per-trigger 6" in result["repro"]
+    rows = [json.loads(line) for line in Path(result["runs"][-1]["rows"]).read_text().splitlines()]
+    # every committed event once (23 records, 5 of them delivered again), none of the aborted ones
+    assert len(rows) == 18 and result["checks"]["output_rows_compared"] == 18
+    assert {r["partition"] for r in rows} == {0} and all(r["timestamp"] > 1_700_000_000 for r in rows)
+    assert not any(json.loads(r["value"])["id"] < 0 for r in rows)
+    assert result["checks"]["state_matches_crash_free"] == "pass (batches 0..4)"
+    _caught(bad_done, bad_result, events_topic)
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow  # the same run twice: opt-in with the other long Spark tests (make test-spark-full)
+def test_the_printed_replay_of_a_query_over_a_topic_reproduces_it(cli, tmp_path, events_topic):
+    done, result = _run(cli, tmp_path, "bad", "--input", events_topic, *APPENDER)
+    words = _caught(done, result, events_topic)
+    again = cli(*words[1:], "--json", tmp_path / "again.json", "--out", tmp_path / "again", "--no-report",
+                cwd=tmp_path)
+    replayed = json.loads((tmp_path / "again.json").read_text())
+    _caught(again, replayed, events_topic)
+    assert replayed["topic"] == result["topic"] and replayed["duplicates"] == result["duplicates"]
+
+
+def _scenario(bootstrap: str, topic: str):
+    from eos_harness.suites.spark.user import UserScenario
+
+    return UserScenario("spark_user_kafka_dedup:build", f"kafka://{bootstrap}/{topic}", schedule=("commit@1",),
+                        python_path=(str(FIXTURES),)).resolved()
+
+
+@pytest.mark.kafka
+def test_a_topic_written_after_the_command_read_it_is_an_error_verdict_before_spark_runs(tmp_path,
+                                                                                        eos_kafka_cluster):
+    from eos_harness.suites.spark.user import run_user_scenario
+
+    bootstrap = eos_kafka_cluster.bootstrap_servers
+    topic = new_topic(bootstrap, "user-changing", [events(n) for n in range(3)])
+    scenario = _scenario(bootstrap, topic)
+    produce(bootstrap, topic, [[{"id": 100, "key": "a", "ts": 0}]])
+    result = run_user_scenario(scenario, tmp_path / "run")
+    assert result["verdict"] == "error" and "changed before this scenario" in result["error"], result
+    assert "23 records" in result["error"] and "24 records" in result["error"]
+    assert not (tmp_path / "run" / "checkpoint").exists() and not list((tmp_path / "run").glob("reference-*"))
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow  # a crash-free run under a writer: opt-in with the other long Spark tests (make test-spark-full)
+def test_a_topic_written_during_the_crash_free_run_is_an_error_verdict_and_that_run_is_not_kept(tmp_path,
+                                                                                               eos_kafka_cluster):
+    from eos_harness.suites.spark.user import run_user_scenario
+
+    bootstrap = eos_kafka_cluster.bootstrap_servers
+    topic = new_topic(bootstrap, "user-changing", [events(n) for n in range(3)])
+    scenario = _scenario(bootstrap, topic)
+    wrote = threading.Event()
+
+    def write_once_it_runs() -> None:  # a record more once the crash-free run planned its first batch
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not wrote.is_set():
+            if any((tmp_path / "run").glob("reference-*/checkpoint/offsets/0")):
+                produce(bootstrap, topic, [[{"id": 101, "key": "b", "ts": 0}]])
+                wrote.set()
+            time.sleep(0.05)
+
+    writer = threading.Thread(target=write_once_it_runs, daemon=True)
+    writer.start()
+    try:
+        result = run_user_scenario(scenario, tmp_path / "run")
+    finally:
+        wrote.set()
+        writer.join()
+    assert result["verdict"] == "error", result
+    assert "changed during the crash-free run" in result["error"] and "24 records" in result["error"], result
+    assert not list((tmp_path / "run").glob("reference-*"))  # not kept for the next scenario
