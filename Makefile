@@ -10,7 +10,7 @@ RUN_DIR ?= runs/demo
 # The edit loop's tier: no Kafka, no Spark, no JVM (jvm: Kafka Streams' own stores), none of the opt-in tiers, nothing `heavy` (conftest.py).
 CHECK_MARKERS := not slow and not docker and not browser and not install and not kafka and not spark and not heavy and not jvm
 
-.PHONY: demo test check spark-archive test-spark-full test-spark-cluster test-kafka-3.9 test-lowest test-beside setup jars lint bench clean docker-image test-docker test-browser
+.PHONY: demo test check spark-archive test-spark-full test-spark-cluster test-kafka-3.9 test-kafka-streams test-lowest test-beside setup jars lint bench clean docker-image test-docker test-browser
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,11 @@ test-spark-cluster: $(STAMP)
 # EOS_KAFKA_VERSION=3.9.1 is the one option that picks the brokers' version (CLI, pytest, kafka-metadata).
 test-kafka-3.9: $(STAMP) jars
 	EOS_KAFKA_VERSION=3.9.1 $(BIN)/python -m pytest -q -m 'kafka and not slow' --durations=15 -n $(WORKERS) --dist loadfile
+
+# Opt-in: every test of the kafka-streams suite, the `slow` ones `make test` leaves out included (each mutant of
+# Streams' restoration caught by its check; every configuration of the application killed and restarted).
+test-kafka-streams: $(STAMP) jars
+	$(BIN)/python -m pytest -q -m 'kafka' --durations=10 suites/kafka_streams
 
 # Opt-in: the harness installed with the lowest version of every dependency (constraints-lowest.txt,
 # the lower bounds of pyproject.toml's ranges) in a new virtual environment, running `make check`'s tests.

@@ -96,7 +96,7 @@ def declared_for_run(name: str) -> bool:
 # The harness's modules that declare crash points (the task runtime, the built-in stores and mutants,
 # the Kafka adapter, the metadata controller), in the order load_declarations() loads them.
 DECLARING_MODULES = ("eos_harness.runtime", "eos_harness.stores.catalogue", "eos_harness.broker.kafka",
-                     "eos_harness.metadata.controller")
+                     "eos_harness.metadata.controller", "eos_harness.kafka_streams.app_points")
 # Declaring modules that need an optional dependency: without it, their points do not exist.
 OPTIONAL_MODULES = {"eos_harness.broker.kafka": "confluent_kafka"}
 

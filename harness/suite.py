@@ -225,6 +225,19 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
               Option("partitions", "int", 2, "Partitions of each scenario's topic.", minimum=1),
               Option("abort_ratio", "float", 0.3, "About this share of the transactions is aborted.", minimum=0),
               _KAFKA_BROKER)),
+    Suite("kafka-streams", "Kafka Streams applications (exactly_once_v2, KIP-892)", "a real Kafka Streams 4.4.0 "
+          "application (a changelogged key-value aggregate, transactional state stores on or off, RocksDB or in "
+          "memory) killed at named steps of Streams' own commit, or a mutant", "kafka_streams",
+          run=f"{_FACES}.kafka_streams:kafka_streams_command", chaos=GENERIC_CHAOS, subject="system",
+          tallies="systems", pytest_entry=True, extras=("kafka",), workers=1, coverage=True, options=(
+              Option("kills", "int", 2, "Instances SIGKILLed at a named step in each scenario (each restarted).",
+                     minimum=0),
+              Option("records", "int", 60, "Input records per instance.", minimum=1),
+              Option("memtable_kb", "int", 64, "RocksDB's write buffer in KiB (0: Kafka Streams' default).",
+                     minimum=0),
+              Option("liveness", "float", 60.0, "Bound (s) for an instance to reach RUNNING and process its input.",
+                     minimum=1),
+              _KAFKA_BROKER)),
     Suite("kafka-metadata", "KIP-868 on a real KRaft quorum", "a KRaft quorum started here, its active controller "
           "killed while topics are created", "kafka_metadata", run=f"{_FACES}.kafka_metadata:kafka_metadata_command",
           chaos=GENERIC_CHAOS, subject="system", tallies="systems", extras=("kafka",), workers=1, options=(

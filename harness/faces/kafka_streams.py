@@ -1,0 +1,124 @@
+"""``eos-harness run --suite kafka-streams``: one real Kafka Streams 4.4.0 application on a real broker, killed
+at named steps of Streams' own commit and restarted, judged against the model
+(:mod:`eos_harness.suites.kafka_streams`)."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import replace
+
+import click
+from eos_harness.broker.opening import open_broker
+from eos_harness.faces.params import BrokerParam, require_extra
+from eos_harness.faces.toolkit import check_output_path, console, incomplete, seed_or_drawn, write_json
+from eos_harness.verdict import ERROR, exit_code
+from rich.table import Table
+
+
+def _apps() -> list[str]:
+    from eos_harness.suites.kafka_streams.plan import known_subjects
+
+    return known_subjects()
+
+
+def _points() -> list[str]:
+    from eos_harness.kafka_streams.app_points import POINTS_BY_NAME
+
+    return list(POINTS_BY_NAME)
+
+
+@click.command("kafka-streams")
+@click.option("--app", "app", type=click.Choice(_apps()), default="rocksdb-tx", show_default=True,
+              help="The application: its store (rocksdb, memory) with transactional state stores on (-tx) or off, "
+                   "under exactly_once_v2; or a mutant its check must catch.")
+@click.option("--seed", type=int, default=None, help="Seed of the workload and of the kills (printed when not given).")
+@click.option("--kills", type=click.IntRange(0, 20), default=2, show_default=True,
+              help="Instances SIGKILLed at a named step (each restarted).")
+@click.option("--point", type=click.Choice(_points()), default=None,
+              help="Kill every instance at this step (its hit drawn), instead of steps drawn from the seed.")
+@click.option("--broker", type=BrokerParam(needs_kafka="the kafka-streams suite"), default="kafka-local",
+              show_default=True, help="kafka-local | kafka-local:3 | kafka-quorum[:N] | kafka://HOST:PORT")
+@click.option("--records", type=click.IntRange(1, 100_000), default=60, show_default=True,
+              help="Input records per instance.")
+@click.option("--memtable-kb", type=click.IntRange(0, 1 << 20), default=64, show_default=True,
+              help="RocksDB's write buffer in KiB (0: Kafka Streams' default): small, so commits reach disk in a "
+                   "short run and KIP-892's restoration from the last commit shows.")
+@click.option("--liveness", type=click.FloatRange(1, 3600), default=60.0, show_default=True,
+              help="Bound (s) for an instance to reach RUNNING and to process its input.")
+@click.option("--json", "json_path", default=None, help="Write the result JSON here.")
+def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb, liveness, json_path):
+    """A Kafka Streams 4.4.0 application (exactly_once_v2; transactional state stores on or off) killed at
+    named steps of its commit and restarted: output exactly once, state equal to the model after every
+    restart, no wipe of a transactional store, liveness."""
+    from eos_harness.cluster import ClusterError
+    from eos_harness.kafka_streams.build import BuildError
+    from eos_harness.suites.kafka_streams.plan import scenario as make_scenario
+    from eos_harness.suites.kafka_streams.runner import error_result, run_one
+
+    require_extra("kafka", "the kafka-streams suite")
+    seed = seed_or_drawn(seed)
+    console.print(f"seed: {seed}")
+    started = time.monotonic()
+    try:
+        check_output_path(json_path)
+        scenario = make_scenario(app, seed, kills, point, broker=broker.cli_text, records=records,
+                                 memtable_kb=memtable_kb, liveness_s=liveness)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    console.print("kills: " + (", ".join(f"{p}@{h}" for p, h in scenario.kills) or "none"), markup=False)
+    try:
+        with open_broker(broker, say=console.print) as opened:
+            try:
+                report = run_one(replace(scenario, opened=opened.spec.text))
+            except (BuildError, Exception) as exc:  # noqa: BLE001 - the scenario could not be run to its end: exit 3
+                report = error_result(scenario, exc)
+    except ClusterError as exc:
+        raise incomplete(exc) from None
+    report.setdefault("seconds", round(time.monotonic() - started, 3))
+    json_error = write_json(json_path, report)
+    show_result(report)
+    if json_error:
+        console.print(f"[red]{json_error}[/]")
+    sys.exit(exit_code([report["verdict"]], incomplete=bool(json_error)))
+
+
+def show_result(report: dict) -> None:
+    """The checks (exercised or not), the restorations, the verdict and its replay."""
+    from eos_harness.suites.kafka_streams.checks import CHECKS
+
+    if report["verdict"] == ERROR and "coverage" not in report:
+        console.print("[red]verdict: error[/]: the scenario could not be run to its end:")
+        console.print(report.get("error", ""), markup=False, highlight=False)
+        console.print(f"replay: {report['repro']}", soft_wrap=True, markup=False, highlight=False)
+        return
+    coverage = report["coverage"]
+    failed = {v["check"] for v in report["violations"]}
+    table = Table(title=f"{report['system']}: Kafka {report.get('kafka_version')}, Streams {report['streams_version']}")
+    table.add_column("check", no_wrap=True)
+    table.add_column("result")
+    table.add_column("promise", overflow="fold")
+    for name, meaning in CHECKS.items():
+        if name in failed:
+            result = "[red]fail[/]"
+        elif name in coverage["not_applicable"]:
+            result = "not applicable"
+        elif name in coverage["not_exercised"]:
+            result = "[yellow]not exercised[/]"
+        else:
+            result = f"pass ({coverage['exercised'][name]})"
+        table.add_row(name, result, meaning)
+    console.print(table)
+    restored = [n for n in report["restored_per_crash"] if n is not None]
+    if restored:
+        console.print(f"records restored per store partition after a crash: median {statistics.median(restored):g}, "
+                      f"max {max(restored)}; restore ms: {report['restore_ms']}", markup=False)
+    for v in report["violations"][:20]:
+        console.print(f"{v['check']}: {v['key']}: expected {v['expected']}, observed {v['observed']}",
+                      markup=False, highlight=False)
+    colour = "green" if report["verdict"] == "pass" else "red"
+    console.print(f"{report['records_produced']} records in, {report['outputs_read']} out (read committed), "
+                  f"{len(report['lives'])} instances in {report['seconds']} s")
+    console.print(f"[{colour}]verdict: {report['verdict']}[/]" + (f": {report['error']}" if report.get("error") else ""))
+    console.print(f"replay: {report['repro']}", soft_wrap=True, markup=False, highlight=False)

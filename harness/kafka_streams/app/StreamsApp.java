@@ -1,0 +1,214 @@
+package eosharness.app;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.Topology;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.apache.kafka.streams.processor.StateRestoreListener;
+import org.apache.kafka.streams.processor.api.Processor;
+import org.apache.kafka.streams.processor.api.ProcessorContext;
+import org.apache.kafka.streams.processor.api.Record;
+import org.apache.kafka.streams.query.QueryResult;
+import org.apache.kafka.streams.query.RangeQuery;
+import org.apache.kafka.streams.query.StateQueryRequest;
+import org.apache.kafka.streams.query.StateQueryResult;
+import org.apache.kafka.streams.state.KeyValueIterator;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.RocksDBConfigSetter;
+import org.apache.kafka.streams.state.Stores;
+import org.rocksdb.Options;
+
+/**
+ * The Kafka Streams application the harness kills: a key-value aggregate. Each input record (key, "SEQ,DELTA")
+ * adds DELTA to the key's sum in the store "sums" (changelogged; RocksDB or in memory) and sends (key,
+ * "SEQ,SUM") to the output topic. Run with KEY=VALUE arguments (bootstrap, app, input, output, state,
+ * guarantee, tx, store, threads, commit_ms, memtable_kb, pad, instance).
+ *
+ * It speaks to the harness in lines: on stdout "STATE OLD NEW", "RESTORE_START store partition start end",
+ * "RESTORE_END store partition restored ms", "POINT name" (a crash point reached: the thread then waits for
+ * the harness's SIGKILL), "STORE {json}" / "STORE_ERROR why" (the answer to QUERY), "CLOSED"; on stdin
+ * "QUERY" (the store read with IsolationLevel.READ_COMMITTED, interactive queries v2), "ARM NAME@N" (the crash
+ * point NAME fires at its Nth hit from now) and "STOP" (a clean close).
+ */
+public final class StreamsApp {
+    static final String STORE = "sums";
+    static final PrintStream OUT = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true,
+                                                   StandardCharsets.UTF_8);
+
+    static synchronized void say(String line) {
+        OUT.println(line);
+        OUT.flush();
+    }
+
+    /** A crash point, reached from a Byteman rule: the armed one (-Deosharness.arm=NAME@N) at its Nth hit
+     *  says so and blocks its thread forever (the harness kills the JVM, or freezes it). */
+    public static final class Points {
+        static final Map<String, AtomicInteger> HITS = new ConcurrentHashMap<>();
+        static volatile String armed = System.getProperty("eosharness.arm", "");
+
+        /** Arm NAME@N from now on (hits counted afresh): the harness arms a commit's point with the input. */
+        static void arm(String point) {
+            HITS.clear();
+            armed = point;
+        }
+
+        public static boolean reach(String name) {
+            String now = armed;
+            if (now.isEmpty() || !now.startsWith(name + "@")) return false;
+            int hit = HITS.computeIfAbsent(name, n -> new AtomicInteger()).incrementAndGet();
+            if (!now.equals(name + "@" + hit)) return false;
+            say("POINT " + name + " " + hit);
+            while (true) {
+                try { Thread.sleep(60_000); } catch (InterruptedException e) { /* keep waiting for the kill */ }
+            }
+        }
+    }
+
+    /** RocksDB with a small memtable (memtable_kb): it flushes to disk within a short run. */
+    public static final class SmallMemtable implements RocksDBConfigSetter {
+        public void setConfig(String storeName, Options options, Map<String, Object> configs) {
+            long kb = Long.parseLong(String.valueOf(configs.getOrDefault("eosharness.memtable.kb", "0")));
+            if (kb > 0) options.setWriteBufferSize(kb * 1024);
+        }
+        public void close(String storeName, Options options) { }
+    }
+
+    static final class Aggregate implements Processor<String, String, String, String> {
+        final String pad;
+        KeyValueStore<String, String> store;
+        ProcessorContext<String, String> context;
+
+        Aggregate(int pad) { this.pad = "x".repeat(pad); }
+
+        public void init(ProcessorContext<String, String> context) {
+            this.context = context;
+            this.store = context.getStateStore(STORE);
+        }
+
+        public void process(Record<String, String> record) {
+            String[] parts = record.value().split(",");
+            String old = store.get(record.key());
+            long sum = (old == null ? 0 : Long.parseLong(old.split(";")[0])) + Long.parseLong(parts[1]);
+            store.put(record.key(), sum + ";" + pad);
+            context.forward(record.withValue(parts[0] + "," + sum));
+        }
+    }
+
+    static String json(String s) {
+        return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
+    }
+
+    static void query(KafkaStreams streams) {
+        try {
+            StateQueryRequest<KeyValueIterator<String, String>> request = StateQueryRequest.inStore(STORE)
+                .withQuery(RangeQuery.<String, String>withNoBounds())
+                .withIsolationLevel(IsolationLevel.READ_COMMITTED);
+            StateQueryResult<KeyValueIterator<String, String>> result = streams.query(request);
+            Map<String, String> all = new TreeMap<>();
+            for (Map.Entry<Integer, QueryResult<KeyValueIterator<String, String>>> e : result.getPartitionResults().entrySet()) {
+                QueryResult<KeyValueIterator<String, String>> part = e.getValue();
+                if (part.isFailure()) {
+                    say("STORE_ERROR partition " + e.getKey() + ": " + part.getFailureReason() + " " + part.getFailureMessage());
+                    return;
+                }
+                try (KeyValueIterator<String, String> it = part.getResult()) {
+                    while (it.hasNext()) {
+                        KeyValue<String, String> kv = it.next();
+                        all.put(kv.key, kv.value.split(";")[0]);
+                    }
+                }
+            }
+            StringBuilder b = new StringBuilder("{");
+            for (Map.Entry<String, String> e : all.entrySet()) {
+                if (b.length() > 1) b.append(',');
+                b.append(json(e.getKey())).append(':').append(e.getValue());
+            }
+            say("STORE " + result.getPartitionResults().keySet() + " " + b.append('}'));
+        } catch (RuntimeException e) {
+            say("STORE_ERROR " + e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).replace('\n', ' '));
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> a = new HashMap<>();
+        for (String arg : args) {
+            int eq = arg.indexOf('=');
+            a.put(arg.substring(0, eq), arg.substring(eq + 1));
+        }
+        boolean memory = "memory".equals(a.get("store"));
+        Topology topology = new Topology();
+        topology.addSource("input", a.get("input"));
+        int pad = Integer.parseInt(a.getOrDefault("pad", "0"));
+        topology.addProcessor("aggregate", () -> new Aggregate(pad), "input");
+        topology.addStateStore(Stores.keyValueStoreBuilder(
+            memory ? Stores.inMemoryKeyValueStore(STORE) : Stores.persistentKeyValueStore(STORE),
+            Serdes.String(), Serdes.String()).withCachingDisabled(), "aggregate");
+        topology.addSink("output", a.get("output"), "aggregate");
+
+        Properties p = new Properties();
+        p.put("application.id", a.get("app"));
+        p.put("bootstrap.servers", a.get("bootstrap"));
+        p.put("state.dir", a.get("state"));
+        p.put("processing.guarantee", a.getOrDefault("guarantee", "exactly_once_v2"));
+        p.put("enable.transactional.statestores", a.getOrDefault("tx", "true"));
+        p.put("commit.interval.ms", a.getOrDefault("commit_ms", "100"));
+        p.put("num.stream.threads", a.getOrDefault("threads", "1"));
+        p.put("statestore.cache.max.bytes", "0");
+        p.put("replication.factor", "1");
+        p.put("default.key.serde", Serdes.StringSerde.class.getName());
+        p.put("default.value.serde", Serdes.StringSerde.class.getName());
+        p.put("rocksdb.config.setter", SmallMemtable.class.getName());
+        p.put("eosharness.memtable.kb", a.getOrDefault("memtable_kb", "0"));
+        // A restarted instance takes its place in the group at once (static membership), not after a session.
+        p.put("main.consumer.group.instance.id", a.get("app") + "-" + a.getOrDefault("instance", "0"));
+        p.put("main.consumer.session.timeout.ms", "10000");
+        p.put("main.consumer.heartbeat.interval.ms", "1000");
+        p.put("main.consumer.max.poll.records", a.getOrDefault("max_poll", "25"));
+        p.put("producer.linger.ms", "5");
+
+        KafkaStreams streams = new KafkaStreams(topology, p);
+        streams.setStateListener((now, old) -> say("STATE " + old + " " + now));
+        Map<TopicPartition, Long> restoreStarted = new ConcurrentHashMap<>();
+        streams.setGlobalStateRestoreListener(new StateRestoreListener() {
+            public void onRestoreStart(TopicPartition tp, String store, long start, long end) {
+                restoreStarted.put(tp, System.nanoTime());
+                say("RESTORE_START " + store + " " + tp.partition() + " " + start + " " + end);
+            }
+            public void onBatchRestored(TopicPartition tp, String store, long batchEnd, long restored) { }
+            public void onRestoreEnd(TopicPartition tp, String store, long restored) {
+                Long t0 = restoreStarted.remove(tp);
+                long ms = t0 == null ? -1 : (System.nanoTime() - t0) / 1_000_000;
+                say("RESTORE_END " + store + " " + tp.partition() + " " + restored + " " + ms);
+            }
+        });
+        streams.setUncaughtExceptionHandler(e -> {
+            say("UNCAUGHT " + e.getClass().getName() + ": " + String.valueOf(e.getMessage()).replace('\n', ' '));
+            return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+        });
+        streams.start();
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.equals("QUERY")) query(streams);
+            else if (line.startsWith("ARM ")) { Points.arm(line.substring(4).trim()); say("ARMED " + line.substring(4).trim()); }
+            else if (line.equals("STOP")) break;
+        }
+        streams.close(Duration.ofSeconds(30));
+        say("CLOSED");
+        System.exit(0);
+    }
+}

@@ -1,0 +1,135 @@
+"""The named steps of Kafka Streams' own commit where the kafka-streams suite kills its application, and the
+mutants of Streams' code it runs: Byteman rules injected into Kafka Streams 4.4.0's classes.
+
+A point's rule calls ``eosharness.app.StreamsApp$Points.reach(name)``: the point armed for this JVM
+(``-Deosharness.arm=NAME@N``) says ``POINT`` at its Nth hit and blocks its thread until the harness
+SIGKILLs the JVM, so nothing of Streams after the step runs. Each point is declared as every crash point is
+(``eos-harness points`` lists it, with the Java method it sits in). A JVM gets only the rules of its armed
+point and of its mutant.
+
+The order of a commit in 4.4.0 (``TaskExecutor.commitTasksAndMaybeUpdateCommittableOffsets``): every task's
+``prepareCommit`` (records flushed), then ``commitOffsetsOrTransaction`` (under exactly_once_v2:
+``StreamsProducer.commitTransaction``: ``sendOffsetsToTransaction``, then the producer's
+``commitTransaction``), then every task's ``postCommit`` → ``AbstractTask.maybeCheckpoint`` →
+``ProcessorStateManager.commit`` → each store's ``commit(Map)`` (KIP-892: data and changelog offset
+together; with transactional RocksDB stores one ``RocksDB.write`` of the transaction buffer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eos_harness.faults.points import declare
+
+__all__ = ["APP_MUTANTS", "APP_POINTS", "AppMutant", "AppPoint", "rules_text"]
+
+_INTERNALS = "org.apache.kafka.streams.processor.internals"
+_STATE = "org.apache.kafka.streams.state.internals"
+_REACH = "eosharness.app.StreamsApp$Points.reach"
+
+
+@dataclass(frozen=True)
+class AppPoint:
+    name: str
+    cls: str  # fully qualified
+    method: str
+    location: str  # Byteman's AT/AFTER clause
+    meaning: str
+    phase: str  # "commit" (fires while the app processes input), "restore" (while a restarted instance restores)
+    exactly_once_only: bool = False  # only where the producer commits a transaction
+    transactional_rocksdb_only: bool = False  # only in a transactional RocksDB store's commit
+
+    @property
+    def java(self) -> str:
+        words = self.location.split()
+        clause = " ".join(w.lower() if i < 2 and w.isupper() else w for i, w in enumerate(words))
+        return f"{self.cls.rpartition('.')[2]}.{self.method.partition('(')[0]} ({clause})"
+
+    def applies(self, guarantee: str, store: str, transactional: bool) -> bool:
+        return ((not self.exactly_once_only or guarantee == "exactly_once_v2")
+                and (not self.transactional_rocksdb_only or (store == "rocksdb" and transactional)))
+
+
+APP_POINTS = (
+    AppPoint("streams.commit.enter", f"{_INTERNALS}.TaskExecutor", "commitOffsetsOrTransaction", "AT ENTRY",
+             "Streams commits: every task's records are flushed (prepareCommit), neither the input offsets nor the "
+             "transaction are committed yet", "commit"),
+    AppPoint("streams.commit.before_offsets_in_transaction", f"{_INTERNALS}.StreamsProducer", "commitTransaction",
+             "AT ENTRY", "the output and changelog records are in the open transaction; the input offsets are "
+             "about to be added to it (sendOffsetsToTransaction)", "commit", exactly_once_only=True),
+    AppPoint("streams.commit.before_producer_commit", f"{_INTERNALS}.StreamsProducer", "commitTransaction",
+             "AT INVOKE org.apache.kafka.clients.producer.Producer.commitTransaction",
+             "the transaction holds the output, the changelog records and the input offsets; the producer is "
+             "about to commit it", "commit", exactly_once_only=True),
+    AppPoint("streams.commit.after_producer_commit", f"{_INTERNALS}.StreamsProducer", "commitTransaction",
+             "AFTER INVOKE org.apache.kafka.clients.producer.Producer.commitTransaction",
+             "the producer's transaction is committed; no store has committed yet", "commit",
+             exactly_once_only=True),
+    AppPoint("streams.commit.before_stores_commit", f"{_INTERNALS}.ProcessorStateManager", "commit", "AT ENTRY",
+             "the offsets (or transaction) are committed; the task's stores are about to commit (postCommit → "
+             "ProcessorStateManager.commit)", "commit"),
+    AppPoint("streams.store.before_write_batch", f"{_STATE}.RocksDBTransactionBuffer", "flushToBase",
+             "AT INVOKE org.rocksdb.RocksDB.write",
+             "inside the store's commit: the transaction buffer (data and changelog offset) is about to be written "
+             "to RocksDB in one write", "commit", transactional_rocksdb_only=True),
+    AppPoint("streams.commit.after_stores_commit", f"{_INTERNALS}.ProcessorStateManager", "commit", "AT EXIT",
+             "the task's stores have committed (in RocksDB's memtable: the WAL is off, nothing is flushed)",
+             "commit"),
+    AppPoint("streams.restore.after_batch", f"{_INTERNALS}.ProcessorStateManager", "restore", "AT EXIT",
+             "a restarted instance restores its store: one batch of changelog records is in it, the restoration "
+             "is not finished", "restore"),
+)
+POINTS_BY_NAME = {p.name: p for p in APP_POINTS}
+
+for _point in APP_POINTS:
+    declare(_point.name, f"{_point.meaning} [Kafka Streams application, in {_point.java}]")
+
+
+@dataclass(frozen=True)
+class AppMutant:
+    """A mutant of the application or of Streams' code: its configuration changes (``guarantee``) and its
+    Byteman rules (``rules``: (class, method, location, action) each, acting only in the mutant's JVM), the
+    check that must catch it, and where it can be caught (``store``/``transactional``: None, any)."""
+
+    name: str
+    meaning: str
+    caught_by: str
+    guarantee: str = "exactly_once_v2"
+    rules: tuple[tuple[str, str, str, str], ...] = ()
+    points: tuple[str, ...] = ()  # the points its kills arm (empty: any the application reaches)
+
+
+APP_MUTANTS = {m.name: m for m in (
+    AppMutant("at-least-once", "the application runs processing.guarantee=at_least_once instead of "
+              "exactly_once_v2: a crash after its output was flushed and before its offsets were committed "
+              "repeats the output", "exactly_once_output", guarantee="at_least_once",
+              points=("streams.commit.enter",)),
+    AppMutant("restore-from-zero", "the transactional RocksDB store reports no committed changelog offset "
+              "(RocksDBStore.committedOffset returns null): every restart wipes its restoration back to the "
+              "changelog's start, the whole changelog restored over the store's own committed state",
+              "no_wipe", rules=((f"{_STATE}.RocksDBStore", "committedOffset", "AT ENTRY", "return null"),)),
+    AppMutant("restore-skips-record", "the restoration drops the last record of each batch it restores "
+              "(ProcessorStateManager.restore given the batch without it): the restored store keeps an older sum "
+              "of that record's key", "state", rules=((f"{_INTERNALS}.ProcessorStateManager", "restore", "AT ENTRY",
+                                                       "$2 = $2.subList(0, $2.size() - 1)"),),
+              points=tuple(p.name for p in APP_POINTS if p.phase == "commit")),
+    AppMutant("restore-hangs", "the restoration never finishes (ProcessorStateManager.restore blocks): a "
+              "restarted instance never reaches RUNNING", "liveness",
+              rules=((f"{_INTERNALS}.ProcessorStateManager", "restore", "AT ENTRY",
+                      "java.lang.Thread.sleep(3600000L)"),),
+              points=tuple(p.name for p in APP_POINTS if p.phase == "commit")),
+)}
+
+
+def rules_text(point: str | None, mutant: str | None) -> str:
+    """The Byteman script of one JVM: the rule of its armed point, and its mutant's rules."""
+    rules = []
+    if point is not None:
+        p = POINTS_BY_NAME[point]
+        rules.append(f"RULE {p.name}\nCLASS {p.cls}\nMETHOD {p.method}\n{p.location}\nIF true\n"
+                     f"DO {_REACH}(\"{p.name}\")\nENDRULE\n")
+    if mutant is not None:
+        for number, (cls, method, location, action) in enumerate(APP_MUTANTS[mutant].rules):
+            rules.append(f"RULE mutant.{mutant}.{number}\nCLASS {cls}\nMETHOD {method}\n{location}\n"
+                         f"IF true\nDO {action}\nENDRULE\n")
+    return "\n".join(rules)

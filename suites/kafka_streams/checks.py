@@ -1,0 +1,155 @@
+"""The kafka-streams suite's model and checks: pure functions of what the harness produced, what a
+read-committed consumer read from the application's output, what the application's store answered and what
+its restore listener said, after each restart. No Kafka here.
+
+The application (:mod:`eos_harness.kafka_streams.app`) adds each input record's delta to its key's sum and
+outputs ``SEQ,SUM``. The model is the same fold over the input in each partition's order: record ``SEQ``'s
+expected output is its key's sum after it, and the store after input ``S`` is every key's sum over ``S``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from eos_harness.verdict import Violation
+
+__all__ = ["CHECKS", "CONDITIONS", "InputRecord", "Restore", "check_liveness", "check_no_wipe", "check_output",
+           "check_state", "expected_outputs", "model_state", "workload"]
+
+# Each check, in report order, with the promise it tests.
+CHECKS = {
+    "exactly_once_output": "each input record's output read once by a read_committed consumer: none repeated "
+                           "(the effect of exactly_once_v2), none lost",
+    "output_values": "each output carries its key's sum after its input record, as the model folds the input",
+    "state": "after every restart, once the input is processed, the store read with READ_COMMITTED (interactive "
+             "queries v2) equals the model",
+    "no_wipe": "with transactional RocksDB stores (KIP-892), a crash does not wipe the store: its restoration "
+               "starts from the offset of its last commit that reached disk, not the changelog's start",
+    "liveness": "each instance reaches RUNNING and processes the input it was given within the bound",
+}
+# When each check's condition arises (a check whose condition never arose is "not exercised", never passed).
+CONDITIONS = {
+    "exactly_once_output": "the application was killed while it had input to process, then processed it all",
+    "output_values": "an output record was read",
+    "state": "an instance restarted after a kill processed all its input and answered a query",
+    "no_wipe": "a transactional RocksDB store had a commit on disk (table files) when its instance was killed",
+    "liveness": "an instance was started",
+}
+
+
+@dataclass(frozen=True)
+class InputRecord:
+    seq: int
+    key: str
+    delta: int
+    partition: int
+
+
+def workload(seed: int, batches: int, per_batch: int, keys: int, partitions: int) -> list[list[InputRecord]]:
+    """The seeded input: ``batches`` batches of ``per_batch`` records over ``keys`` keys; a key's records all
+    go to one partition (key index modulo ``partitions``), so the model's per-key order is Kafka's."""
+    rng = random.Random(seed)
+    out, seq = [], 0
+    for _ in range(batches):
+        batch = []
+        for _ in range(per_batch):
+            k = rng.randrange(keys)
+            batch.append(InputRecord(seq, f"k{k}", rng.randint(1, 9), k % partitions))
+            seq += 1
+        out.append(batch)
+    return out
+
+
+def expected_outputs(records: Iterable[InputRecord]) -> dict[int, tuple[str, int]]:
+    """seq -> (key, the key's sum after that record)."""
+    sums: Counter = Counter()
+    out = {}
+    for r in records:
+        sums[r.key] += r.delta
+        out[r.seq] = (r.key, sums[r.key])
+    return out
+
+
+def model_state(records: Iterable[InputRecord]) -> dict[str, int]:
+    sums: Counter = Counter()
+    for r in records:
+        sums[r.key] += r.delta
+    return dict(sums)
+
+
+def check_output(records: list[InputRecord], outputs: list[tuple[str, int, int]], complete: bool) -> list[Violation]:
+    """``outputs``: (key, seq, sum) as read committed, in read order; ``complete``: the application processed
+    all its input (else a missing output is liveness's, not a loss)."""
+    want = expected_outputs(records)
+    seen = Counter(seq for _, seq, _ in outputs)
+    found: list[Violation] = []
+    for seq, n in sorted(seen.items()):
+        if n > 1:
+            found.append(Violation("exactly_once_output", f"input {seq} ({want.get(seq, ('?',))[0]})", "read once",
+                                   f"read {n} times"))
+    if complete:
+        missing = sorted(set(want) - set(seen))
+        if missing:
+            found.append(Violation("exactly_once_output", f"inputs {missing[:10]}", "each read once",
+                                   f"{len(missing)} never read though the application processed its input"))
+    wrong = [(key, seq, got) for key, seq, got in outputs if seq in want and want[seq] != (key, got)]
+    for key, seq, got in wrong[:20]:
+        found.append(Violation("output_values", f"input {seq} ({key})", f"sum {want[seq][1]}", f"sum {got}"))
+    if len(wrong) > 20:
+        found.append(Violation("output_values", "more", "", f"{len(wrong) - 20} more wrong outputs"))
+    unknown = sorted(seq for _, seq, _ in outputs if seq not in want)
+    if unknown:
+        found.append(Violation("exactly_once_output", f"outputs {unknown[:10]}", "only outputs of input",
+                               f"{len(unknown)} outputs of no input record"))
+    return found
+
+
+def check_state(records: list[InputRecord], store: Mapping[str, int], life: int) -> list[Violation]:
+    """The store (key -> sum, read committed) once the input ``records`` were all processed."""
+    want = model_state(records)
+    diff = sorted(k for k in set(want) | set(store) if want.get(k) != store.get(k))
+    if not diff:
+        return []
+    shown = ", ".join(f"{k}: {store.get(k)} (model {want.get(k)})" for k in diff[:8])
+    return [Violation("state", f"instance {life}", f"the model's {len(want)} sums",
+                      f"{len(diff)} keys differ: {shown}")]
+
+
+@dataclass(frozen=True)
+class Restore:
+    """One store partition's restoration in one instance, as its restore listener said."""
+
+    life: int
+    partition: int
+    start: int  # the changelog offset it restored from
+    end: int
+    restored: int | None  # records restored (None: it never finished)
+    ms: int | None
+    durable: bool  # a commit of this store partition was on disk (table files) when the instance before was killed
+
+
+def check_no_wipe(restores: Iterable[Restore], applies: bool) -> tuple[list[Violation], int]:
+    """Violations and how many restorations met the condition (a store partition with a commit on disk when
+    killed). Judged only where KIP-892 promises it (``applies``: transactional RocksDB stores)."""
+    if not applies:
+        return [], 0
+    met = [r for r in restores if r.durable]
+    return [Violation("no_wipe", f"instance {r.life} partition {r.partition}",
+                      "restoration from the store's last commit on disk",
+                      f"restored from offset {r.start} (the changelog's start) to {r.end}: "
+                      f"{r.restored} records, as a wiped store")
+            for r in met if r.start == 0], len(met)
+
+
+def check_liveness(life: int, running_s: float | None, caught_up_s: float | None, bound: float,
+                   why: str | None = None) -> list[Violation]:
+    if running_s is None:
+        return [Violation("liveness", f"instance {life}", f"RUNNING within {bound:g} s",
+                          why or f"not RUNNING after {bound:g} s")]
+    if caught_up_s is None:
+        return [Violation("liveness", f"instance {life}", f"its input processed within {bound:g} s",
+                          why or f"not all its input processed after {bound:g} s")]
+    return []

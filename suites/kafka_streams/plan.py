@@ -1,0 +1,137 @@
+"""The kafka-streams suite's plan (``eos-harness chaos --suite kafka-streams``): the applications in turn,
+each scenario a seed drawn from the campaign seed, and its kills (a named step of Streams' commit, at its Nth
+hit, per instance) drawn from that seed.
+
+An application (the suite's subject) is a configuration of the one topology: its store (RocksDB or in
+memory) with ``enable.transactional.statestores`` on (``-tx``) or off, under ``exactly_once_v2``; or a
+mutant (:data:`eos_harness.kafka_streams.app_points.APP_MUTANTS`), which must be caught by its check.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from eos_harness.commands import command_line
+from eos_harness.kafka_streams.app_points import APP_MUTANTS, APP_POINTS, POINTS_BY_NAME
+
+from ..rotation import in_turn
+
+__all__ = ["APPS", "Scenario", "Settings", "campaign", "draw_kills", "expected", "known_subjects", "settings_of",
+           "subjects"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    store: str  # rocksdb | memory
+    transactional: bool
+    guarantee: str = "exactly_once_v2"
+    mutant: str | None = None
+
+    @property
+    def mutant_rules(self) -> bool:
+        return self.mutant is not None and bool(APP_MUTANTS[self.mutant].rules)
+
+    def to_json(self) -> dict:
+        return {"store": self.store, "enable.transactional.statestores": self.transactional,
+                "processing.guarantee": self.guarantee, "mutant": self.mutant}
+
+
+APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", False),
+        "memory-tx": Settings("memory", True), "memory": Settings("memory", False)}
+# Each mutant on the configuration where its check can catch it.
+_MUTANT_BASE = {"at-least-once": "rocksdb", "restore-from-zero": "rocksdb-tx", "restore-skips-record": "memory",
+                "restore-hangs": "memory"}
+DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory")
+
+
+def settings_of(app: str) -> Settings:
+    if app in APPS:
+        return APPS[app]
+    mutant = APP_MUTANTS[app]
+    base = APPS[_MUTANT_BASE[app]]
+    return Settings(base.store, base.transactional, mutant.guarantee, app)
+
+
+def known_subjects() -> list[str]:
+    return [*APPS, *APP_MUTANTS]
+
+
+def subjects(given: list[str] | None) -> list[str]:
+    return list(given) if given is not None else [*DEFAULT_APPS, *APP_MUTANTS]
+
+
+def expected(app: str) -> tuple[bool, tuple[str, ...]]:
+    return (True, (APP_MUTANTS[app].caught_by,)) if app in APP_MUTANTS else (False, ())
+
+
+def draw_kills(app: str, seed: int, kills: int) -> tuple[tuple[str, int], ...]:
+    """``kills`` (point, hit) drawn from ``seed`` among the points this application reaches: the restoration's
+    only after a first kill and only where a restart restores the whole changelog (in-memory stores,
+    RocksDB without transactions: with them, the tail to restore may be empty)."""
+    s = settings_of(app)
+    rng = random.Random(seed)
+    drawn = []
+    for number in range(kills):
+        allowed = [p for p in APP_POINTS if p.applies(s.guarantee, s.store, s.transactional)
+                   and (p.phase == "commit" or (number > 0 and not (s.store == "rocksdb" and s.transactional)))]
+        if s.mutant and APP_MUTANTS[s.mutant].points:  # the steps where its mistake shows
+            allowed = [p for p in allowed if p.name in APP_MUTANTS[s.mutant].points]
+        point = rng.choice(allowed)
+        # a small changelog restores in one batch: a restoration's point at its first
+        drawn.append((point.name, rng.randint(1, 3) if point.phase == "commit" else 1))
+    return tuple(drawn)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One application run through its kills on the campaign's broker (``broker``: as asked, for the replay;
+    ``opened``: where it runs)."""
+
+    system: str  # the application (a configuration, or a mutant)
+    seed: int
+    kills: tuple[tuple[str, int], ...]
+    broker: str = "kafka-local"
+    records: int = 60  # input records per batch (one batch per instance)
+    keys: int = 8
+    partitions: int = 2
+    memtable_kb: int = 64  # RocksDB's write buffer (0: Kafka Streams' default): small, so commits reach disk
+    pad: int = 4000  # bytes beside each sum in the store (RocksDB's memtable fills within a run)
+    liveness_s: float = 60.0
+    opened: str | None = None
+    point: str | None = None  # the one point every kill arms (given on the command line), else drawn
+
+    def repro(self) -> str:
+        return command_line("run", "--suite", "kafka-streams", "--app", self.system, "--seed", self.seed, "--kills",
+                            len(self.kills), "--broker", self.broker, "--records", self.records,
+                            "--memtable-kb", self.memtable_kb, "--liveness", f"{self.liveness_s:g}",
+                            *(("--point", self.point) if self.point else ()))
+
+
+def scenario(app: str, seed: int, kills: int, point: str | None = None, **options) -> Scenario:
+    """The scenario of ``app`` and ``seed``: its kills drawn (or each at ``point``, its hit drawn)."""
+    drawn = draw_kills(app, seed, kills)
+    if point is not None:
+        if point not in POINTS_BY_NAME:
+            raise ValueError(f"no point {point!r} of the Kafka Streams application; one of: "
+                             f"{', '.join(POINTS_BY_NAME)}")
+        s = settings_of(app)
+        if not POINTS_BY_NAME[point].applies(s.guarantee, s.store, s.transactional):
+            raise ValueError(f"point {point} is never reached by the application {app}")
+        if POINTS_BY_NAME[point].phase == "restore":  # the first instance restores nothing: killed as drawn
+            if kills < 2:
+                raise ValueError(f"point {point} is reached while a restarted instance restores: give --kills 2 "
+                                 "or more (the first kill, drawn, makes the restoration)")
+            drawn = (drawn[0], *((point, 1) for _ in drawn[1:]))
+        else:
+            drawn = tuple((point, hit if POINTS_BY_NAME[drawn_point].phase == "commit" else 1)
+                          for drawn_point, hit in drawn)
+    return Scenario(app, seed, drawn, point=point, **options)
+
+
+def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
+    for app, _, drawn in in_turn(seed, options["systems"]):
+        yield scenario(app, drawn, options["kills"], broker=options["broker"], records=options["records"],
+                       memtable_kb=options["memtable_kb"], liveness_s=options["liveness"],
+                       opened=options.get("opened"))

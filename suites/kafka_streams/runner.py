@@ -1,0 +1,365 @@
+"""The kafka-streams suite's runner: one scenario is a real Kafka Streams 4.4.0 application (a JVM per
+instance, :mod:`eos_harness.kafka_streams.app`) on a real broker, fed a seeded workload with confluent-kafka,
+killed (SIGKILL) at named steps of Streams' own commit (:mod:`eos_harness.kafka_streams.app_points`) and
+restarted, then judged by :mod:`.checks`.
+
+A scenario is a sequence of instances ("lives"). Each starts with the crash point it arms (the last with
+none), reaches RUNNING (the restore listener says what it restored), processes every input produced so far
+(read back by a read_committed consumer), is asked for its store (READ_COMMITTED), then is given its next
+batch, produced over about a second so that several commits happen, until its point fires and the JVM is
+SIGKILLed. The last instance processes the last batch, is queried and closed cleanly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eos_harness.broker.spec import parse
+from eos_harness.cluster.local import version_of
+from eos_harness.kafka_streams.app import VERSION, StreamsAppProcess, ensure_app_built
+from eos_harness.kafka_streams.app_points import POINTS_BY_NAME, rules_text
+from eos_harness.verdict import check_coverage, unfired_is_error, verdict_of
+from eos_harness.verdict import error_result as verdict_error_result
+
+from .checks import (
+    CHECKS,
+    CONDITIONS,
+    InputRecord,
+    Restore,
+    check_liveness,
+    check_no_wipe,
+    check_output,
+    check_state,
+    workload,
+)
+
+__all__ = ["CHILDREN_LOG", "campaign_session", "error_result", "run_one"]
+
+CHILDREN_LOG = "streams-apps.log"
+SPARE_BATCHES = 2  # batches more, in one instance, while its armed point has not fired
+STATE_SETTLE_S = 10.0  # the store's commit follows the transaction's: a query waits this long for the model
+
+
+@dataclass
+class Life:
+    """What one instance did (the result's ``lives``)."""
+
+    number: int
+    point: str | None
+    hit: int | None
+    fired: bool = False
+    running_s: float | None = None  # from the JVM's start to RUNNING
+    first_state_s: float | None = None  # from the JVM's start to its first state change (the JVM's start-up)
+    caught_up_s: float | None = None  # from RUNNING to every input produced so far read in the output
+    restores: list[dict] = field(default_factory=list)
+    state_checked: bool = False
+    durable: dict[int, bool] = field(default_factory=dict)  # at its kill: a store partition's table files on disk
+    uncaught: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+class OutputReader:
+    """A read_committed consumer of the output topic from its start, read on demand."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        from confluent_kafka import TopicPartition
+        from eos_harness.broker import kafka_client
+
+        self.outputs: list[tuple[str, int, int]] = []
+        self.seqs: set[int] = set()
+        self._consumer = kafka_client.consumer(bootstrap, **{"isolation.level": "read_committed",
+                                                             "auto.offset.reset": "earliest"})
+        self._consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+
+    def read(self, timeout: float = 0.2) -> None:
+        for msg in self._consumer.consume(500, timeout=timeout):
+            if msg.error() is not None:
+                continue
+            seq, _, total = msg.value().decode().partition(",")
+            self.outputs.append((msg.key().decode(), int(seq), int(total)))
+            self.seqs.add(int(seq))
+
+    def wait_covering(self, seqs: set[int], timeout: float, alive: Callable[[], bool]) -> bool:
+        deadline = time.monotonic() + timeout
+        while not seqs <= self.seqs:
+            if time.monotonic() > deadline or not alive():
+                self.read(0.5)
+                return seqs <= self.seqs
+            self.read()
+        return True
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class Producing:
+    """A batch produced over about ``seconds`` in the background (several commits of the application)."""
+
+    def __init__(self, producer, topic: str, batch: list[InputRecord], seconds: float = 1.0) -> None:
+        self._thread = threading.Thread(target=self._run, args=(producer, topic, batch, seconds), daemon=True)
+        self.error: BaseException | None = None
+        self._thread.start()
+
+    def _run(self, producer, topic, batch, seconds) -> None:
+        try:
+            chunks = [batch[i:i + 10] for i in range(0, len(batch), 10)]
+            for chunk in chunks:
+                for r in chunk:
+                    producer.produce(topic, key=r.key.encode(), value=f"{r.seq},{r.delta}".encode(),
+                                     partition=r.partition)
+                producer.flush(30)
+                time.sleep(seconds / max(len(chunks), 1))
+        except BaseException as exc:  # noqa: BLE001 - reported by the scenario
+            self.error = exc
+
+    def join(self) -> None:
+        self._thread.join(60)
+        if self.error is not None:
+            raise RuntimeError(f"producing the input failed: {self.error}")
+
+
+def _durable(state: Path, app_id: str, partitions: int) -> dict[int, bool]:
+    """Per task (input partition): whether its RocksDB store has table files on disk (a flushed commit)."""
+    return {p: any((state / app_id / f"0_{p}" / "rocksdb" / "sums").glob("*.sst")) for p in range(partitions)}
+
+
+def _restores(app: StreamsAppProcess, life: int, durable: Mapping[int, bool]) -> list[Restore]:
+    started = {}
+    done = {}
+    for e in list(app.events):
+        if e.kind == "RESTORE_START":
+            started[int(e.words[1])] = (int(e.words[2]), int(e.words[3]))
+        elif e.kind == "RESTORE_END":
+            done[int(e.words[1])] = (int(e.words[2]), int(e.words[3]))
+    return [Restore(life, p, s, end, *(done.get(p) or (None, None)), durable=bool(durable.get(p)))
+            for p, (s, end) in sorted(started.items())]
+
+
+def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
+    """One scenario (:class:`.plan.Scenario`) on the broker at ``bootstrap``; its complete result."""
+    from eos_harness.broker import kafka_client
+
+    from .plan import expected, settings_of
+
+    started = time.monotonic()
+    config = settings_of(scenario.system)
+    build = ensure_app_built(VERSION)
+    app_id = f"ks-{scenario.seed}-{uuid.uuid4().hex[:6]}"
+    topics = {f"{app_id}-in": scenario.partitions, f"{app_id}-out": scenario.partitions}
+    admin = kafka_client.admin_client(bootstrap)
+    t0 = time.monotonic()
+    kafka_client.create_topics(admin, topics)
+    timings = {"topic_creation_s": round(time.monotonic() - t0, 3)}
+    batches = workload(scenario.seed, len(scenario.kills) + 1 + SPARE_BATCHES, scenario.records, scenario.keys,
+                       scenario.partitions)
+    spare = iter(batches)
+    produced: list[InputRecord] = []
+    state = directory / "state"
+    directory.mkdir(parents=True, exist_ok=True)
+    producer = kafka_client.producer(bootstrap, **{"linger.ms": 1, "enable.idempotence": True, "acks": "all"})
+    reader = OutputReader(bootstrap, f"{app_id}-out", scenario.partitions)
+    lives: list[Life] = []
+    violations = []
+    restores: list[Restore] = []
+    exercised: dict[str, int] = {}
+    not_fired: list[str] = []
+    durable: dict[int, bool] = {}
+    schedule = [*scenario.kills, (None, None)]
+    try:
+        for number, (point, hit) in enumerate(schedule):
+            life = Life(number, point, hit)
+            lives.append(life)
+            exercised["liveness"] = exercised.get("liveness", 0) + 1
+            rules = None
+            if point is not None or config.mutant_rules:
+                rules = directory / f"rules-{number}.btm"
+                rules.write_text(rules_text(point, config.mutant))
+            # a restoration's point armed from the start; a commit's when the instance is given its input
+            properties = {"eosharness.arm": f"{point}@{hit}"} if point and POINTS_BY_NAME[point].phase == "restore" else {}
+            arguments = {"bootstrap": bootstrap, "app": app_id, "input": f"{app_id}-in", "output": f"{app_id}-out",
+                         "state": state, "guarantee": config.guarantee, "tx": str(config.transactional).lower(),
+                         "store": config.store, "memtable_kb": scenario.memtable_kb if config.store == "rocksdb" else 0,
+                         "pad": scenario.pad}
+            with StreamsAppProcess(build, arguments, directory / CHILDREN_LOG, rules, properties) as app:
+                outcome = _live(app, life, scenario, reader, produced, spare, producer)
+                life.uncaught = [e.text for e in app.events if e.kind == "UNCAUGHT"]
+                first = next((e for e in app.events if e.kind == "STATE"), None)
+                life.first_state_s = first.at if first else None
+                if life.fired:
+                    life.durable = durable_now = _durable(state, app_id, scenario.partitions)
+                    app.kill()
+                else:
+                    durable_now = {}
+                these = _restores(app, number, durable)
+                restores.extend(these)
+                life.restores = [r.__dict__ for r in these]
+                durable = durable_now
+                if outcome == "stuck":
+                    violations.extend(check_liveness(number, life.running_s, life.caught_up_s, scenario.liveness_s,
+                                                     "; ".join(life.uncaught) or None))
+                    break
+                if point is not None and not life.fired:
+                    not_fired.append(f"{point}@{hit}")
+                if outcome == "last":
+                    app.stop()
+        complete = lives[-1].caught_up_s is not None and not lives[-1].fired
+        reader.read(0.5)
+        if complete and len(lives) > 1:
+            exercised["exactly_once_output"] = 1
+        if reader.outputs:
+            exercised["output_values"] = len(reader.outputs)
+        violations.extend(check_output(produced, reader.outputs, complete))
+        for life in lives:
+            violations.extend(life.__dict__.pop("_state_violations", []))
+        exercised["state"] = sum(1 for life in lives if life.state_checked and life.number > 0)
+        found, met = check_no_wipe(restores, config.store == "rocksdb" and config.transactional
+                                   and config.guarantee == "exactly_once_v2")
+        violations.extend(found)
+        exercised["no_wipe"] = met
+    finally:
+        reader.close()
+        producer.flush(10)
+        shutil.rmtree(state, ignore_errors=True)
+    not_applicable = {} if config.store == "rocksdb" and config.transactional else {
+        "no_wipe": "KIP-892 promises no wipe only for transactional persistent stores; reported, not judged"}
+    coverage = check_coverage(CHECKS, CONDITIONS, exercised, not_applicable)
+    crashes = [r for r in restores if r.life > 0]
+    must_fail, caught_by = expected(scenario.system)
+    result = {
+        "suite": "kafka-streams", "system": scenario.system, "expected": "fail" if must_fail else "pass",
+        "seed": scenario.seed, "broker": scenario.broker, "kafka_version": version_of(scenario.opened or scenario.broker),
+        "streams_version": VERSION, "application_id": app_id, "configuration": config.to_json(),
+        "kills": [f"{p}@{h}" for p, h in scenario.kills], "records_produced": len(produced),
+        "outputs_read": len(reader.outputs), "verdict": verdict_of(violations),
+        "violations": [v.to_json() for v in violations[:200]], "coverage": coverage,
+        "exercised": sorted(c for c, n in coverage["exercised"].items() if n),
+        "restored_per_crash": [r.restored for r in crashes], "restore_ms": [r.ms for r in crashes],
+        "lives": [life.to_json() for life in lives], "not_fired": not_fired,
+        "timings": {**timings, "jvm_start_s": [life.first_state_s for life in lives],
+                    "to_running_s": [life.running_s for life in lives],
+                    "caught_up_s": [life.caught_up_s for life in lives]},
+        "repro": scenario.repro(), "seconds": round(time.monotonic() - started, 3),
+    }
+    return unfired_is_error(result)
+
+
+def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, produced: list[InputRecord],
+          spare: Iterator[list[InputRecord]], producer) -> str:
+    """One instance's life: ``fired`` (its point fired: it waits for its kill), ``next`` (its point never
+    fired), ``last`` (the unarmed last one processed everything), ``stuck`` (liveness broken)."""
+    bound = scenario.liveness_s
+
+    def running_or_point(evs):
+        return next((e for e in evs if e.kind == "POINT" or (e.kind == "STATE" and e.words[-1] in
+                                                             ("RUNNING", "ERROR", "PENDING_ERROR"))), None)
+
+    event = app.wait_for(running_or_point, bound)
+    if event is not None and event.kind == "POINT":
+        life.fired = True
+        return "fired"
+    if event is None or event.words[-1] != "RUNNING":
+        return "stuck"
+    life.running_s = event.at
+    running_at = time.monotonic()
+    if produced and not _caught_up(app, life, scenario, reader, produced, running_at):
+        return "stuck" if not app.point_fired() else _fired(life)
+    if app.point_fired():
+        return _fired(life)
+    if life.point and POINTS_BY_NAME[life.point].phase == "commit" and not app.arm(f"{life.point}@{life.hit}"):
+        return "stuck"
+    for _ in range(1 + (SPARE_BATCHES if life.point else 0)):
+        batch = next(spare, None)
+        if batch is None:
+            break
+        sending = Producing(producer, f"{app.arguments['input']}", batch)
+        produced.extend(batch)
+        fired = app.wait_for(lambda evs: next((e for e in evs if e.kind == "POINT"), None), 1.5)
+        sending.join()
+        if fired or app.point_fired():
+            return _fired(life)
+        if not _caught_up(app, life, scenario, reader, produced, running_at):
+            return _fired(life) if app.point_fired() else "stuck"
+        if app.point_fired():
+            return _fired(life)
+        if life.point is None:
+            return "last"
+    return "next" if life.point else "last"
+
+
+def _fired(life: Life) -> str:
+    life.fired = True
+    return "fired"
+
+
+def _caught_up(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, produced: list[InputRecord],
+               running_at: float) -> bool:
+    """Wait until the output covers every input produced (liveness), then check the store against the model."""
+    if not reader.wait_covering({r.seq for r in produced}, scenario.liveness_s,
+                                lambda: app.alive() and not app.point_fired()):
+        return False
+    life.caught_up_s = round(time.monotonic() - running_at, 3)
+    deadline = time.monotonic() + STATE_SETTLE_S
+    found = []
+    while True:
+        if app.point_fired():
+            return True
+        answer = app.query()
+        if answer is None:
+            return True  # frozen at its point (or gone): no answer to judge
+        if answer.kind == "STORE":
+            store = _parse_store(answer.text)
+            found = check_state(produced, store, life.number)
+            if not found or time.monotonic() > deadline:
+                break
+        elif time.monotonic() > deadline:
+            found = []  # the store never answered: reported, not judged
+            life.uncaught.append(answer.text)
+            return True
+        time.sleep(0.3)
+    life.state_checked = True
+    life.__dict__["_state_violations"] = found
+    return True
+
+
+def _parse_store(text: str) -> dict[str, int]:
+    import json
+
+    return {k: int(v) for k, v in json.loads(text[text.index("{"):]).items()}
+
+
+def run_one(scenario, directory: Path | None = None) -> dict:
+    """One scenario as a campaign's complete result (its state directory removed at its end)."""
+    import tempfile
+
+    if directory is None:
+        with tempfile.TemporaryDirectory(prefix="eos-ks-app-") as tmp:
+            return run_scenario(scenario, parse(scenario.opened or scenario.broker).bootstrap_servers, Path(tmp))
+    return run_scenario(scenario, parse(scenario.opened or scenario.broker).bootstrap_servers, Path(directory))
+
+
+def error_result(scenario, exc: BaseException) -> dict:
+    """The result of a scenario that could not be run to its end."""
+    return {"suite": "kafka-streams", **verdict_error_result({"system": scenario.system}, scenario.seed, scenario.repro(),
+                                                             exc), "broker": scenario.broker,
+            "kafka_version": version_of(scenario.opened or scenario.broker), "streams_version": VERSION}
+
+
+@contextlib.contextmanager
+def campaign_session(options: Mapping, say: Callable[[str], object] = lambda text: None) -> Iterator[dict]:
+    """The campaign's broker, opened once for every scenario (``kafka-local`` started and always stopped), and
+    the application built before the first scenario."""
+    from eos_harness.broker.opening import open_broker
+
+    ensure_app_built(VERSION)
+    with open_broker(options["broker"], say=say) as opened:
+        yield {**options, "opened": opened.spec.text}
+

@@ -1,0 +1,61 @@
+"""The kafka-streams suite's pytest entry (``-m kafka``): a real Kafka Streams 4.4.0 application on the
+session's broker (one KRaft node on 127.0.0.1), killed at named steps of its commit and restarted.
+
+In ``make test`` (about 35 s): Kafka's application with transactional RocksDB stores passes every check, its
+restoration after a crash only the tail since its last commit on disk; the at-least-once mutant is caught by
+the exactly-once output check. The other mutants, each caught by its check, are ``slow`` (``make
+test-kafka-streams``)."""
+
+from __future__ import annotations
+
+import pytest
+from eos_harness.suites.kafka_streams.plan import scenario
+from eos_harness.suites.kafka_streams.runner import run_scenario
+
+pytestmark = [pytest.mark.kafka, pytest.mark.jvm]
+
+
+def _run(cluster, tmp_path, app: str, seed: int, kills: int, point: str | None = None, **options) -> dict:
+    return run_scenario(scenario(app, seed, kills, point, liveness_s=options.pop("liveness_s", 60.0), **options),
+                        cluster.bootstrap_servers, tmp_path)
+
+
+def test_kafka_streams_with_transactional_rocksdb_stores_keeps_exactly_once_across_kills_and_restores_only_the_tail(
+        eos_kafka_cluster, tmp_path):
+    result = _run(eos_kafka_cluster, tmp_path, "rocksdb-tx", 7, 2, "streams.commit.after_producer_commit")
+    assert result["verdict"] == "pass", result["violations"]
+    assert (result["kafka_version"], result["streams_version"]) == ("4.4.0", "4.4.0")
+    assert result["records_produced"] == result["outputs_read"] == 180
+    assert [life["fired"] for life in result["lives"]] == [True, True, False]
+    assert {"exactly_once_output", "state", "no_wipe", "liveness"} <= set(result["exercised"])
+    # The store had commits on disk when killed: the last restart restored from them, not from offset 0.
+    last = result["lives"][-1]["restores"]
+    assert last and all(r["durable"] and r["start"] > 0 and r["restored"] < r["end"] for r in last), last
+    assert result["repro"].startswith("eos-harness run --suite kafka-streams --app rocksdb-tx --seed 7 --kills 2")
+
+
+def test_an_application_run_at_least_once_is_caught_repeating_its_output_after_a_kill(eos_kafka_cluster, tmp_path):
+    result = _run(eos_kafka_cluster, tmp_path, "at-least-once", 11, 1)
+    assert result["expected"] == "fail" and result["verdict"] == "fail"
+    assert result["kills"][0].startswith("streams.commit.enter@")
+    repeated = [v for v in result["violations"] if v["check"] == "exactly_once_output"]
+    assert repeated and all("read 2 times" in v["observed"] for v in repeated), result["violations"]
+
+
+@pytest.mark.slow  # make test-kafka-streams
+@pytest.mark.parametrize(("mutant", "check"), [("restore-from-zero", "no_wipe"), ("restore-skips-record", "state"),
+                                               ("restore-hangs", "liveness")])
+def test_each_mutant_of_streams_restoration_is_caught_by_its_check(eos_kafka_cluster, tmp_path, mutant, check):
+    result = _run(eos_kafka_cluster, tmp_path, mutant, 7, 2, liveness_s=30.0)
+    assert result["verdict"] == "fail", result
+    assert check in {v["check"] for v in result["violations"]}, result["violations"]
+    if mutant == "restore-from-zero":  # it alone: the state and the output stay right
+        assert {v["check"] for v in result["violations"]} == {"no_wipe"}
+
+
+@pytest.mark.slow  # make test-kafka-streams
+@pytest.mark.parametrize("app", ["rocksdb", "memory-tx", "memory"])
+def test_kafka_streams_keeps_exactly_once_across_kills_in_every_configuration(eos_kafka_cluster, tmp_path, app):
+    result = _run(eos_kafka_cluster, tmp_path, app, 5, 2)
+    assert result["verdict"] == "pass", result["violations"]
+    assert "no_wipe" in result["coverage"]["not_applicable"]
