@@ -199,6 +199,9 @@ def test_a_query_over_a_topic_passes_and_a_non_idempotent_one_fails(cli, tmp_pat
     assert {r["partition"] for r in rows} == {0} and all(r["timestamp"] > 1_700_000_000 for r in rows)
     assert not any(json.loads(r["value"])["id"] < 0 for r in rows)
     assert result["checks"]["state_matches_crash_free"] == "pass (batches 0..4)"
+    # the micro-batches Spark planned are those the harness counted (offsets 0..30, 6 a batch)
+    planned = _planned(Path(result["reference"]["folder"]) / "checkpoint", parse_input(events_topic).topic)
+    assert planned == micro_batches(snapshot(parse_input(events_topic)), 6) == [{0: n} for n in (6, 12, 18, 24, 30)]
     _caught(bad_done, bad_result, events_topic)
 
 
@@ -267,3 +270,41 @@ def test_a_topic_written_during_the_crash_free_run_is_an_error_verdict_and_that_
     assert result["verdict"] == "error", result
     assert "changed during the crash-free run" in result["error"] and "24 records" in result["error"], result
     assert not list((tmp_path / "run").glob("reference-*"))  # not kept for the next scenario
+
+
+def build_records(source):
+    """Spark's Kafka columns of each record, into Parquet (a module-level function: the fixture's ``build``)."""
+    return (source.selectExpr("CAST(value AS STRING) AS value", "partition", "offset")
+            .writeStream.outputMode("append").format("parquet"))
+
+
+def _planned(checkpoint: Path, topic: str) -> list[dict[int, int]]:
+    """The end offsets of each micro-batch Spark planned (``offsets/N``: its third line, the source's offsets)."""
+    files = sorted((p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    return [{int(k): v for k, v in json.loads(f.read_text().splitlines()[2])[topic].items()} for f in files]
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow  # a Spark run over a topic of three partitions: opt-in (make test-spark-full)
+def test_over_partitions_spark_plans_the_micro_batches_the_harness_counts(eos_spark_pipeline, eos_kafka_cluster):
+    """Partitions of 10, 3 and no records, 4 offsets a micro-batch: Spark splits the limit by what each partition
+    has left, as :func:`micro_batches` does, so the harness knows the batches a kill may target; the fixture's
+    verify over the topic passes a kill after the sink of the second."""
+    from eos_harness.broker import kafka_client
+
+    bootstrap = eos_kafka_cluster.bootstrap_servers
+    topic = f"user-parts-{uuid.uuid4().hex[:6]}"
+    kafka_client.create_topics(kafka_client.admin_client(bootstrap), {topic: 3})
+    producer = kafka_client.producer(bootstrap, **{"enable.idempotence": True})
+    for partition, count in ((0, 10), (1, 3)):
+        for i in range(count):
+            producer.produce(topic, value=json.dumps({"p": partition, "i": i}).encode(), partition=partition)
+    assert producer.flush(30) == 0
+    url = f"kafka://{bootstrap}/{topic}"
+    expected = micro_batches(snapshot(parse_input(url)), 4)
+    assert expected == [{0: 3, 1: 1, 2: 0}, {0: 6, 1: 2, 2: 0}, {0: 9, 1: 3, 2: 0}, {0: 10, 1: 3, 2: 0}]
+    found = eos_spark_pipeline.verify(build_records, batches=url, windows=("sink",), max_offsets_per_trigger=4)
+    result = found.results[0]
+    assert result["verdict"] == "pass" and result["checks"]["output_rows_compared"] == 13
+    assert _planned(Path(result["reference"]["folder"]) / "checkpoint", topic) == expected

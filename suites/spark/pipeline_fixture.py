@@ -14,9 +14,10 @@ import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from eos_harness.suites.spark.kafka_input import is_kafka_input
 from eos_harness.suites.spark.user import (
     WINDOWS,
     UserScenario,
@@ -92,9 +93,9 @@ class SparkPipelineFixture:
                key: Sequence[str] = (), sink_guarantee: str | None = None, state_provider: str = "rocksdb",
                checkpoint_format: int = 1, changelog: bool = False, seed: int = 0,
                read_output: Callable | str | None = None, workers: int = 2,
-               fail: bool = True) -> PipelineVerification:
-        """Verify ``build`` over ``batches`` (rows as dicts, a micro-batch each; or a directory of JSON-lines
-        files) with a kill in each of ``windows`` (``offsets``, ``state``, ``sink``, ``commit``, at ``batch``,
+               fail: bool = True, max_offsets_per_trigger: int | None = None) -> PipelineVerification:
+        """Verify ``build`` over ``batches`` (rows as dicts, a micro-batch each; a directory of JSON-lines
+        files; or a Kafka topic, ``kafka://HOST:PORT/TOPIC``, ``max_offsets_per_trigger`` offsets a micro-batch) with a kill in each of ``windows`` (``offsets``, ``state``, ``sink``, ``commit``, at ``batch``,
         by default the second; or whole crash points, ``sink@2``); ``read_output(spark, output_dir)`` reads a
         ``foreachBatch`` sink's output back (default: ``read_output`` in build's module); ``workers``: windows run
         at a time once the crash-free run is done (each its own driver). ``fail``: fail the test unless every window
@@ -103,6 +104,7 @@ class SparkPipelineFixture:
 
         number = next(self._count)
         ref = _ref(build)
+        kafka = isinstance(batches, str) and is_kafka_input(batches)
         if isinstance(batches, (str, Path)):
             folder = Path(batches)
         else:
@@ -110,22 +112,25 @@ class SparkPipelineFixture:
             folder.mkdir(parents=True)
             for n, rows in enumerate(batches):
                 (folder / f"batch-{n:05d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        count = len(list(folder.iterdir())) if folder.is_dir() else 0
-        at = batch if batch is not None else min(1, max(count - 1, 0))
-        schedule = [w if "@" in w else f"{w}@{at}" for w in windows]
-        template = UserScenario(ref, str(folder), schema, tuple(key), sink_guarantee, state_provider,
-                                checkpoint_format, changelog, (), seed, tuple(python_path()),
-                                reader=None if read_output is None else _ref(read_output))
+        template = UserScenario(ref, str(batches) if kafka else str(folder), schema, tuple(key), sink_guarantee,
+                                state_provider, checkpoint_format, changelog, (), seed, tuple(python_path()),
+                                reader=None if read_output is None else _ref(read_output),
+                                max_offsets=max_offsets_per_trigger)
         try:
+            if kafka:  # the topic read whole (unreachable, missing, empty: the test's mistake)
+                template.validate()
+                template = template.resolved()
+            count = template.batch_count() if kafka else len(list(folder.iterdir())) if folder.is_dir() else 0
+            at = batch if batch is not None else min(1, max((count or 0) - 1, 0))
+            schedule = [w if "@" in w else f"{w}@{at}" for w in windows]
             for target in schedule:
-                UserScenario(**{**template.__dict__, "schedule": (target,)}).validate()
+                replace(template, schedule=(target,)).validate()
             module_file = probe(ref, list(template.python_path)).get("file")
             if template.reader:
                 probe(template.reader, list(template.python_path))
         except ValueError as exc:  # the test's own mistake: it errors, saying what (nothing ran)
             raise ValueError(f"eos_spark_pipeline.verify: {exc}") from None
-        scenarios = [UserScenario(**{**template.__dict__, "schedule": (target,), "module_file": module_file})
-                     for target in schedule]
+        scenarios = [replace(template, schedule=(target,), module_file=module_file) for target in schedule]
         reference(scenarios[0], self.directory, module_file)  # once, before the windows share it
 
         def one(index: int) -> dict:
