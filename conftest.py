@@ -121,6 +121,8 @@ FILE_SECONDS = {  # from the 25 slowest tests of clean-clone runs (quiet-machine
     "tests/test_window_stores.py": 25, "suites/conformance/test_conformance.py": 25, "tests/test_global_store.py": 20,
     "suites/broker/test_kafka.py": 8, "suites/windows/test_windows.py": 6, "suites/offsets/test_offsets.py": 5,
     "suites/lifecycle/test_lifecycle.py": 5, "suites/kafka_streams/test_kafka_streams.py": 60,
+    # alone (-n 0): 158 s at load 15 to 19, its two Spark queries 124 s of it, at once
+    "tests/test_spark_user_kafka_input.py": 70,
 }
 ESTIMATE_S = {"spark": 10.0, "kafka": 4.0, "jvm": 4.0, "heavy": 1.0}  # per test of that marker; others 0.3 s
 SUMMARY_FILES = 20  # the longest files the per-worker summary lists
