@@ -93,6 +93,31 @@ def test_the_micro_batches_are_cut_as_sparks_kafka_source_cuts_them():
     assert micro_batches(three, 4) == [{0: 3, 1: 1, 2: 5}, {0: 6, 1: 2, 2: 5}, {0: 9, 1: 3, 2: 5}, {0: 10, 1: 3, 2: 5}]
 
 
+def test_a_scenario_over_a_topic_names_it_its_limit_and_its_content():
+    """Its replay names the topic and the limit, its cache key is the topic's content and the limit (not where the
+    topic is), and --export-repro says why it exports nothing."""
+    from dataclasses import replace
+
+    from eos_harness.suites.spark.export import user_query
+    from eos_harness.suites.spark.user import UserScenario, reference_key
+
+    topic = TopicSnapshot(((0, 0, 30),), 23, "abc")
+    scenario = UserScenario("jobs:build", "kafka://127.0.0.1:9092/events", schedule=("sink@4",), topic=topic,
+                            max_offsets=6)
+    scenario.validate()
+    assert scenario.batch_count() == 5 and scenario.configuration["source"] == "kafka"
+    assert "--input kafka://127.0.0.1:9092/events --max-offsets-per-trigger 6" in scenario.repro()
+    assert scenario.header()["topic"] == {"offsets": [[0, 0, 30]], "records": 23, "digest": "abc",
+                                          "max_offsets_per_trigger": 6}
+    with pytest.raises(ValueError, match="has 5 micro-batches"):
+        replace(scenario, schedule=("sink@5",)).validate()
+    key = reference_key(scenario, None)
+    assert reference_key(replace(scenario, input="kafka://10.0.0.1:9092/events"), None) == key
+    assert reference_key(replace(scenario, topic=replace(topic, digest="abd")), None) != key
+    assert reference_key(replace(scenario, max_offsets=10), None) != key
+    assert "input is a Kafka topic" in user_query(scenario)
+
+
 # -- on the session's broker -----------------------------------------------------------------------------------
 
 
