@@ -120,7 +120,8 @@ def _build(version: str, work: Path, classpath: tuple[Path, ...], javac: str) ->
         shutil.copyfileobj(source, target)
 
 
-PROTOCOL = {"STATE", "RESTORE_START", "RESTORE_END", "POINT", "STORE", "STORE_ERROR", "UNCAUGHT", "CLOSED", "ARMED"}
+PROTOCOL = {"STATE", "RESTORE_START", "RESTORE_END", "POINT", "STORE", "STORE_ERROR", "UNCAUGHT", "CLOSED", "ARMED", "RELEASED",
+            "ZOMBIE_COMMITTED", "ZOMBIE_FENCED"}
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,10 @@ class StreamsAppProcess:
         since = len(self.events)
         return self._send(f"ARM {point}") and bool(
             self.wait_for(lambda evs: any(e.kind == "ARMED" for e in evs), timeout, since))
+
+    def release(self) -> bool:
+        """Let the thread waiting at the fired point go on (after :meth:`resume`: a zombie)."""
+        return self._send("RELEASE")
 
     def _send(self, line: str) -> bool:
         try:

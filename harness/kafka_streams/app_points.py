@@ -12,7 +12,10 @@ The order of a commit in 4.4.0 (``TaskExecutor.commitTasksAndMaybeUpdateCommitta
 ``StreamsProducer.commitTransaction``: ``sendOffsetsToTransaction``, then the producer's
 ``commitTransaction``), then every task's ``postCommit`` → ``AbstractTask.maybeCheckpoint`` →
 ``ProcessorStateManager.commit`` → each store's ``commit(Map)`` (KIP-892: data and changelog offset
-together; with transactional RocksDB stores one ``RocksDB.write`` of the transaction buffer).
+together; with transactional RocksDB stores one ``RocksDB.write`` of the transaction buffer). Under
+exactly_once_v2 without transactional stores ``postCommit`` skips the stores' commit (4.4.0's
+``StreamTask.postCommit``: ``if (enforceCheckpoint || !eosEnabled || transactionalStateStoresEnabled)``): they
+commit only at close, suspension or an enforced checkpoint, so the stores' points are not drawn there.
 """
 
 from __future__ import annotations
@@ -38,6 +41,10 @@ class AppPoint:
     phase: str  # "commit" (fires while the app processes input), "restore" (while a restarted instance restores)
     exactly_once_only: bool = False  # only where the producer commits a transaction
     transactional_rocksdb_only: bool = False  # only in a transactional RocksDB store's commit
+    # in the stores' commit after each transaction: StreamTask.postCommit calls maybeCheckpoint only when the
+    # checkpoint is enforced, without exactly-once, or with transactional stores (under exactly_once_v2
+    # without them, the stores commit only at close, suspension or the end of a restoration)
+    stores_commit: bool = False
 
     @property
     def java(self) -> str:
@@ -47,7 +54,8 @@ class AppPoint:
 
     def applies(self, guarantee: str, store: str, transactional: bool) -> bool:
         return ((not self.exactly_once_only or guarantee == "exactly_once_v2")
-                and (not self.transactional_rocksdb_only or (store == "rocksdb" and transactional)))
+                and (not self.transactional_rocksdb_only or (store == "rocksdb" and transactional))
+                and (not self.stores_commit or transactional or guarantee != "exactly_once_v2"))
 
 
 APP_POINTS = (
@@ -67,14 +75,14 @@ APP_POINTS = (
              exactly_once_only=True),
     AppPoint("streams.commit.before_stores_commit", f"{_INTERNALS}.ProcessorStateManager", "commit", "AT ENTRY",
              "the offsets (or transaction) are committed; the task's stores are about to commit (postCommit → "
-             "ProcessorStateManager.commit)", "commit"),
+             "ProcessorStateManager.commit)", "commit", stores_commit=True),
     AppPoint("streams.store.before_write_batch", f"{_STATE}.RocksDBTransactionBuffer", "flushToBase",
              "AT INVOKE org.rocksdb.RocksDB.write",
              "inside the store's commit: the transaction buffer (data and changelog offset) is about to be written "
              "to RocksDB in one write", "commit", transactional_rocksdb_only=True),
     AppPoint("streams.commit.after_stores_commit", f"{_INTERNALS}.ProcessorStateManager", "commit", "AT EXIT",
              "the task's stores have committed (in RocksDB's memtable: the WAL is off, nothing is flushed)",
-             "commit"),
+             "commit", stores_commit=True),
     AppPoint("streams.restore.after_batch", f"{_INTERNALS}.ProcessorStateManager", "restore", "AT EXIT",
              "a restarted instance restores its store: one batch of changelog records is in it, the restoration "
              "is not finished", "restore"),
@@ -121,9 +129,20 @@ APP_MUTANTS = {m.name: m for m in (
 )}
 
 
-def rules_text(point: str | None, mutant: str | None) -> str:
-    """The Byteman script of one JVM: the rule of its armed point, and its mutant's rules."""
-    rules = []
+_ZOMBIE = f"{_INTERNALS}.StreamsProducer"
+_POINTS_CLASS = "eosharness.app.StreamsApp$Points"
+# What the transaction of a zombie (an instance frozen inside its commit, then let go on) comes to: its
+# producer's commitTransaction returns (the zombie committed) or throws (fenced).
+ZOMBIE_RULES = (f"RULE zombie.committed\nCLASS {_ZOMBIE}\nMETHOD commitTransaction\n"
+                "AFTER INVOKE org.apache.kafka.clients.producer.Producer.commitTransaction\n"
+                f"IF {_POINTS_CLASS}.released()\nDO {_POINTS_CLASS}.zombie(\"ZOMBIE_COMMITTED\", \"\")\nENDRULE\n",
+                f"RULE zombie.fenced\nCLASS {_ZOMBIE}\nMETHOD commitTransaction\nAT EXCEPTION EXIT\n"
+                f"IF {_POINTS_CLASS}.released()\nDO {_POINTS_CLASS}.zombie(\"ZOMBIE_FENCED\", $^)\nENDRULE\n")
+
+
+def rules_text(point: str | None, mutant: str | None, zombie: bool = False) -> str:
+    """The Byteman script of one JVM: the rule of its armed point, its mutant's rules, and a zombie's."""
+    rules = list(ZOMBIE_RULES) if zombie else []
     if point is not None:
         p = POINTS_BY_NAME[point]
         rules.append(f"RULE {p.name}\nCLASS {p.cls}\nMETHOD {p.method}\n{p.location}\nIF true\n"

@@ -29,6 +29,8 @@ CHECKS = {
     "no_wipe": "with transactional RocksDB stores (KIP-892), a crash does not wipe the store: its restoration "
                "starts from the offset of its last commit that reached disk, not the changelog's start",
     "liveness": "each instance reaches RUNNING and processes the input it was given within the bound",
+    "zombie_fenced": "an instance frozen inside its commit past transaction.timeout.ms while another took its "
+                     "tasks, then resumed (a zombie), is fenced: its producer's commitTransaction fails",
 }
 # When each check's condition arises (a check whose condition never arose is "not exercised", never passed).
 CONDITIONS = {
@@ -37,6 +39,7 @@ CONDITIONS = {
     "state": "an instance restarted after a kill processed all its input and answered a query",
     "no_wipe": "a transactional RocksDB store had a commit on disk (table files) when its instance was killed",
     "liveness": "an instance was started",
+    "zombie_fenced": "a frozen instance was resumed and its commit came to an end",
 }
 
 

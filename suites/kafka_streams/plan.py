@@ -28,6 +28,7 @@ class Settings:
     transactional: bool
     guarantee: str = "exactly_once_v2"
     mutant: str | None = None
+    zombie: bool = False  # one instance frozen inside its commit past transaction.timeout.ms, then resumed
 
     @property
     def mutant_rules(self) -> bool:
@@ -35,15 +36,16 @@ class Settings:
 
     def to_json(self) -> dict:
         return {"store": self.store, "enable.transactional.statestores": self.transactional,
-                "processing.guarantee": self.guarantee, "mutant": self.mutant}
+                "processing.guarantee": self.guarantee, "mutant": self.mutant, "zombie": self.zombie}
 
 
 APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", False),
-        "memory-tx": Settings("memory", True), "memory": Settings("memory", False)}
+        "memory-tx": Settings("memory", True), "memory": Settings("memory", False),
+        "zombie": Settings("rocksdb", True, zombie=True)}
 # Each mutant on the configuration where its check can catch it.
 _MUTANT_BASE = {"at-least-once": "rocksdb", "restore-from-zero": "rocksdb-tx", "restore-skips-record": "memory",
                 "restore-hangs": "memory"}
-DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory")
+DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory", "zombie")
 
 
 def settings_of(app: str) -> Settings:
@@ -72,6 +74,8 @@ def draw_kills(app: str, seed: int, kills: int) -> tuple[tuple[str, int], ...]:
     RocksDB without transactions: with them, the tail to restore may be empty)."""
     s = settings_of(app)
     rng = random.Random(seed)
+    if s.zombie:  # frozen (not killed) inside one commit, between its transaction and the producer's commit
+        return (("streams.commit.before_producer_commit", rng.randint(1, 3)),)
     drawn = []
     for number in range(kills):
         allowed = [p for p in APP_POINTS if p.applies(s.guarantee, s.store, s.transactional)

@@ -25,7 +25,7 @@ from eos_harness.broker.spec import parse
 from eos_harness.cluster.local import version_of
 from eos_harness.kafka_streams.app import VERSION, StreamsAppProcess, ensure_app_built
 from eos_harness.kafka_streams.app_points import POINTS_BY_NAME, rules_text
-from eos_harness.verdict import check_coverage, unfired_is_error, verdict_of
+from eos_harness.verdict import Violation, check_coverage, unfired_is_error, verdict_of
 from eos_harness.verdict import error_result as verdict_error_result
 
 from .checks import (
@@ -174,7 +174,14 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
     not_fired: list[str] = []
     durable: dict[int, bool] = {}
     schedule = [*scenario.kills, (None, None)]
+    base = {"bootstrap": bootstrap, "app": app_id, "input": f"{app_id}-in", "output": f"{app_id}-out",
+            "state": state, "guarantee": config.guarantee, "tx": str(config.transactional).lower(),
+            "store": config.store, "memtable_kb": scenario.memtable_kb if config.store == "rocksdb" else 0,
+            "pad": scenario.pad}
     try:
+        if config.zombie:
+            schedule = []  # its own course (:func:`_zombie`)
+            _zombie(build, base, directory, scenario, reader, produced, spare, producer, lives, violations, exercised)
         for number, (point, hit) in enumerate(schedule):
             life = Life(number, point, hit)
             lives.append(life)
@@ -185,11 +192,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
                 rules.write_text(rules_text(point, config.mutant))
             # a restoration's point armed from the start; a commit's when the instance is given its input
             properties = {"eosharness.arm": f"{point}@{hit}"} if point and POINTS_BY_NAME[point].phase == "restore" else {}
-            arguments = {"bootstrap": bootstrap, "app": app_id, "input": f"{app_id}-in", "output": f"{app_id}-out",
-                         "state": state, "guarantee": config.guarantee, "tx": str(config.transactional).lower(),
-                         "store": config.store, "memtable_kb": scenario.memtable_kb if config.store == "rocksdb" else 0,
-                         "pad": scenario.pad}
-            with StreamsAppProcess(build, arguments, directory / CHILDREN_LOG, rules, properties) as app:
+            with StreamsAppProcess(build, base, directory / CHILDREN_LOG, rules, properties) as app:
                 outcome = _live(app, life, scenario, reader, produced, spare, producer)
                 life.uncaught = [e.text for e in app.events if e.kind == "UNCAUGHT"]
                 first = next((e for e in app.events if e.kind == "STATE"), None)
@@ -211,7 +214,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
                     not_fired.append(f"{point}@{hit}")
                 if outcome == "last":
                     app.stop()
-        complete = lives[-1].caught_up_s is not None and not lives[-1].fired
+        complete = bool(lives) and lives[-1].caught_up_s is not None and not lives[-1].fired
         reader.read(0.5)
         if complete and len(lives) > 1:
             exercised["exactly_once_output"] = 1
@@ -228,9 +231,12 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
     finally:
         reader.close()
         producer.flush(10)
-        shutil.rmtree(state, ignore_errors=True)
+        for folder in (state, directory / "state-zombie"):
+            shutil.rmtree(folder, ignore_errors=True)
     not_applicable = {} if config.store == "rocksdb" and config.transactional else {
         "no_wipe": "KIP-892 promises no wipe only for transactional persistent stores; reported, not judged"}
+    if not config.zombie:
+        not_applicable["zombie_fenced"] = "no instance of this scenario is frozen and resumed"
     coverage = check_coverage(CHECKS, CONDITIONS, exercised, not_applicable)
     crashes = [r for r in restores if r.life > 0]
     must_fail, caught_by = expected(scenario.system)
@@ -250,6 +256,85 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
         "repro": scenario.repro(), "seconds": round(time.monotonic() - started, 3),
     }
     return unfired_is_error(result)
+
+
+ZOMBIE_FROZEN_S = 13.0  # Kafka Streams' transaction.timeout.ms under exactly-once (10 s), and the broker's abort sweep
+ZOMBIE_ANSWER_S = 30.0
+
+
+def _zombie(build, base: dict, directory: Path, scenario, reader: OutputReader, produced: list[InputRecord],
+            spare: Iterator[list[InputRecord]], producer, lives: list[Life], violations: list,
+            exercised: dict[str, int]) -> None:
+    """Instance 0 frozen (SIGSTOP) inside its commit, its transaction open; instance 1 (another state
+    directory) takes its tasks and processes the input; once instance 0 was frozen past transaction.timeout.ms
+    it is resumed and its commit goes on: it must be fenced. Then both process a last batch, and the store
+    (both instances' partitions) must equal the model."""
+    point, hit = scenario.kills[0]
+    rules = directory / "rules-0.btm"
+    rules.write_text(rules_text(point, None, zombie=True))
+    zombie_life, taker_life = Life(0, point, hit), Life(1, None, None)
+    lives.extend([zombie_life, taker_life])
+    exercised["liveness"] = 2
+    log = directory / CHILDREN_LOG
+    zombie = StreamsAppProcess(build, {**base, "instance": 0, "state": directory / "state-zombie"}, log, rules)
+    taker = StreamsAppProcess(build, {**base, "instance": 1}, log, None)
+    try:
+        _zombie_course(zombie, taker, zombie_life, taker_life, scenario, reader, produced, spare, producer,
+                       violations, exercised, base["input"])
+    finally:
+        zombie.kill()
+        taker.kill()
+
+
+def _zombie_course(zombie: StreamsAppProcess, taker: StreamsAppProcess, zombie_life: Life, taker_life: Life, scenario,
+                   reader: OutputReader, produced: list[InputRecord], spare, producer, violations: list,
+                   exercised: dict[str, int], topic: str) -> None:
+    zombie.start()
+    outcome = _live(zombie, zombie_life, scenario, reader, produced, spare, producer)
+    if outcome != "fired":
+        if outcome == "stuck":
+            violations.extend(check_liveness(0, zombie_life.running_s, zombie_life.caught_up_s, scenario.liveness_s))
+        return
+    zombie.freeze()
+    frozen_at = time.monotonic()
+    taker.start()
+    running = taker.state_reached("RUNNING", scenario.liveness_s)
+    taker_life.running_s = running.at if running else None
+    if running is None or not _caught_up(taker, taker_life, scenario, reader, produced, time.monotonic()):
+        violations.extend(check_liveness(1, taker_life.running_s, taker_life.caught_up_s, scenario.liveness_s))
+        return
+    time.sleep(max(0.0, ZOMBIE_FROZEN_S - (time.monotonic() - frozen_at)))
+    zombie.resume()
+    zombie.release()
+    said = zombie.wait_for(lambda evs: next((e for e in evs if e.kind.startswith("ZOMBIE_")), None), ZOMBIE_ANSWER_S)
+    zombie_life.uncaught = [e.text for e in zombie.events if e.kind in ("UNCAUGHT", "ZOMBIE_FENCED",
+                                                                           "ZOMBIE_COMMITTED")]
+    if said is not None:
+        exercised["zombie_fenced"] = 1
+        if said.kind == "ZOMBIE_COMMITTED":
+            violations.append(Violation("zombie_fenced", "instance 0", "its commitTransaction fails (fenced)",
+                                        f"it committed after {time.monotonic() - frozen_at:.1f} s frozen"))
+    batch = next(spare, None)
+    if batch is not None:
+        Producing(producer, topic, batch).join()
+        produced.extend(batch)
+    if not reader.wait_covering({r.seq for r in produced}, scenario.liveness_s, taker.alive):
+        violations.extend(check_liveness(1, taker_life.running_s, None, scenario.liveness_s))
+        return
+    taker_life.caught_up_s = round(time.monotonic() - frozen_at, 3)
+    deadline = time.monotonic() + STATE_SETTLE_S
+    while True:  # each instance answers for its own partitions: together, the model
+        answers = [app.query() for app in (zombie, taker) if app.alive()]
+        stores = [_parse_store(a.text) for a in answers if a is not None and a.kind == "STORE"]
+        merged = {k: v for store in stores for k, v in store.items()}
+        found = check_state(produced, merged, 1)
+        if not found or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    taker_life.state_checked = True
+    violations.extend(found)
+    for app in (zombie, taker):
+        app.stop()
 
 
 def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, produced: list[InputRecord],

@@ -59,3 +59,15 @@ def test_kafka_streams_keeps_exactly_once_across_kills_in_every_configuration(eo
     result = _run(eos_kafka_cluster, tmp_path, app, 5, 2)
     assert result["verdict"] == "pass", result["violations"]
     assert "no_wipe" in result["coverage"]["not_applicable"]
+
+
+@pytest.mark.slow  # make test-kafka-streams
+def test_an_instance_frozen_inside_its_commit_past_the_transaction_timeout_is_fenced_when_it_resumes(
+        eos_kafka_cluster, tmp_path):
+    result = _run(eos_kafka_cluster, tmp_path, "zombie", 7, 1)
+    assert result["verdict"] == "pass", result["violations"]
+    assert {"zombie_fenced", "exactly_once_output", "state"} <= set(result["exercised"])
+    # Kafka 4.4.0: the resumed instance's commitTransaction fails with InvalidTxnStateException, which Streams
+    # wraps in a fatal StreamsException (not TaskMigratedException): fenced, and its client shuts down.
+    said = " ".join(result["lives"][0]["uncaught"])
+    assert "ZOMBIE_FENCED" in said and "ZOMBIE_COMMITTED" not in said, said

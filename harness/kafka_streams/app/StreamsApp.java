@@ -42,7 +42,8 @@ import org.rocksdb.Options;
  * "RESTORE_END store partition restored ms", "POINT name" (a crash point reached: the thread then waits for
  * the harness's SIGKILL), "STORE {json}" / "STORE_ERROR why" (the answer to QUERY), "CLOSED"; on stdin
  * "QUERY" (the store read with IsolationLevel.READ_COMMITTED, interactive queries v2), "ARM NAME@N" (the crash
- * point NAME fires at its Nth hit from now) and "STOP" (a clean close).
+ * point NAME fires at its Nth hit from now), "RELEASE" (the thread at a point goes on: a zombie resumed) and
+ * "STOP" (a clean close).
  */
 public final class StreamsApp {
     static final String STORE = "sums";
@@ -72,9 +73,29 @@ public final class StreamsApp {
             int hit = HITS.computeIfAbsent(name, n -> new AtomicInteger()).incrementAndGet();
             if (!now.equals(name + "@" + hit)) return false;
             say("POINT " + name + " " + hit);
-            while (true) {
-                try { Thread.sleep(60_000); } catch (InterruptedException e) { /* keep waiting for the kill */ }
+            while (!released) {  // until the harness kills the JVM, or froze it and lets it go on (a zombie)
+                try { Thread.sleep(50); } catch (InterruptedException e) { /* keep waiting */ }
             }
+            return false;
+        }
+
+        static volatile boolean released;
+        static final java.util.concurrent.atomic.AtomicBoolean ZOMBIE_SAID = new java.util.concurrent.atomic.AtomicBoolean();
+
+        /** Whether the harness let the thread at the point go on (RELEASE). */
+        public static boolean released() {
+            return released;
+        }
+
+        /** What the zombie's transaction came to, said once: ZOMBIE_COMMITTED or ZOMBIE_FENCED. */
+        public static void zombie(String outcome, Object detail) {
+            if (!ZOMBIE_SAID.compareAndSet(false, true)) return;
+            StringBuilder text = new StringBuilder(String.valueOf(detail));
+            for (Throwable cause = detail instanceof Throwable ? ((Throwable) detail).getCause() : null; cause != null;
+                 cause = cause.getCause()) {
+                text.append(" <- ").append(cause);
+            }
+            say(outcome + " " + text.toString().replace('\n', ' '));
         }
     }
 
@@ -196,7 +217,9 @@ public final class StreamsApp {
             }
         });
         streams.setUncaughtExceptionHandler(e -> {
-            say("UNCAUGHT " + e.getClass().getName() + ": " + String.valueOf(e.getMessage()).replace('\n', ' '));
+            StringBuilder text = new StringBuilder(e.toString());
+            for (Throwable cause = e.getCause(); cause != null; cause = cause.getCause()) text.append(" <- ").append(cause);
+            say("UNCAUGHT " + text.toString().replace('\n', ' '));
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
         streams.start();
@@ -204,6 +227,7 @@ public final class StreamsApp {
         String line;
         while ((line = in.readLine()) != null) {
             if (line.equals("QUERY")) query(streams);
+            else if (line.equals("RELEASE")) { Points.released = true; say("RELEASED"); }
             else if (line.startsWith("ARM ")) { Points.arm(line.substring(4).trim()); say("ARMED " + line.substring(4).trim()); }
             else if (line.equals("STOP")) break;
         }
