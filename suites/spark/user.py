@@ -16,6 +16,9 @@ reads the output back and judges it against the crash-free run's:
   equals the crash-free run's after the same batch, as a multiset of key and value rows; the first batch where
   they differ is the violation's (``state_matches_crash_free``).
 
+The input is a directory (one JSON-lines file per micro-batch) or a Kafka topic (``--input kafka://HOST:PORT/
+TOPIC``, :mod:`.kafka_input`: read by Spark's Kafka connector, a fixed ``maxOffsetsPerTrigger``; the crash-free run
+kept by the digest of the topic's records, and a topic that changed before or during a scenario an error verdict).
 Rows are compared whole, or by the columns of ``--key`` only (other columns, a processing time or a batch
 id, may differ between runs). The user's module is imported only in a child: the probe before anything
 runs (a bad reference is a usage error) and the driver of each run.
@@ -438,13 +441,14 @@ def _copy_input(scenario: UserScenario, directory: Path) -> list[Path]:
 def _config(scenario: UserScenario, run_dir: Path, name: str, read_output: bool) -> dict:
     files = sorted((run_dir / "input").iterdir())
     config = {"pipeline": "user", "user": {"ref": scenario.ref, "reader": scenario.reader,
-                                         "python_path": list(scenario.python_path),
-                                         "marks": str(run_dir / "marks"), "rows": str(run_dir / f"{name}.rows.jsonl"),
-                                         "state": str(run_dir / f"{name}.state.json")},
-            "provider": scenario.provider, "changelog": scenario.changelog, "format": scenario.checkpoint_format,
-            "input": str(run_dir / "input"), "first_file": str(files[0]) if files else None, "schema": scenario.schema,
-            "checkpoint": str(run_dir / "checkpoint"), "output": str(run_dir / "output"),
-            "report": str(run_dir / f"{name}.report.jsonl"), "partitions": 2, "read_output": read_output}
+                                           "python_path": list(scenario.python_path),
+                                           "marks": str(run_dir / "marks"),
+                                           "rows": str(run_dir / f"{name}.rows.jsonl"),
+                                           "state": str(run_dir / f"{name}.state.json")},
+              "provider": scenario.provider, "changelog": scenario.changelog, "format": scenario.checkpoint_format,
+              "input": str(run_dir / "input"), "first_file": str(files[0]) if files else None,
+              "schema": scenario.schema, "checkpoint": str(run_dir / "checkpoint"), "output": str(run_dir / "output"),
+              "report": str(run_dir / f"{name}.report.jsonl"), "partitions": 2, "read_output": read_output}
     if scenario.kafka:
         from eos_harness.suites.spark.runner import kafka_jars
 
@@ -619,7 +623,8 @@ def run_user_scenario(scenario: UserScenario, run_dir: Path, reference_root: Pat
     if ref.get("error"):
         return {**base, "verdict": ERROR, "violations": [], "crash_points": [], "crash_windows": [],
                 "error": ref["error"] if ref.get("topic_changed") else
-                f"the crash-free run of the query failed, so there is nothing to judge against: {ref['error']}", "seconds": round(time.monotonic() - started, 3), "started_at": started_at}
+                f"the crash-free run of the query failed, so there is nothing to judge against: {ref['error']}",
+                "seconds": round(time.monotonic() - started, 3), "started_at": started_at}
     kinds = {parse_target(t).kind for t in scenario.schedule}
     if "state" in kinds and not ref["stateful"]:
         return {**base, "verdict": NOT_APPLICABLE, "reason": "the query keeps no state: no state@N window",
