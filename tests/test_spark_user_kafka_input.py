@@ -142,6 +142,7 @@ def test_bad_kafka_input_is_a_usage_error_before_anything_runs(cli, tmp_path, eo
 
     bootstrap = eos_kafka_cluster.bootstrap_servers
     empty = new_topic(bootstrap, "user-empty")
+    aborted = new_topic(bootstrap, "user-aborted", [[]], aborted_after=0)  # an empty transaction, an aborted one
     missing = f"no-such-topic-{uuid.uuid4().hex[:6]}"
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "0.jsonl").write_text('{"id": 1}\n')
@@ -151,6 +152,7 @@ def test_bad_kafka_input_is_a_usage_error_before_anything_runs(cli, tmp_path, eo
         (*dedup, "--input", "kafka://127.0.0.1:1/events"): "no Kafka broker answers at 127.0.0.1:1",
         (*dedup, "--input", f"kafka://{bootstrap}/{missing}"): f"the topic '{missing}' does not exist",
         (*dedup, "--input", f"kafka://{bootstrap}/{empty}"): "holds no record",
+        (*dedup, "--input", f"kafka://{bootstrap}/{aborted}"): "holds no committed record (offsets 0: 0..4: aborted",
         (*dedup, "--input", events_topic, "--crash-at", "sink@5"): "5 micro-batches (0..4) with "
                                                                     "--max-offsets-per-trigger 6",
         (*dedup, "--input", events_topic, "--max-offsets-per-trigger", "0"): "0 is not in the range x>=1",

@@ -188,6 +188,10 @@ def snapshot(source: KafkaInput, connect_timeout: float = CONNECT_TIMEOUT_S,
         raise ValueError(f"--input {source.url}: reading {where}: {_kafka_error(exc)}") from None
     finally:
         consumer.close()
+    if not records:
+        raise ValueError(f"--input {source.url}: the topic {where} holds no committed record (offsets "
+                         + ", ".join(f"{p}: {low}..{high}" for p, low, high in offsets)
+                         + ": aborted transactions and markers only)")
     whole = hashlib.sha256(source.topic.encode() + b"\0")
     for p, low, high in offsets:
         whole.update(f"{p}:{low}:{high}\0".encode())
