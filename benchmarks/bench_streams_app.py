@@ -1,6 +1,6 @@
 """KIP-892's promised saving, measured on a real Kafka Streams 4.4.0 application (the kafka-streams suite):
 the same seeds run with transactional RocksDB stores on (``rocksdb-tx``) and off (``rocksdb``), each killed
-at the same drawn steps of its commit and restarted, on one local 4.4.0 broker. For each: the verdicts,
+at the same steps of its commit (drawn from the seed among those both reach) and restarted, on one local 4.4.0 broker. For each: the verdicts,
 the records restored per store partition after a crash (median and max), the restore time per store
 partition (the restore listener's, median and max), and where the time goes (topic creation, a JVM's
 start to its first state change, to RUNNING, to its input processed), scenarios per minute.
@@ -14,16 +14,27 @@ run in the memtable, lost at a SIGKILL (the WAL is off): with or without transac
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
+from dataclasses import replace
 
 from eos_harness.cluster import LocalKafka
-from eos_harness.suites.kafka_streams.plan import scenario
+from eos_harness.kafka_streams.app_points import APP_POINTS
+from eos_harness.suites.kafka_streams.plan import scenario, settings_of
 from eos_harness.suites.kafka_streams.runner import run_scenario
 
 from benchmarks.common import parse_options, scratch_directory
 
 APPS = ("rocksdb-tx", "rocksdb")
+
+
+def common_kills(seed: int, kills: int) -> tuple[tuple[str, int], ...]:
+    """The same kills for every application: (point, hit) drawn from ``seed`` among the points each reaches."""
+    both = [p.name for p in APP_POINTS if p.phase == "commit" and all(
+        p.applies(s.guarantee, s.store, s.transactional) for s in map(settings_of, APPS))]
+    rng = random.Random(seed)
+    return tuple((rng.choice(both), rng.randint(1, 3)) for _ in range(kills))
 
 
 def _spread(values: list) -> str:
@@ -40,9 +51,9 @@ def main() -> None:
         started = time.monotonic()
         for seed in range(1, options.seeds + 1):
             for app in APPS:
-                result = run_scenario(scenario(app, seed, options.kills, memtable_kb=options.memtable_kb,
-                                               records=options.records), kafka.bootstrap_servers,
-                                      root / f"{app}-{seed}")
+                planned = replace(scenario(app, seed, options.kills, memtable_kb=options.memtable_kb,
+                                           records=options.records), kills=common_kills(seed, options.kills))
+                result = run_scenario(planned, kafka.bootstrap_servers, root / f"{app}-{seed}")
                 rows[app].append(result)
                 print(f"  {app:<11} seed {seed}: {result['verdict']:<5} kills {', '.join(result['kills'])}; restored "
                       f"{result['restored_per_crash']} in {result['restore_ms']} ms; {result['seconds']} s", flush=True)

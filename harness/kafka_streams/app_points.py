@@ -105,6 +105,7 @@ class AppMutant:
     guarantee: str = "exactly_once_v2"
     rules: tuple[tuple[str, str, str, str], ...] = ()
     points: tuple[str, ...] = ()  # the points its kills arm (empty: any the application reaches)
+    condition: str = "true"  # its rules' IF
 
 
 APP_MUTANTS = {m.name: m for m in (
@@ -112,6 +113,14 @@ APP_MUTANTS = {m.name: m for m in (
               "exactly_once_v2: a crash after its output was flushed and before its offsets were committed "
               "repeats the output", "exactly_once_output", guarantee="at_least_once",
               points=("streams.commit.enter",)),
+    AppMutant("output-twice", "the sink sends each record twice (SinkNode.process runs again on its record): every "
+              "output repeated inside its own transaction", "exactly_once_output",
+              rules=((f"{_INTERNALS}.SinkNode", "process", "AT EXIT", "flag($1); $0.process($1)"),),
+              condition="!flagged($1)"),
+    AppMutant("output-value-altered", "the sink changes each record's value on its way to the producer (a digit "
+              "appended to the sum): outputs exactly once, each with a wrong sum", "output_values",
+              rules=((f"{_INTERNALS}.SinkNode", "process", "AT ENTRY",
+                      "$1 = $1.withValue($1.value().toString() + \"1\")"),)),
     AppMutant("restore-from-zero", "the transactional RocksDB store reports no committed changelog offset "
               "(RocksDBStore.committedOffset returns null): every restart wipes its restoration back to the "
               "changelog's start, the whole changelog restored over the store's own committed state",
@@ -148,7 +157,8 @@ def rules_text(point: str | None, mutant: str | None, zombie: bool = False) -> s
         rules.append(f"RULE {p.name}\nCLASS {p.cls}\nMETHOD {p.method}\n{p.location}\nIF true\n"
                      f"DO {_REACH}(\"{p.name}\")\nENDRULE\n")
     if mutant is not None:
-        for number, (cls, method, location, action) in enumerate(APP_MUTANTS[mutant].rules):
+        found = APP_MUTANTS[mutant]
+        for number, (cls, method, location, action) in enumerate(found.rules):
             rules.append(f"RULE mutant.{mutant}.{number}\nCLASS {cls}\nMETHOD {method}\n{location}\n"
-                         f"IF true\nDO {action}\nENDRULE\n")
+                         f"IF {found.condition}\nDO {action}\nENDRULE\n")
     return "\n".join(rules)

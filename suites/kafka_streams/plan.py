@@ -43,7 +43,7 @@ APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", 
         "memory-tx": Settings("memory", True), "memory": Settings("memory", False),
         "zombie": Settings("rocksdb", True, zombie=True)}
 # Each mutant on the configuration where its check can catch it.
-_MUTANT_BASE = {"at-least-once": "rocksdb", "restore-from-zero": "rocksdb-tx", "restore-skips-record": "memory",
+_MUTANT_BASE = {"output-twice": "rocksdb-tx", "output-value-altered": "rocksdb-tx", "at-least-once": "rocksdb", "restore-from-zero": "rocksdb-tx", "restore-skips-record": "memory",
                 "restore-hangs": "memory"}
 DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory", "zombie")
 

@@ -2,9 +2,9 @@
 session's broker (one KRaft node on 127.0.0.1), killed at named steps of its commit and restarted.
 
 In ``make test`` (about 35 s): Kafka's application with transactional RocksDB stores passes every check, its
-restoration after a crash only the tail since its last commit on disk; the at-least-once mutant is caught by
-the exactly-once output check. The other mutants, each caught by its check, are ``slow`` (``make
-test-kafka-streams``)."""
+restoration after a crash only the tail since its last commit on disk; a sink that sends each record twice is
+caught by the exactly-once output check alone. The other mutants, each caught by its check, the other
+configurations and the zombie are ``slow`` (``make test-kafka-streams``)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,15 @@ def test_kafka_streams_with_transactional_rocksdb_stores_keeps_exactly_once_acro
     assert result["repro"].startswith("eos-harness run --suite kafka-streams --app rocksdb-tx --seed 7 --kills 2")
 
 
+def test_a_sink_that_sends_each_record_twice_is_caught_by_the_exactly_once_output_check_alone(
+        eos_kafka_cluster, tmp_path):
+    result = _run(eos_kafka_cluster, tmp_path, "output-twice", 3, 0)
+    assert result["expected"] == "fail" and result["verdict"] == "fail"
+    assert {v["check"] for v in result["violations"]} == {"exactly_once_output"}, result["violations"]
+    assert all(v["observed"] == "read 2 times" for v in result["violations"][:-1])
+
+
+@pytest.mark.slow  # make test-kafka-streams
 def test_an_application_run_at_least_once_is_caught_repeating_its_output_after_a_kill(eos_kafka_cluster, tmp_path):
     result = _run(eos_kafka_cluster, tmp_path, "at-least-once", 11, 1)
     assert result["expected"] == "fail" and result["verdict"] == "fail"
@@ -44,13 +53,13 @@ def test_an_application_run_at_least_once_is_caught_repeating_its_output_after_a
 
 @pytest.mark.slow  # make test-kafka-streams
 @pytest.mark.parametrize(("mutant", "check"), [("restore-from-zero", "no_wipe"), ("restore-skips-record", "state"),
-                                               ("restore-hangs", "liveness")])
-def test_each_mutant_of_streams_restoration_is_caught_by_its_check(eos_kafka_cluster, tmp_path, mutant, check):
+                                               ("restore-hangs", "liveness"), ("output-value-altered", "output_values")])
+def test_each_mutant_of_streams_code_is_caught_by_its_check(eos_kafka_cluster, tmp_path, mutant, check):
     result = _run(eos_kafka_cluster, tmp_path, mutant, 7, 2, liveness_s=30.0)
     assert result["verdict"] == "fail", result
     assert check in {v["check"] for v in result["violations"]}, result["violations"]
-    if mutant == "restore-from-zero":  # it alone: the state and the output stay right
-        assert {v["check"] for v in result["violations"]} == {"no_wipe"}
+    if mutant in ("restore-from-zero", "output-value-altered", "restore-hangs"):  # it alone catches them
+        assert {v["check"] for v in result["violations"]} == {check}, result["violations"]
 
 
 @pytest.mark.slow  # make test-kafka-streams
