@@ -114,6 +114,8 @@ def show_result(report: dict) -> None:
     if restored:
         console.print(f"records restored per store partition after a crash: median {statistics.median(restored):g}, "
                       f"max {max(restored)}; restore ms: {report['restore_ms']}", markup=False)
+    if report.get("zombie_outcome"):
+        console.print(f"zombie: {report['zombie_outcome']}", markup=False, highlight=False, soft_wrap=True)
     for v in report["violations"][:20]:
         console.print(f"{v['check']}: {v['key']}: expected {v['expected']}, observed {v['observed']}",
                       markup=False, highlight=False)

@@ -250,6 +250,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
         "exercised": sorted(c for c, n in coverage["exercised"].items() if n),
         "restored_per_crash": [r.restored for r in crashes], "restore_ms": [r.ms for r in crashes],
         "lives": [life.to_json() for life in lives], "not_fired": not_fired,
+        "zombie_outcome": next((line for life in lives for line in life.uncaught if line.startswith("ZOMBIE_")), None),
         "timings": {**timings, "jvm_start_s": [life.first_state_s for life in lives],
                     "to_running_s": [life.running_s for life in lives],
                     "caught_up_s": [life.caught_up_s for life in lives]},
@@ -284,6 +285,9 @@ def _zombie(build, base: dict, directory: Path, scenario, reader: OutputReader, 
     finally:
         zombie.kill()
         taker.kill()
+        zombie_life.uncaught = [e.text for e in zombie.events if e.kind in ("UNCAUGHT", "ZOMBIE_FENCED",
+                                                                           "ZOMBIE_COMMITTED")]
+        taker_life.uncaught = [e.text for e in taker.events if e.kind == "UNCAUGHT"]
 
 
 def _zombie_course(zombie: StreamsAppProcess, taker: StreamsAppProcess, zombie_life: Life, taker_life: Life, scenario,
@@ -307,8 +311,6 @@ def _zombie_course(zombie: StreamsAppProcess, taker: StreamsAppProcess, zombie_l
     zombie.resume()
     zombie.release()
     said = zombie.wait_for(lambda evs: next((e for e in evs if e.kind.startswith("ZOMBIE_")), None), ZOMBIE_ANSWER_S)
-    zombie_life.uncaught = [e.text for e in zombie.events if e.kind in ("UNCAUGHT", "ZOMBIE_FENCED",
-                                                                           "ZOMBIE_COMMITTED")]
     if said is not None:
         exercised["zombie_fenced"] = 1
         if said.kind == "ZOMBIE_COMMITTED":
