@@ -24,9 +24,9 @@ def _apps() -> list[str]:
 
 
 def _points() -> list[str]:
-    from eos_harness.kafka_streams.app_points import POINTS_BY_NAME
+    from eos_harness.kafka_streams.app_points import POINTS_BY_NAME, RANDOM_KILL
 
-    return list(POINTS_BY_NAME)
+    return [*POINTS_BY_NAME, RANDOM_KILL]
 
 
 @click.command("kafka-streams")
@@ -37,7 +37,8 @@ def _points() -> list[str]:
 @click.option("--kills", type=click.IntRange(0, 20), default=2, show_default=True,
               help="Instances SIGKILLed at a named step (each restarted).")
 @click.option("--point", type=click.Choice(_points()), default=None,
-              help="Kill every instance at this step (its hit drawn), instead of steps drawn from the seed.")
+              help="Kill every instance at this step (its hit drawn), instead of steps drawn from the seed; random: "
+                   "SIGKILL a drawn 50-1500 ms after the instance is given its input, wherever it is.")
 @click.option("--broker", type=BrokerParam(needs_kafka="the kafka-streams suite"), default="kafka-local",
               show_default=True, help="kafka-local | kafka-local:3 | kafka-quorum[:N] | kafka://HOST:PORT")
 @click.option("--records", type=click.IntRange(1, 100_000), default=60, show_default=True,

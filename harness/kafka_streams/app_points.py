@@ -24,7 +24,11 @@ from dataclasses import dataclass
 
 from eos_harness.faults.points import declare
 
-__all__ = ["APP_MUTANTS", "APP_POINTS", "AppMutant", "AppPoint", "rules_text"]
+__all__ = ["APP_MUTANTS", "APP_POINTS", "RANDOM_KILL", "AppMutant", "AppPoint", "rules_text"]
+
+# Not a step: the JVM SIGKILLed a drawn number of milliseconds (its "hit") after it was given its input,
+# wherever it then is (processing, inside a transaction, between commits).
+RANDOM_KILL = "random"
 
 _INTERNALS = "org.apache.kafka.streams.processor.internals"
 _STATE = "org.apache.kafka.streams.state.internals"

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from eos_harness.commands import command_line
-from eos_harness.kafka_streams.app_points import APP_MUTANTS, APP_POINTS, POINTS_BY_NAME
+from eos_harness.kafka_streams.app_points import APP_MUTANTS, APP_POINTS, POINTS_BY_NAME, RANDOM_KILL
 
 from ..rotation import in_turn
 
@@ -82,6 +82,9 @@ def draw_kills(app: str, seed: int, kills: int) -> tuple[tuple[str, int], ...]:
                    and (p.phase == "commit" or (number > 0 and not (s.store == "rocksdb" and s.transactional)))]
         if s.mutant and APP_MUTANTS[s.mutant].points:  # the steps where its mistake shows
             allowed = [p for p in allowed if p.name in APP_MUTANTS[s.mutant].points]
+        if not (s.mutant and APP_MUTANTS[s.mutant].points) and rng.random() < 1 / (len(allowed) + 1):
+            drawn.append((RANDOM_KILL, rng.randint(50, 1500)))  # kill -9 at a random time: its hit in ms
+            continue
         point = rng.choice(allowed)
         # a small changelog restores in one batch: a restoration's point at its first
         drawn.append((point.name, rng.randint(1, 3) if point.phase == "commit" else 1))
@@ -116,7 +119,10 @@ class Scenario:
 def scenario(app: str, seed: int, kills: int, point: str | None = None, **options) -> Scenario:
     """The scenario of ``app`` and ``seed``: its kills drawn (or each at ``point``, its hit drawn)."""
     drawn = draw_kills(app, seed, kills)
-    if point is not None:
+    if point == RANDOM_KILL:
+        rng = random.Random(seed)
+        drawn = tuple((RANDOM_KILL, rng.randint(50, 1500)) for _ in drawn)
+    elif point is not None:
         if point not in POINTS_BY_NAME:
             raise ValueError(f"no point {point!r} of the Kafka Streams application; one of: "
                              f"{', '.join(POINTS_BY_NAME)}")

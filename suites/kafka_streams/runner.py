@@ -24,7 +24,7 @@ from pathlib import Path
 from eos_harness.broker.spec import parse
 from eos_harness.cluster.local import version_of
 from eos_harness.kafka_streams.app import VERSION, StreamsAppProcess, ensure_app_built
-from eos_harness.kafka_streams.app_points import POINTS_BY_NAME, rules_text
+from eos_harness.kafka_streams.app_points import POINTS_BY_NAME, RANDOM_KILL, rules_text
 from eos_harness.verdict import Violation, check_coverage, unfired_is_error, verdict_of
 from eos_harness.verdict import error_result as verdict_error_result
 
@@ -187,11 +187,12 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
             lives.append(life)
             exercised["liveness"] = exercised.get("liveness", 0) + 1
             rules = None
-            if point is not None or config.mutant_rules:
+            step = point if point in POINTS_BY_NAME else None  # a Byteman point (not a kill at a random time)
+            if step is not None or config.mutant_rules:
                 rules = directory / f"rules-{number}.btm"
-                rules.write_text(rules_text(point, config.mutant))
+                rules.write_text(rules_text(step, config.mutant))
             # a restoration's point armed from the start; a commit's when the instance is given its input
-            properties = {"eosharness.arm": f"{point}@{hit}"} if point and POINTS_BY_NAME[point].phase == "restore" else {}
+            properties = {"eosharness.arm": f"{step}@{hit}"} if step and POINTS_BY_NAME[step].phase == "restore" else {}
             with StreamsAppProcess(build, base, directory / CHILDREN_LOG, rules, properties) as app:
                 outcome = _live(app, life, scenario, reader, produced, spare, producer)
                 life.uncaught = [e.text for e in app.events if e.kind == "UNCAUGHT"]
@@ -361,7 +362,8 @@ def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, pr
         return "stuck" if not app.point_fired() else _fired(life)
     if app.point_fired():
         return _fired(life)
-    if life.point and POINTS_BY_NAME[life.point].phase == "commit" and not app.arm(f"{life.point}@{life.hit}"):
+    step = POINTS_BY_NAME.get(life.point or "")
+    if step is not None and step.phase == "commit" and not app.arm(f"{life.point}@{life.hit}"):
         return "stuck"
     for _ in range(1 + (SPARE_BATCHES if life.point else 0)):
         batch = next(spare, None)
@@ -369,6 +371,10 @@ def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, pr
             break
         sending = Producing(producer, f"{app.arguments['input']}", batch)
         produced.extend(batch)
+        if life.point == RANDOM_KILL:  # killed wherever it is, the drawn milliseconds after its input began
+            time.sleep(life.hit / 1000)
+            sending.join()
+            return _fired(life)
         fired = app.wait_for(lambda evs: next((e for e in evs if e.kind == "POINT"), None), 1.5)
         sending.join()
         if fired or app.point_fired():

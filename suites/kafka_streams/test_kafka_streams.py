@@ -86,3 +86,11 @@ def test_an_instance_frozen_inside_its_commit_past_the_transaction_timeout_is_fe
         assert "InvalidTxnStateException" in said and "UNCAUGHT" in said, said
     else:  # 3.9.1 (transaction version 1): PRODUCER_FENCED, TaskMigratedException, the thread rejoins
         assert "TaskMigratedException" in said and "UNCAUGHT" not in said, said
+
+
+@pytest.mark.slow  # make test-kafka-streams
+def test_kafka_streams_keeps_exactly_once_when_killed_at_random_times(eos_kafka_cluster, tmp_path):
+    result = _run(eos_kafka_cluster, tmp_path, "rocksdb-tx", 5, 2, "random")
+    assert result["verdict"] == "pass", result["violations"]
+    assert [k.partition("@")[0] for k in result["kills"]] == ["random", "random"]
+    assert {"exactly_once_output", "state"} <= set(result["exercised"])
