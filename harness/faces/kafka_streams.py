@@ -48,8 +48,10 @@ def _points() -> list[str]:
                    "short run and KIP-892's restoration from the last commit shows.")
 @click.option("--liveness", type=click.FloatRange(1, 3600), default=60.0, show_default=True,
               help="Bound (s) for an instance to reach RUNNING and to process its input.")
+@click.option("--threads", type=click.IntRange(1, 4), default=1, show_default=True,
+              help="Stream threads per instance (num.stream.threads).")
 @click.option("--json", "json_path", default=None, help="Write the result JSON here.")
-def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb, liveness, json_path):
+def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb, liveness, threads, json_path):
     """A Kafka Streams 4.4.0 application (exactly_once_v2; transactional state stores on or off) killed at
     named steps of its commit and restarted: output exactly once, state equal to the model after every
     restart, no wipe of a transactional store, liveness."""
@@ -65,7 +67,7 @@ def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb,
     try:
         check_output_path(json_path)
         scenario = make_scenario(app, seed, kills, point, broker=broker.cli_text, records=records,
-                                 memtable_kb=memtable_kb, liveness_s=liveness)
+                                 memtable_kb=memtable_kb, liveness_s=liveness, threads=threads)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     console.print("kills: " + (", ".join(f"{p}@{h}" for p, h in scenario.kills) or "none"), markup=False)

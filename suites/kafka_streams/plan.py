@@ -106,6 +106,7 @@ class Scenario:
     memtable_kb: int = 64  # RocksDB's write buffer (0: Kafka Streams' default): small, so commits reach disk
     pad: int = 4000  # bytes beside each sum in the store (RocksDB's memtable fills within a run)
     liveness_s: float = 60.0
+    threads: int = 1  # stream threads per instance (num.stream.threads): the tasks of the 2 partitions spread over them
     opened: str | None = None
     point: str | None = None  # the one point every kill arms (given on the command line), else drawn
 
@@ -113,6 +114,7 @@ class Scenario:
         return command_line("run", "--suite", "kafka-streams", "--app", self.system, "--seed", self.seed, "--kills",
                             len(self.kills), "--broker", self.broker, "--records", self.records,
                             "--memtable-kb", self.memtable_kb, "--liveness", f"{self.liveness_s:g}",
+                            *(("--threads", self.threads) if self.threads != 1 else ()),
                             *(("--point", self.point) if self.point else ()))
 
 
@@ -144,4 +146,5 @@ def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     for app, _, drawn in in_turn(seed, options["systems"]):
         yield scenario(app, drawn, options["kills"], broker=options["broker"], records=options["records"],
                        memtable_kb=options["memtable_kb"], liveness_s=options["liveness"],
+                       threads=options.get("threads", 1),
                        opened=options.get("opened"))

@@ -177,7 +177,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
     base = {"bootstrap": bootstrap, "app": app_id, "input": f"{app_id}-in", "output": f"{app_id}-out",
             "state": state, "guarantee": config.guarantee, "tx": str(config.transactional).lower(),
             "store": config.store, "memtable_kb": scenario.memtable_kb if config.store == "rocksdb" else 0,
-            "pad": scenario.pad}
+            "pad": scenario.pad, "threads": scenario.threads}
     try:
         if config.zombie:
             schedule = []  # its own course (:func:`_zombie`)
