@@ -42,7 +42,9 @@ class AppPoint:
     method: str
     location: str  # Byteman's AT/AFTER clause
     meaning: str
-    phase: str  # "commit" (fires while the app processes input), "restore" (while a restarted instance restores)
+    # "commit" (fires while the app processes input), "restore" (while a restarted instance restores), "start"
+    # (while a restarted instance's rebalance assigns it its tasks)
+    phase: str
     exactly_once_only: bool = False  # only where the producer commits a transaction
     transactional_rocksdb_only: bool = False  # only in a transactional RocksDB store's commit
     # in the stores' commit after each transaction: StreamTask.postCommit calls maybeCheckpoint only when the
@@ -87,6 +89,11 @@ APP_POINTS = (
     AppPoint("streams.commit.after_stores_commit", f"{_INTERNALS}.ProcessorStateManager", "commit", "AT EXIT",
              "the task's stores have committed (in RocksDB's memtable: the WAL is off, nothing is flushed)",
              "commit", stores_commit=True),
+    AppPoint("streams.rebalance.before_assignment", f"{_INTERNALS}.TaskManager", "handleAssignment", "AT ENTRY",
+             "a restarted instance's rebalance hands it its tasks: none of them created yet", "start"),
+    AppPoint("streams.rebalance.after_assignment", f"{_INTERNALS}.TaskManager", "handleAssignment", "AT EXIT",
+             "a restarted instance's rebalance has created its tasks: their stores not yet opened nor restored",
+             "start"),
     AppPoint("streams.restore.after_batch", f"{_INTERNALS}.ProcessorStateManager", "restore", "AT EXIT",
              "a restarted instance restores its store: one batch of changelog records is in it, the restoration "
              "is not finished", "restore"),

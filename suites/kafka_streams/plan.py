@@ -79,7 +79,8 @@ def draw_kills(app: str, seed: int, kills: int) -> tuple[tuple[str, int], ...]:
     drawn = []
     for number in range(kills):
         allowed = [p for p in APP_POINTS if p.applies(s.guarantee, s.store, s.transactional)
-                   and (p.phase == "commit" or (number > 0 and not (s.store == "rocksdb" and s.transactional)))]
+                   and (p.phase == "commit" or (number > 0 and p.phase == "start")
+                        or (number > 0 and not (s.store == "rocksdb" and s.transactional)))]
         if s.mutant and APP_MUTANTS[s.mutant].points:  # the steps where its mistake shows
             allowed = [p for p in allowed if p.name in APP_MUTANTS[s.mutant].points]
         if not (s.mutant and APP_MUTANTS[s.mutant].points) and rng.random() < 1 / (len(allowed) + 1):
@@ -131,10 +132,10 @@ def scenario(app: str, seed: int, kills: int, point: str | None = None, **option
         s = settings_of(app)
         if not POINTS_BY_NAME[point].applies(s.guarantee, s.store, s.transactional):
             raise ValueError(f"point {point} is never reached by the application {app}")
-        if POINTS_BY_NAME[point].phase == "restore":  # the first instance restores nothing: killed as drawn
+        if POINTS_BY_NAME[point].phase != "commit":  # the first instance restores nothing: killed as drawn
             if kills < 2:
-                raise ValueError(f"point {point} is reached while a restarted instance restores: give --kills 2 "
-                                 "or more (the first kill, drawn, makes the restoration)")
+                raise ValueError(f"point {point} is reached while a restarted instance starts: give --kills 2 "
+                                 "or more (the first kill, drawn, makes the restart)")
             drawn = (drawn[0], *((point, 1) for _ in drawn[1:]))
         else:
             drawn = tuple((point, hit if POINTS_BY_NAME[drawn_point].phase == "commit" else 1)

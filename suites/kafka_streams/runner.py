@@ -192,7 +192,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
                 rules = directory / f"rules-{number}.btm"
                 rules.write_text(rules_text(step, config.mutant))
             # a restoration's point armed from the start; a commit's when the instance is given its input
-            properties = {"eosharness.arm": f"{step}@{hit}"} if step and POINTS_BY_NAME[step].phase == "restore" else {}
+            properties = {"eosharness.arm": f"{step}@{hit}"} if step and POINTS_BY_NAME[step].phase != "commit" else {}
             with StreamsAppProcess(build, base, directory / CHILDREN_LOG, rules, properties) as app:
                 outcome = _live(app, life, scenario, reader, produced, spare, producer)
                 life.uncaught = [e.text for e in app.events if e.kind == "UNCAUGHT"]
