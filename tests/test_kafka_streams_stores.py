@@ -1,6 +1,6 @@
 """Kafka Streams' own state stores (4.4.0 with KIP-892's transactions on and off, 4.3.1) under the store
-suites: opened in a JVM through Kafka's public ``Stores`` builders, driven over a pipe, crashed by Byteman
-rules inside Kafka's commit.
+suites: opened in a JVM through Kafka's public ``Stores`` builders, driven over a pipe, crashed at points
+woven into Kafka's commit.
 
 The tests marked ``jvm`` build the JVM side from nothing into a temp folder once per session (the jars
 come from the shared cache, fetched and checked as every bundle is) and leave no JVM behind."""
@@ -82,7 +82,7 @@ def fresh_build(tmp_path_factory):
 
 
 @pytest.mark.jvm
-def test_a_byteman_crash_point_kills_the_store_inside_kafkas_commit_and_the_store_recovers(fresh_build, tmp_path):
+def test_a_crash_point_woven_into_kafkas_commit_kills_the_store_there_and_the_store_recovers(fresh_build, tmp_path):
     with StoreServer(timeout=120) as server:
         store = server.start(TX_ROCKSDB, tmp_path / "store")
         store.call("put", b"a", b"1")
@@ -139,14 +139,14 @@ def test_verify_runs_the_conformance_and_offsets_suites_on_kafkas_transactional_
     verdict = json.loads(out.read_text())
     assert done.returncode == 0, (done.stdout, verdict["violations"])
     assert verdict["verdict"] == "pass"
-    crashed = {p["name"] for p in verdict["points"] if p["crashes"]}  # Byteman's points, reached and crashed at
+    crashed = {p["name"] for p in verdict["points"] if p["crashes"]}  # the points inside Kafka's code, reached and crashed at
     assert "ks.rocksdb.commit.before_write_batch" in crashed, verdict["points"]
     assert any("committed_durable" in line for line in verdict["not_checked"])  # declared, and said
     assert _our_jvms(fresh_build) == []
 
 
 @pytest.mark.jvm
-def test_points_lists_the_byteman_points_of_kafkas_store_with_the_java_method_each_sits_in(fresh_build, cli):
+def test_points_lists_the_crash_points_of_kafkas_store_with_the_java_method_each_sits_in(fresh_build, cli):
     done = cli("points", "--store", TX_ROCKSDB, "--json", env={BUILD_ENV: str(fresh_build)}, timeout=300)
     assert done.returncode == 0, done.stderr
     rows = {row["name"]: row for row in json.loads(done.stdout)}
@@ -159,7 +159,7 @@ def test_points_lists_the_byteman_points_of_kafkas_store_with_the_java_method_ea
 
 
 @pytest.mark.jvm
-def test_the_lifecycle_runs_kafkas_store_crashed_by_byteman_in_a_task_process_and_leaves_no_jvm(fresh_build, cli,
+def test_the_lifecycle_runs_kafkas_store_crashed_inside_kafka_in_a_task_process_and_leaves_no_jvm(fresh_build, cli,
                                                                                                tmp_path):
     out = tmp_path / "run"
     done = cli("run", "--store", TX_ROCKSDB, "--crash-at", "ks.rocksdb.commit.before_write_batch", "--seed", "1",

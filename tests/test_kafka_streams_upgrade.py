@@ -104,7 +104,7 @@ UPGRADE_CHECKS = ("migration_keeps_offsets", "migration_keeps_keys", "offsets_ma
 @pytest.mark.jvm
 def test_verify_upgrades_a_directory_431_wrote_to_440_transactional_and_back_under_crashes(cli, tmp_path):
     """The offsets suite's kafka_streams_upgrade, as a user runs it: 4.3.1's directory opened by 4.4.0 with
-    transactions, a crash at each Byteman point its open, first commits and close reach, 4.3.1 killed before
+    transactions, a crash at each point inside Kafka its open, first commits and close reach, 4.3.1 killed before
     and after a flush, and back to 4.3.1 and 4.4.0 without transactions: every check met and passed."""
     out = tmp_path / "verdict.json"
     started = time.monotonic()

@@ -1,5 +1,5 @@
 """Kafka Streams' own window stores (``Stores.persistentWindowStore``, ``Stores.inMemoryWindowStore``; 4.4.0 with
-KIP-892's transactions on and off, 4.3.1) under the window suite, in a JVM, crashed by Byteman rules inside
+KIP-892's transactions on and off, 4.3.1) under the window suite, in a JVM, crashed at points woven into
 their commit. The tests marked ``jvm`` build the JVM side from nothing into a temp folder once per session
 (``fresh_build``, shared with tests/test_kafka_streams_stores.py) and leave no JVM behind."""
 
@@ -42,7 +42,7 @@ def test_kafkas_window_stores_are_listed_as_window_stores_with_their_system_and_
 
 
 @pytest.mark.jvm
-def test_points_lists_the_window_stores_byteman_points_with_their_java_methods(fresh_build, cli):  # noqa: F811
+def test_points_lists_the_window_stores_crash_points_with_their_java_methods(fresh_build, cli):  # noqa: F811
     done = cli("points", "--store", TX_ROCKSDB, "--json", env={BUILD_ENV: str(fresh_build)}, timeout=300)
     assert done.returncode == 0, done.stderr
     rows = {row["name"]: row for row in json.loads(done.stdout)}

@@ -3,8 +3,9 @@
 For each Kafka Streams version: the store server's Java source (``java/`` beside this module)
 compiled with ``javac`` against that version's pinned jars (:mod:`eos_harness.kafka_streams.bundles`),
 RocksDB's native library taken out of ``rocksdbjni`` once (so that no JVM unpacks it into the temp
-directory at each start, and none leaves it there when killed), and the Byteman rules of the crash points
-(:mod:`eos_harness.kafka_streams.points`). Everything lands in
+directory at each start, and none leaves it there when killed), the crash points woven into copies of
+Kafka's classes (``<server>-points.jar``, first on the class path: :mod:`eos_harness.kafka_streams.points`),
+and the Byteman rules of the mutants (:mod:`eos_harness.kafka_streams.mutant_rules`). Everything lands in
 ``<cache>/kafka-streams/server-<version>-<digest of the source and rules>/`` (or under
 ``$EOS_HARNESS_KAFKA_STREAMS_BUILD``), written in a temp folder
 and renamed into place, so a build that stops half way leaves nothing that looks built, and two
@@ -28,12 +29,12 @@ from pathlib import Path
 from eos_harness import jars
 from eos_harness.kafka_streams import bundles, points
 
-__all__ = ["BUILD_ENV", "JAVA_SOURCE", "BuildError", "Server", "ensure_built"]
+__all__ = ["BUILD_ENV", "JAVA_SOURCE", "BuildError", "Server", "ensure_built", "jvm_environment"]
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "java"
 NATIVE = "librocksdbjni-linux64.so"  # what rocksdbjni's loader looks for on java.library.path first
 MAIN = "eosharness.StoreServer"
-LAYOUT = 5  # what a build folder holds (part of its name: a new layout is built afresh)
+LAYOUT = 6  # what a build folder holds (part of its name: a new layout is built afresh)
 ARCHIVE = "server.jsa"  # the class-data-sharing archive of a store JVM's classes (a start maps them)
 # A store's JVM: small and quick to start (C1 only; one GC thread); the stores hold a few keys. Most JVMs
 # live for one crash: C1 compiles a method after three times the usual calls (its compiler thread was a third
@@ -47,6 +48,14 @@ JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:CompileThresholdScaling=3", "-XX:
 # JDK's own are not: each crash costs a JVM start, and verifying was a fifth of a start with a point armed
 # (0.50 -> 0.40 CPU-s per JVM life). A JVM that loads a user's store (``verify=True``) verifies them all.
 NO_VERIFY = "-XX:-BytecodeVerificationRemote"
+
+
+def jvm_environment() -> dict[str, str]:
+    """The environment of a store JVM: this process's, with ``ROCKSDB_MUSL_LIBC=false``. Without it RocksDB's
+    loader asks, at each JVM's first store, whether the C library is musl by running ``sh -c 'ldd /usr/bin/env |
+    grep -q musl'`` (eight programs started: 0.02 CPU-s of a JVM life, and the wait); the build took the glibc
+    library out of ``rocksdbjni`` (:data:`NATIVE`), which is what the answer picks."""
+    return {**os.environ, "ROCKSDB_MUSL_LIBC": "false"}
 
 
 class BuildError(RuntimeError):
@@ -67,11 +76,19 @@ class Server:
     def rules(self) -> Path:
         return self.folder / "rules.btm"
 
-    def command(self, java: str = "java", verify: bool = False, warm: str | None = None) -> list[str]:
+    @property
+    def woven(self) -> Path:
+        """Kafka's classes with the crash points woven in (:func:`eos_harness.kafka_streams.points.weave_spec`),
+        before Kafka's jars on the class path (beside the folder, as :attr:`jar`)."""
+        return self.jar.with_name(self.jar.stem + "-points.jar")
+
+    def command(self, java: str = "java", verify: bool = False, warm: str | None = None,
+                points: bool = True) -> list[str]:
         """The command line of one store JVM. Its agent is the store server's own (``eosharness.Agent``:
-        it keeps the JVM's Instrumentation, no class transformer); Byteman's agent with every crash
-        point's rule is installed through it when a request first needs the rules (a point armed or
-        traced, a mutant opened), so a JVM that never does loads its classes untransformed. ``verify``: the
+        it keeps the JVM's Instrumentation, no class transformer); Byteman's agent with a mutant's rules is
+        installed through it when a request opens a mutant, so a JVM that never does loads its classes
+        untransformed. The crash points are woven into Kafka's classes (``points``: false, for a benchmark,
+        Kafka's classes as they are, no point anywhere). ``verify``: the
         classes loaded from jars are verified (a JVM that may load a user's store), else not (:data:`NO_VERIFY`).
         ``warm``: a spare JVM (started ahead of its store, :mod:`eos_harness.kafka_streams.pool`), given an
         empty folder it opens, uses and closes a store of each kind in before it says it is ready
@@ -81,7 +98,8 @@ class Server:
                 *([f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"] if archive.is_file() else []),
                 "-Dorg.jboss.byteman.compile.to.bytecode=true",  # rules run as bytecode, not interpreted
                 f"-Deosharness.rules={self.rules}", f"-javaagent:{self.jar}",
-                "-cp", os.pathsep.join(str(p) for p in (self.jar, *self.classpath, self.byteman)), MAIN,
+                "-cp", os.pathsep.join(str(p) for p in (self.jar, *([self.woven] if points else []), *self.classpath,
+                                                        self.byteman)), MAIN,
                 *(["--warm", warm] if warm else [])]
 
 
@@ -91,6 +109,7 @@ def _digest(version: str) -> str:
         digest.update(path.relative_to(JAVA_SOURCE).as_posix().encode())
         digest.update(path.read_bytes())
     digest.update(points.rules_text(version).encode())
+    digest.update(points.weave_spec().encode())
     return digest.hexdigest()[:12]
 
 
@@ -112,7 +131,7 @@ def ensure_built(version: str) -> Server:
         raise BuildError(f"unknown Kafka Streams version {version!r}; known: {', '.join(bundles.VERSIONS)}")
     key = (str(_root()), version)
     known = _checked.get(key)
-    if known is not None and (known.folder / ".complete").is_file() and known.jar.is_file():
+    if known is not None and (known.folder / ".complete").is_file() and known.jar.is_file() and known.woven.is_file():
         return known
     _checked[key] = server = _ensure_built(version)
     return server
@@ -126,8 +145,9 @@ def _ensure_built(version: str) -> Server:
         raise BuildError(str(exc)) from None
     folder = _root().resolve() / f"server-{version}-{_digest(version)}"
     jar = folder.with_name(folder.name + ".jar")
-    if (folder / ".complete").is_file() and jar.is_file():
-        return Server(version, folder, classpath, byteman, jar)
+    built = Server(version, folder, classpath, byteman, jar)
+    if (folder / ".complete").is_file() and jar.is_file() and built.woven.is_file():
+        return built
     javac, java = shutil.which("javac"), shutil.which("java")
     if javac is None or java is None:
         raise BuildError("Kafka Streams' stores need a JDK (java and javac, 17 or later) on PATH; install one "
@@ -136,6 +156,7 @@ def _ensure_built(version: str) -> Server:
     work = Path(tempfile.mkdtemp(prefix=f".build-{version}-", dir=folder.parent))
     try:
         _build(version, work, (*classpath, byteman), javac, jar)
+        _weave(Server(version, work, classpath, byteman, jar), java)
         _archive(Server(version, work, classpath, byteman, jar), java)
         (work / ".complete").write_text(f"built {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
         try:
@@ -174,6 +195,27 @@ def _build(version: str, work: Path, classpath: tuple[Path, ...], javac: str, ja
     (work / "rules.btm").write_text(points.rules_text(version))
 
 
+def _weave(server: Server, java: str) -> None:
+    """Kafka's classes with the crash points woven in (``eosharness.Weave``), at their final path (the
+    class-data archive records it), written under a temp name and renamed; what was woven where is in the
+    folder's ``points.txt`` (a point woven nowhere is one this version of Kafka lacks)."""
+    spec = server.folder / "points.tsv"
+    spec.write_text(points.weave_spec())
+    temp = server.woven.with_name(f".{server.woven.name}.{os.getpid()}")
+    try:
+        proc = subprocess.run([java, "-cp", os.pathsep.join(map(str, (server.jar, server.byteman))), "eosharness.Weave",
+                               str(temp), str(spec), *map(str, server.classpath)],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise BuildError(f"weaving the crash points into Kafka Streams {server.version}'s classes failed:\n"
+                             + "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:]))
+        (server.folder / "points.txt").write_text(proc.stdout)
+        os.replace(temp, server.woven)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()
+
+
 # The store server's jar is also its JVM's agent (eosharness.Agent), with the capabilities Byteman's needs.
 AGENT_MANIFEST = ("Manifest-Version: 1.0\nPremain-Class: eosharness.Agent\nAgent-Class: eosharness.Agent\n"
                   "Can-Redefine-Classes: true\nCan-Retransform-Classes: true\n\n")
@@ -199,12 +241,14 @@ def _archive(server: Server, java: str) -> None:
     command.insert(1, f"-XX:ArchiveClassesAtExit={server.folder / ARCHIVE}")
     with tempfile.TemporaryDirectory(prefix="eos-ks-warm-") as state, \
             contextlib.suppress(subprocess.SubprocessError, OSError):
-        subprocess.run(command, input=WARM_UP.replace("{state}", state), capture_output=True, text=True, timeout=300)
+        subprocess.run(command, input=WARM_UP.replace("{state}", state), capture_output=True, text=True, timeout=300,
+                       env=jvm_environment())
     archive = server.folder / ARCHIVE
     if archive.is_file():
         check = [("-Xshare:on" if arg == "-Xshare:auto" else arg) for arg in server.command(java, verify=True)]
         try:
-            mapped = subprocess.run(check, input='{"op": "exit"}\n', capture_output=True, text=True, timeout=300)
+            mapped = subprocess.run(check, input='{"op": "exit"}\n', capture_output=True, text=True, timeout=300,
+                                    env=jvm_environment())
         except (subprocess.SubprocessError, OSError):
             mapped = None
         if mapped is None or mapped.returncode != 0:

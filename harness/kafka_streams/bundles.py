@@ -22,7 +22,7 @@ for _version in VERSIONS:
     ))
 
 BYTEMAN = register(Bundle("byteman", BYTEMAN_VERSION, (f"org.jboss.byteman:byteman:{BYTEMAN_VERSION}",),
-                          description="Byteman, the agent that injects the crash points into Kafka's classes"))
+                          description="Byteman: its ASM weaves the crash points into Kafka's classes, its agent the mutants' rules"))
 
 
 def streams_bundle(version: str) -> str:

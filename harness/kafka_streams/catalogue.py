@@ -38,7 +38,7 @@ def _register(version: str, kind: str, transactional: bool) -> None:
     what = (f"Kafka Streams {version}'s own {_KINDS[kind]}, "
             + ("enable.transactional.statestores=true (KIP-892)" if transactional
                else "enable.transactional.statestores=false" if version >= "4.4" else "before KIP-892 (KIP-1035 offsets)")
-            + "; in a JVM, crash points by Byteman")
+            + "; in a JVM, crash points woven into Kafka's commit")
     if kind.endswith("-window"):  # a window store (its factory takes the window's arguments)
         factory, spec_kind = partial(KafkaStreamsWindowStore, version, kind.removesuffix("-window"), transactional), "window-store"
     else:

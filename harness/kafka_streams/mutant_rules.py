@@ -1,9 +1,10 @@
 """The Byteman rules of the mutants of Kafka Streams' own code: each re-creates, inside Kafka's classes, a
 mistake of the kind Kafka fixed just before 4.4.0 (KIP-892's transaction buffer, KIP-1035's offsets).
 
-A mutant's rules are loaded into every store JVM with the crash points' (:mod:`.points`); each acts only
-while the open store was opened as that mutant (``eosharness.StoreServer.mutant(name)``), so one JVM
-serves Kafka's stores and their mutants alike. The stores themselves are registered by :mod:`.mutants`.
+A mutant's rules are installed by Byteman in a store JVM when a store is opened as that mutant (the crash
+points are woven into Kafka's classes instead, :mod:`.points`); each acts only while the open store was
+opened as that mutant (``eosharness.StoreServer.mutant(name)``), so one JVM serves Kafka's stores and their
+mutants alike. The stores themselves are registered by :mod:`.mutants`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,16 @@
-"""The crash points inside Kafka Streams' own stores: Byteman rules at the steps of a commit.
+"""The crash points inside Kafka Streams' own stores, at the steps of a commit.
 
-Each point is a rule injected into one of Kafka's methods (``AT ENTRY``, ``AT INVOKE``, ``AFTER INVOKE``,
-``AT EXIT``) whose action calls ``eosharness.StoreServer.reach(name)``. Every rule is loaded into every
-store JVM; unarmed it is one read of a flag. While the harness arms or traces points (the Python
-crash-point registry, :mod:`eos_harness.faults.points`), each point reached asks the store's process
-over its pipe, which runs :func:`~eos_harness.faults.points.crash_point` there: an armed point kills the
-store's process, and with it the JVM, at that step (the JVM waits for the answer, so nothing after the
-point runs). So these points are armed, counted, traced and listed as every other point is.
+Each point sits in one of Kafka's methods at a place named as a Byteman rule's location (``AT ENTRY``,
+``AT INVOKE``, ``AFTER INVOKE``, ``AT EXIT``): a call of ``eosharness.StoreServer.reach(name)`` woven there
+into a copy of Kafka's class when the store server is built (``eosharness.Weave``, with the ASM Byteman
+ships: :func:`weave_spec`), so every store JVM starts with every point in place; unarmed, a point is one read
+of a flag. While the harness arms or traces points (the Python crash-point registry,
+:mod:`eos_harness.faults.points`), each point reached that the request names asks the store's process over
+its pipe, which runs :func:`~eos_harness.faults.points.crash_point` there: an armed point kills the store's
+process, and with it the JVM, at that step (the JVM waits for the answer, so nothing after the point runs).
+So these points are armed, counted, traced and listed as every other point is. (They were Byteman rules
+installed when first armed: a rule's install cost each JVM life that armed one 0.17 CPU-s, and every crash
+is a JVM life. Byteman still installs the mutants' rules, :mod:`.mutant_rules`.)
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from eos_harness.kafka_streams import (
     mutant_rules,  # the mutants of Kafka's code: their rules act only in them
 )
 
-__all__ = ["POINTS", "KafkaPoint", "points_for", "rules_text"]
+__all__ = ["POINTS", "KafkaPoint", "points_for", "rules_text", "weave_spec"]
 
 _INTERNALS = "org.apache.kafka.streams.state.internals"
 
@@ -101,13 +105,13 @@ def points_for(kind: str, transactional: bool) -> list[KafkaPoint]:
             and not (transactional and p.non_transactional_only)]
 
 
+def weave_spec() -> str:
+    """Where each point is woven into Kafka's classes when the store server is built (``eosharness.Weave``): one
+    line per point, its name, class, method and location, tab-separated."""
+    return "".join(f"{p.name}\t{_INTERNALS}.{p.cls}\t{p.method}\t{p.location}\n" for p in POINTS)
+
+
 def rules_text(version: str) -> str:
-    """The Byteman script of every point (a rule whose method a version lacks is never injected)."""
-    # one script of points for every version: a missing class or method leaves its rule unused
-    rules = []
-    for point in POINTS:
-        rules.append(f"RULE {point.name}\nCLASS {_INTERNALS}.{point.cls}\nMETHOD {point.method}\n{point.location}\n"
-                     f"IF eosharness.StoreServer.reporting()\nDO eosharness.StoreServer.reach(\"{point.name}\")\n"
-                     "ENDRULE\n")
-    # the mutants are of 4.4.0's classes (their rules name its methods: 4.3.1 would report each as a type error)
-    return "\n".join([*rules, *([mutant_rules.rules_text()] if version == mutant_rules.VERSION else [])])
+    """The Byteman script of the rules a store JVM may install: the mutants' (of 4.4.0's classes: their rules
+    name its methods, which 4.3.1 would report as type errors); the points are woven, not rules."""
+    return mutant_rules.rules_text() if version == mutant_rules.VERSION else ""

@@ -18,8 +18,7 @@ another, each waiting for its store's JVM) does more: it keeps one spare JVM per
 idle one is taken, which boots and warms up before it is lent (``--warm``: a store of each kind opened, used
 and closed in a temporary folder, so that Kafka's classes, RocksDB's native library and the JIT's code are
 ready). A spare thus boots and warms up while the store before it runs; the store then opens in a JVM that
-has done that already (Byteman's rule of a point it arms is installed then, as in any JVM: installed ahead, every
-point's rule cost a spare more CPU than it saved its store). A campaign of the lifecycle, whose scenarios run
+has done that already (every crash point is woven into Kafka's classes: arming one installs nothing). A campaign of the lifecycle, whose scenarios run
 side by side and keep the cores busy, does without the warm-up (CPU a cold start does not spend).
 """
 
@@ -87,11 +86,13 @@ class Jvm:
         self._warm = tempfile.mkdtemp(prefix="eos-ks-warm-") if warm else None
         if self._warm is not None:
             command = [*command, "--warm", self._warm]
+        from eos_harness.kafka_streams.build import jvm_environment
+
         # What Kafka, RocksDB and the JVM print goes where the store processes' output goes (``log``).
         stderr = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644) if log else None
         try:
             self.process = _started(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                    bufsize=0, preexec_fn=_die_with_parent, close_fds=True)
+                                    bufsize=0, preexec_fn=_die_with_parent, close_fds=True, env=jvm_environment())
         except BaseException:
             self._unwarm()
             raise

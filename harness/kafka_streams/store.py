@@ -125,7 +125,7 @@ class KafkaStreamsStore:
         if not self._jvm:
             raise StoreError(f"{op} on a store that is not open (call init first)")
         fields["op"] = op
-        if points.active():  # the JVM installs the rule of each point named (every one's while traced)
+        if points.active():  # the JVM asks about each point named (every one while traced)
             fields["points"] = True if points.tracing() else sorted(points.armed())
         try:
             self._to.write(json.dumps(fields).encode() + b"\n")

@@ -5,9 +5,9 @@ import java.lang.instrument.Instrumentation;
 /**
  * The store JVM's own Java agent ({@code -javaagent} on the store server's jar): it keeps the JVM's
  * {@link Instrumentation} and does nothing else, so a JVM starts with no class transformer (its classes
- * load from the class-data archive untouched). Byteman's agent, with the crash points' rules, is installed
- * through it only when a store needs them ({@link StoreServer#loadRules}): a point armed or traced, or a
- * mutant of Kafka's code opened.
+ * load from the class-data archive untouched). Byteman's agent, with a mutant's rules, is installed through
+ * it only when a mutant of Kafka's code is opened (the crash points are woven into Kafka's classes when the
+ * store server is built, {@link Weave}).
  */
 public final class Agent {
     private static volatile Instrumentation instrumentation;

@@ -1,7 +1,6 @@
 package eosharness;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -60,7 +59,6 @@ import org.jboss.byteman.modules.NonModuleSystem;
  * that serves the next open after a clean close.
  */
 public final class StoreServer {
-    private static final ObjectMapper JSON = new ObjectMapper();
     private static final Base64.Encoder B64 = Base64.getEncoder();
     private static final Base64.Decoder UNB64 = Base64.getDecoder();
     private static BufferedReader in;
@@ -99,7 +97,7 @@ public final class StoreServer {
             if (line == null) {
                 Runtime.getRuntime().halt(0); // the harness is gone: die as a crash would, the store not closed
             }
-            JsonNode request = JSON.readTree(line);
+            JsonNode request = Json.parse(line);
             JsonNode asked = request.path("points");
             reporting = asked.isArray() ? asked.size() > 0 : asked.asBoolean(false);
             if (asked.isArray()) {
@@ -109,7 +107,7 @@ public final class StoreServer {
             } else {
                 reported = null;
             }
-            needRules(request); // before the request runs: its crash points (or the mutant's rules) are in place
+            needRules(request); // before the request runs: a mutant's rules are in place
             ObjectNode answer = JsonNodeFactory.instance.objectNode();
             try {
                 answer.set("ok", handle(request));
@@ -120,33 +118,26 @@ public final class StoreServer {
                 error.printStackTrace(new PrintWriter(trace));
                 raised.add(String.valueOf(error.getMessage()) + "\n" + trace);
             }
-            out.println(JSON.writeValueAsString(answer));
+            out.println(Json.write(answer));
             out.flush();
         }
     }
 
     /** Byteman's retransformer, installed through this JVM's agent the first time a request needs a rule. */
     private static Retransformer byteman;
-    /** Every rule of the script (the crash points' and the mutants'), by name, in the script's order. */
+    /** Every rule of the script (the mutants'), by name, in the script's order. */
     private static Map<String, String> rules;
     /** The rules installed in this JVM (each once, for the JVM's life). */
     private static final Set<String> installed = new HashSet<>();
 
     /**
-     * Install the rules a request needs that this JVM has not yet: those of the crash points it names
-     * ({@code "points": [names]}), every point's ({@code "points": true}, points traced) and the mutant it
-     * opens. Byteman's agent itself is installed with the first (through {@link Agent}, no rule loaded at
-     * start), and each rule retransforms the classes of Kafka's it names that are loaded already. A JVM whose
-     * runs arm no point never loads Byteman; one that arms a point pays for that rule alone.
+     * Install the rules of the mutant a request opens, unless this JVM has them already. Byteman's agent
+     * itself is installed with the first (through {@link Agent}, no rule loaded at start), and each rule
+     * retransforms the classes of Kafka's it names that are loaded already. A JVM that opens no mutant never
+     * loads Byteman. (The crash points are no rules: they are woven into Kafka's classes, {@link Weave}.)
      */
     private static void needRules(JsonNode request) {
-        JsonNode wanted = request.path("points");
         List<String> names = new ArrayList<>();
-        if (wanted.isArray()) {
-            wanted.forEach(name -> names.add(name.asText()));
-        } else if (wanted.asBoolean(false)) {
-            names.add("*");
-        }
         String opened = request.path("mutant").asText("");
         if (!opened.isEmpty()) {
             names.add("mutant." + opened);
@@ -165,7 +156,7 @@ public final class StoreServer {
             List<String> texts = new ArrayList<>();
             List<String> added = new ArrayList<>();
             rules.forEach((name, text) -> {
-                boolean asked = names.contains(name) || (names.contains("*") && !name.startsWith("mutant."));
+                boolean asked = names.contains(name);
                 if (asked && !installed.contains(name)) {
                     texts.add(text);
                     added.add(name);
@@ -222,18 +213,18 @@ public final class StoreServer {
      * warm-up, the store closed; the JVM serves its store all the same (and the harness removes {@code DIR}).
      */
     private static void warmUp(File dir) {
-        String path = JSON.getNodeFactory().textNode(dir.getAbsolutePath()).toString();
+        String path = Json.quote(dir.getAbsolutePath());
         path = path.substring(1, path.length() - 1); // the folder as a JSON string's contents
         try {
             for (String request : WARM_UP) {
-                handle(JSON.readTree(request.replace("%s", path)));
+                handle(Json.parse(request.replace("%s", path)));
             }
         } catch (Throwable failed) {
             System.err.println("eos-harness: the store JVM's warm-up stopped: " + failed);
         } finally {
             try {
                 if (store != null || WindowStores.store != null) {
-                    handle(JSON.readTree("{\"op\":\"close\"}"));
+                    handle(Json.parse("{\"op\":\"close\"}"));
                 }
             } catch (Throwable ignored) {
                 store = null;
@@ -282,15 +273,15 @@ public final class StoreServer {
         return reporting;
     }
 
-    /** Called by the Byteman rules at each crash point: ask the harness whether to go on (a point the request
-     * does not name goes on at once: its rule was installed for an earlier store of this JVM). */
+    /** Called at each crash point (woven into Kafka's classes, {@link Weave}): ask the harness whether to go on
+     * (a point the request does not name goes on at once). */
     public static void reach(String point) {
         Set<String> named = reported;
         if (!reporting || (named != null && !named.contains(point))) {
             return;
         }
         synchronized (StoreServer.class) {
-            out.println("{\"point\":" + JsonNodeFactory.instance.textNode(point) + "}");
+            out.println("{\"point\":" + Json.quote(point) + "}");
             out.flush();
             try {
                 String reply = in.readLine();
