@@ -1,0 +1,71 @@
+"""The kafka-streams suite's plan and command line, without Kafka: what a scenario kills is a function of its
+seed, its replay line gives it back, only steps the application reaches are drawn, and bad input is a usage
+error (exit 2) before any broker or JVM starts."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from eos_harness.faces.kafka_streams import kafka_streams_command
+from eos_harness.kafka_streams.app_points import APP_MUTANTS, POINTS_BY_NAME, RANDOM_KILL
+from eos_harness.suites.kafka_streams.checks import check_output, expected_outputs, workload
+from eos_harness.suites.kafka_streams.plan import known_subjects, scenario, settings_of
+
+
+@pytest.mark.parametrize("app", known_subjects())
+def test_the_replay_line_of_a_scenario_plans_the_same_kills(app):
+    for seed in range(6):
+        planned = scenario(app, seed, 3, records=40, memtable_kb=0, liveness_s=20, threads=2)
+        words = shlex.split(planned.repro())
+        assert words[:4] == ["eos-harness", "run", "--suite", "kafka-streams"]
+        params = kafka_streams_command.make_context("run", words[4:]).params
+        again = scenario(params["app"], params["seed"], params["kills"], params["point"], records=params["records"],
+                         memtable_kb=params["memtable_kb"], liveness_s=params["liveness"], threads=params["threads"])
+        assert again == planned
+
+
+def test_only_steps_the_application_reaches_are_drawn_and_a_restart_s_steps_never_first():
+    for app in known_subjects():
+        s = settings_of(app)
+        for seed in range(40):
+            kills = scenario(app, seed, 3).kills
+            for number, (point, hit) in enumerate(kills):
+                if point == RANDOM_KILL:
+                    assert 50 <= hit <= 1500
+                    continue
+                step = POINTS_BY_NAME[point]
+                assert step.applies(s.guarantee, s.store, s.transactional), (app, point)
+                assert number > 0 or step.phase == "commit", (app, kills)
+                if s.mutant and APP_MUTANTS[s.mutant].points:
+                    assert point in APP_MUTANTS[s.mutant].points
+    # Under exactly_once_v2 without transactional stores, Streams skips the stores' commit after a transaction.
+    assert not POINTS_BY_NAME["streams.commit.after_stores_commit"].applies("exactly_once_v2", "rocksdb", False)
+    assert POINTS_BY_NAME["streams.commit.after_stores_commit"].applies("at_least_once", "rocksdb", False)
+
+
+def test_the_output_check_names_a_repeated_a_lost_and_a_wrong_output():
+    records = [r for batch in workload(1, 2, 10, 3, 2) for r in batch]
+    want = expected_outputs(records)
+    outputs = [(key, seq, total) for seq, (key, total) in want.items()]
+    assert check_output(records, outputs, complete=True) == []
+    repeated, lost, wrong = outputs[0], outputs[1], outputs[2]
+    changed = [o for o in outputs if o not in (lost, wrong)] + [repeated, (wrong[0], wrong[1], wrong[2] + 1)]
+    found = {(v.check, v.observed) for v in check_output(records, changed, complete=True)}
+    assert ("exactly_once_output", "read 2 times") in found
+    assert ("exactly_once_output", "1 never read though the application processed its input") in found
+    assert ("output_values", f"sum {wrong[2] + 1}") in found
+    # Before the application processed its input, a missing output is liveness's, not a loss.
+    assert all(v.check != "exactly_once_output" for v in check_output(records, outputs[:5], complete=False))
+
+
+@pytest.mark.parametrize(("arguments", "says"), [
+    (["--app", "nope"], "'nope' is not one of"),
+    (["--point", "streams.restore.after_batch", "--kills", "1"], "give --kills 2"),
+    (["--app", "memory", "--point", "streams.store.before_write_batch"], "never reached by the application memory"),
+    (["--json", "/nonexistent-dir/x.json"], "does not exist"),
+])
+def test_bad_input_is_a_usage_error_before_anything_starts(cli, arguments, says):
+    result = cli.invoke("run", "--suite", "kafka-streams", "--seed", "1", *arguments)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert says in result.stderr and "starting a local Kafka" not in result.stdout
