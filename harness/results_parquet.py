@@ -17,7 +17,8 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["HISTORIES_DATASET", "PARQUET_DIR", "RESULTS_DATASET", "read_results", "write_histories", "write_results"]
+__all__ = ["HISTORIES_DATASET", "PARQUET_DIR", "RESULTS_DATASET", "read_results", "run_results", "write_histories",
+           "write_results"]
 
 PARQUET_DIR = "parquet"
 RESULTS_DATASET = "results"
@@ -118,3 +119,17 @@ def read_results(out_dir: Path) -> list[dict]:
     rows = sorted(zip(table.column("index").to_pylist(), table.column("result").to_pylist(), strict=True),
                   key=lambda row: row[0])
     return [json.loads(text) for _, text in rows]
+
+
+def run_results(out_dir: Path) -> list[dict]:
+    """A campaign's results: its ``results.jsonl`` (written as each scenario ends), else its Parquet results."""
+    lines = Path(out_dir) / "results.jsonl"
+    if lines.is_file():
+        found = []
+        for line in lines.read_text(errors="replace").splitlines():
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut short
+        return [r for r in found if isinstance(r, dict)]
+    return read_results(out_dir)

@@ -145,9 +145,14 @@ class LifecycleModel:
         names that). The lifecycle's checks are about commits: such a window is not a commit's."""
         if not self._expired:
             return observed
-        expired = self._expired[position]
+        expired = self.expired_at(position)
         state = self._states[position]
         return {k: v for k, v in observed.items() if k in state or v not in expired.get(k, ())}
+
+    def expired_at(self, position: int) -> dict[Key, frozenset[Value]]:
+        """A retention-only window store's expired windows at committed position ``position``, each with the
+        values such a store may still hold there (see :meth:`within_retention`); empty for any other store."""
+        return self._expired[position] if self._expired else {}
 
     def expected_output(self, position: int) -> list[tuple[Key, Value]]:
         """Every output record of the first ``position`` input records, in order."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import click
+from eos_harness.faces.check import check_command
 from eos_harness.faces.kafka_log import kafka_log_command
 from eos_harness.faces.kafka_metadata import kafka_metadata_command
 from eos_harness.faces.lifecycle import demo_command, run_command
@@ -436,6 +437,7 @@ main.add_command(demo_command)
 main.add_command(kafka_log_command)
 main.add_command(kafka_metadata_command)
 main.add_command(report_command)
+main.add_command(check_command)
 
 if __name__ == "__main__":
     main()
