@@ -520,7 +520,10 @@ def read_results(results_file: Path, state: dict | None = None) -> tuple[list[di
     try:
         data = Path(results_file).read_bytes()
     except FileNotFoundError:
-        return [], []
+        data = _parquet_lines(Path(results_file).parent)
+        if data is None:
+            return [], []
+        results_file = Path(results_file).parent / "parquet" / "results"
     except OSError as exc:
         return [], [f"{results_file}: cannot be read ({exc.strerror or exc}); every scenario runs again"]
     for number, result, problem in json_lines(data):
@@ -539,6 +542,21 @@ def read_results(results_file: Path, state: dict | None = None) -> tuple[list[di
             continue
         by_index[result["index"]] = result
     return [by_index[i] for i in sorted(by_index)], notes
+
+
+def _parquet_lines(out_dir: Path) -> bytes | None:
+    """Without ``results.jsonl``: the results of the campaign's Parquet dataset (``parquet/results``, written
+    at its end on ``--engine spark``), as the JSON lines they were; None when it has none (or no pyarrow)."""
+    from eos_harness.results_parquet import PARQUET_DIR, RESULTS_DATASET
+
+    if not (out_dir / PARQUET_DIR / RESULTS_DATASET).is_dir():
+        return None
+    try:
+        from eos_harness.results_parquet import read_results as read_parquet
+
+        return b"".join(json.dumps(result).encode() + b"\n" for result in read_parquet(out_dir))
+    except (ImportError, OSError, ValueError):  # no pyarrow, a damaged file: nothing finished to take over
+        return None
 
 
 def _not_of(result: dict, state: dict | None) -> str | None:

@@ -340,6 +340,10 @@ def load_run(directory: str | Path, campaign_json: str | Path | None = None) -> 
             campaign["read"] = [os.path.realpath(results_path)]
         view = _spark_campaign(campaign, directory, problems) if campaign.get("suite") == "spark" \
             else _lifecycle_campaign(campaign, directory, problems)
+    elif (directory / "parquet" / "results").is_dir():  # only the Parquet results (--engine spark) are left
+        campaign = _campaign_from_parquet(directory, problems)
+        view = _spark_campaign(campaign, directory, problems) if campaign.get("suite") == "spark" \
+            else _lifecycle_campaign(campaign, directory, problems)
     elif _exists(verdict_path):
         verdict = _read_json(verdict_path, problems)
         if verdict is not None:
@@ -395,10 +399,40 @@ def _read_campaign(path: Path, problems: list[Problem]) -> dict | None:
     return {**campaign, "scenarios": rows}
 
 
+def _campaign_from_parquet(directory: Path, problems: list[Problem]) -> dict:
+    """A campaign on Spark whose JSON (chaos.json, results.jsonl) is gone: its results from the Parquet dataset
+    it wrote at its end (``parquet/results``), its seed, stores and broker from the options it kept."""
+    from eos_harness.results_parquet import read_results
+
+    dataset = directory / "parquet" / "results"
+    try:
+        results = read_results(directory)
+    except ImportError as exc:
+        raise NoRun(f"{directory}: holds only Parquet results ({dataset}), and {exc.name} is not installed to "
+                    "read them: pip install 'eos-harness[spark]'") from None
+    except (OSError, ValueError) as exc:
+        raise NoRun(f"{directory}: holds only Parquet results ({dataset}), which cannot be read: {exc}") from None
+    rows = []
+    for number, row in enumerate(results):
+        wrong = result_problems(row)
+        if wrong:
+            problems.append(Problem(str(dataset), f"row {number}: {'; '.join(wrong)}: left out"))
+        else:
+            rows.append(row)
+    campaign = _campaign_from_rows(directory, rows, problems, what=str(dataset))
+    campaign["read"] = [os.path.realpath(dataset)]
+    campaign["cut_short"] = "stopped" in campaign  # written at the campaign's end: cut short only if it says so
+    return campaign
+
+
 def _campaign_from_results(directory: Path, results_path: Path, problems: list[Problem]) -> dict:
     """A campaign cut short (no chaos.json): its results from results.jsonl, its seed, stores and broker
     from the options it kept (campaign.json)."""
     rows = _read_jsonl(results_path, problems, "scenarios", check=result_problems)
+    return _campaign_from_rows(directory, rows, problems, what="results.jsonl")
+
+
+def _campaign_from_rows(directory: Path, rows: list[dict], problems: list[Problem], what: str) -> dict:
     campaign: dict = {"scenarios": rows}
     options = _campaign_options(directory, problems)
     if options:
@@ -409,7 +443,7 @@ def _campaign_from_results(directory: Path, results_path: Path, problems: list[P
         campaign["asked"] = options.get("stores") or options.get("systems")
         if options.get("finished") is False:
             campaign["stopped"] = {"why": "cut short", "message": "the campaign ended before it wrote chaos.json "
-                                   "(killed, or still running): the report shows the scenarios in results.jsonl"}
+                                   f"(killed, or still running): the report shows the scenarios in {what}"}
     if "suite" not in campaign and rows and "pipeline" in rows[0]:
         campaign["suite"] = "spark"
     campaign["cut_short"] = True
