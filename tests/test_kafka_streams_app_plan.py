@@ -69,3 +69,17 @@ def test_bad_input_is_a_usage_error_before_anything_starts(cli, arguments, says)
     result = cli.invoke("run", "--suite", "kafka-streams", "--seed", "1", *arguments)
     assert result.returncode == 2, result.stdout + result.stderr
     assert says in result.stderr and "starting a local Kafka" not in result.stdout
+
+
+def test_the_windowed_model_sums_per_window_and_compares_only_windows_the_store_still_keeps():
+    from eos_harness.suites.kafka_streams.checks import SEGMENT_MS, check_state, model_state
+
+    records = [r for batch in workload(2, 1, 400, 4, 2, base_ms=60_000 * 1000) for r in batch]  # 160 s of input
+    want = model_state(records, 10_000)
+    assert sum(want.values()) == sum(r.delta for r in records) and all("@" in k for k in want)
+    assert check_state(records, want, 1, 10_000, 120_000) == []
+    # The first segments are past the retention: gone from the store, not a violation; a later window wrong is.
+    old = {k: v for k, v in want.items() if int(k.partition("@")[2]) >= 60_000 * 1000 + SEGMENT_MS}
+    assert check_state(records, old, 1, 10_000, 120_000) == []
+    last = max(want, key=lambda k: int(k.partition("@")[2]))
+    assert [v.check for v in check_state(records, {**old, last: want[last] + 1}, 1, 10_000, 120_000)] == ["state"]

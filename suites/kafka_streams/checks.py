@@ -49,44 +49,56 @@ class InputRecord:
     key: str
     delta: int
     partition: int
+    ts: int = 0  # the record's timestamp (ms): the windowed aggregate's window
+
+    def group(self, window_ms: int) -> str:
+        """What the application sums over: the key, or with windows the key and its window's start."""
+        return self.key if not window_ms else f"{self.key}@{self.ts - self.ts % window_ms}"
 
 
-def workload(seed: int, batches: int, per_batch: int, keys: int, partitions: int) -> list[list[InputRecord]]:
+TIME_STEP_MS = 400  # between one input record's timestamp and the next's
+
+def workload(seed: int, batches: int, per_batch: int, keys: int, partitions: int,
+             base_ms: int = 0) -> list[list[InputRecord]]:
     """The seeded input: ``batches`` batches of ``per_batch`` records over ``keys`` keys; a key's records all
-    go to one partition (key index modulo ``partitions``), so the model's per-key order is Kafka's."""
+    go to one partition (key index modulo ``partitions``), so the model's per-key order is Kafka's. Record
+    ``seq``'s timestamp is ``base_ms + seq * TIME_STEP_MS`` (a run gives the time it starts, a whole minute:
+    timestamps years old would have the broker delete a window store's changelog by its retention)."""
     rng = random.Random(seed)
     out, seq = [], 0
     for _ in range(batches):
         batch = []
         for _ in range(per_batch):
             k = rng.randrange(keys)
-            batch.append(InputRecord(seq, f"k{k}", rng.randint(1, 9), k % partitions))
+            batch.append(InputRecord(seq, f"k{k}", rng.randint(1, 9), k % partitions, base_ms + seq * TIME_STEP_MS))
             seq += 1
         out.append(batch)
     return out
 
 
-def expected_outputs(records: Iterable[InputRecord]) -> dict[int, tuple[str, int]]:
-    """seq -> (key, the key's sum after that record)."""
+def expected_outputs(records: Iterable[InputRecord], window_ms: int = 0) -> dict[int, tuple[str, int]]:
+    """seq -> (key, the key's sum, in its window with ``window_ms``, after that record)."""
     sums: Counter = Counter()
     out = {}
     for r in records:
-        sums[r.key] += r.delta
-        out[r.seq] = (r.key, sums[r.key])
+        sums[r.group(window_ms)] += r.delta
+        out[r.seq] = (r.key, sums[r.group(window_ms)])
     return out
 
 
-def model_state(records: Iterable[InputRecord]) -> dict[str, int]:
+def model_state(records: Iterable[InputRecord], window_ms: int = 0) -> dict[str, int]:
+    """key (with windows ``key@windowStart``) -> sum."""
     sums: Counter = Counter()
     for r in records:
-        sums[r.key] += r.delta
+        sums[r.group(window_ms)] += r.delta
     return dict(sums)
 
 
-def check_output(records: list[InputRecord], outputs: list[tuple[str, int, int]], complete: bool) -> list[Violation]:
+def check_output(records: list[InputRecord], outputs: list[tuple[str, int, int]], complete: bool,
+                 window_ms: int = 0) -> list[Violation]:
     """``outputs``: (key, seq, sum) as read committed, in read order; ``complete``: the application processed
     all its input (else a missing output is liveness's, not a loss)."""
-    want = expected_outputs(records)
+    want = expected_outputs(records, window_ms)
     seen = Counter(seq for _, seq, _ in outputs)
     found: list[Violation] = []
     for seq, n in sorted(seen.items()):
@@ -110,9 +122,35 @@ def check_output(records: list[InputRecord], outputs: list[tuple[str, int, int]]
     return found
 
 
-def check_state(records: list[InputRecord], store: Mapping[str, int], life: int) -> list[Violation]:
-    """The store (key -> sum, read committed) once the input ``records`` were all processed."""
-    want = model_state(records)
+WINDOW_RETENTION_MS = 120_000  # the window store's retention
+SEGMENT_MS = 60_000  # its segment interval: max(retention / 2, 60 s)
+
+
+def live_windows(records: list[InputRecord], retention_ms: int) -> dict[str, int]:
+    """Per key, the earliest window start surely still in the window store: Streams drops a segment (segment id
+    ``start // SEGMENT_MS``) below the segment of its stream time minus the retention; the store's stream time
+    (its latest window start) is at most the partition's latest timestamp, so rounding up is safe."""
+    latest: dict[int, int] = {}
+    for r in records:
+        latest[r.partition] = max(latest.get(r.partition, r.ts), r.ts)
+    cutoff = {p: -(-(t - retention_ms) // SEGMENT_MS) * SEGMENT_MS for p, t in latest.items()}
+    return {r.key: cutoff[r.partition] for r in records}
+
+
+def check_state(records: list[InputRecord], store: Mapping[str, int], life: int, window_ms: int = 0,
+                retention_ms: int = 0) -> list[Violation]:
+    """The store (key, or ``key@windowStart``, -> sum, read committed) once the input ``records`` were all
+    processed; with windows, only those the store surely still holds (:func:`live_windows`) are compared."""
+    want = model_state(records, window_ms)
+    if window_ms:
+        live = live_windows(records, retention_ms)
+
+        def kept(name: str) -> bool:
+            key, _, start = name.partition("@")
+            return int(start) >= live.get(key, 0)
+
+        want = {k: v for k, v in want.items() if kept(k)}
+        store = {k: v for k, v in store.items() if kept(k)}
     diff = sorted(k for k in set(want) | set(store) if want.get(k) != store.get(k))
     if not diff:
         return []

@@ -17,6 +17,7 @@ from eos_harness.commands import command_line
 from eos_harness.kafka_streams.app_points import APP_MUTANTS, APP_POINTS, POINTS_BY_NAME, RANDOM_KILL
 
 from ..rotation import in_turn
+from .checks import WINDOW_RETENTION_MS
 
 __all__ = ["APPS", "Scenario", "Settings", "campaign", "draw_kills", "expected", "known_subjects", "settings_of",
            "subjects"]
@@ -29,6 +30,7 @@ class Settings:
     guarantee: str = "exactly_once_v2"
     mutant: str | None = None
     zombie: bool = False  # one instance frozen inside its commit past transaction.timeout.ms, then resumed
+    window_ms: int = 0  # the windowed aggregate: tumbling windows of this size (0: the key-value aggregate)
 
     @property
     def mutant_rules(self) -> bool:
@@ -36,16 +38,23 @@ class Settings:
 
     def to_json(self) -> dict:
         return {"store": self.store, "enable.transactional.statestores": self.transactional,
-                "processing.guarantee": self.guarantee, "mutant": self.mutant, "zombie": self.zombie}
+                "processing.guarantee": self.guarantee, "mutant": self.mutant, "zombie": self.zombie,
+                **({"window_ms": self.window_ms, "retention_ms": WINDOW_RETENTION_MS} if self.window_ms else {})}
 
 
 APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", False),
         "memory-tx": Settings("memory", True), "memory": Settings("memory", False),
-        "zombie": Settings("rocksdb", True, zombie=True)}
+        "zombie": Settings("rocksdb", True, zombie=True),
+        # a window store of a segment per minute (retention 2 min: Streams' segment interval is half of it,
+        # at least 60 s), fed records 0.4 s apart: each instance's input spans a segment or two
+        "window-rocksdb-tx": Settings("rocksdb", True, window_ms=10_000),
+        "window-rocksdb": Settings("rocksdb", False, window_ms=10_000),
+        "window-memory-tx": Settings("memory", True, window_ms=10_000)}
+
 # Each mutant on the configuration where its check can catch it.
 _MUTANT_BASE = {"output-twice": "rocksdb-tx", "output-value-altered": "rocksdb-tx", "at-least-once": "rocksdb", "restore-from-zero": "rocksdb-tx", "restore-skips-record": "memory",
                 "restore-hangs": "memory"}
-DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory", "zombie")
+DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory", "zombie", "window-rocksdb-tx", "window-rocksdb")
 
 
 def settings_of(app: str) -> Settings:

@@ -31,6 +31,7 @@ from eos_harness.verdict import error_result as verdict_error_result
 from .checks import (
     CHECKS,
     CONDITIONS,
+    WINDOW_RETENTION_MS,
     InputRecord,
     Restore,
     check_liveness,
@@ -115,7 +116,7 @@ class Producing:
             for chunk in chunks:
                 for r in chunk:
                     producer.produce(topic, key=r.key.encode(), value=f"{r.seq},{r.delta}".encode(),
-                                     partition=r.partition)
+                                     partition=r.partition, timestamp=r.ts)
                 producer.flush(30)
                 time.sleep(seconds / max(len(chunks), 1))
         except BaseException as exc:  # noqa: BLE001 - reported by the scenario
@@ -129,7 +130,7 @@ class Producing:
 
 def _durable(state: Path, app_id: str, partitions: int) -> dict[int, bool]:
     """Per task (input partition): whether its RocksDB store has table files on disk (a flushed commit)."""
-    return {p: any((state / app_id / f"0_{p}" / "rocksdb" / "sums").glob("*.sst")) for p in range(partitions)}
+    return {p: any((state / app_id / f"0_{p}").rglob("*.sst")) for p in range(partitions)}
 
 
 def _restores(app: StreamsAppProcess, life: int, durable: Mapping[int, bool]) -> list[Restore]:
@@ -160,7 +161,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
     kafka_client.create_topics(admin, topics)
     timings = {"topic_creation_s": round(time.monotonic() - t0, 3)}
     batches = workload(scenario.seed, len(scenario.kills) + 1 + SPARE_BATCHES, scenario.records, scenario.keys,
-                       scenario.partitions)
+                       scenario.partitions, int(time.time() // 60) * 60_000)
     spare = iter(batches)
     produced: list[InputRecord] = []
     state = directory / "state"
@@ -177,7 +178,8 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
     base = {"bootstrap": bootstrap, "app": app_id, "input": f"{app_id}-in", "output": f"{app_id}-out",
             "state": state, "guarantee": config.guarantee, "tx": str(config.transactional).lower(),
             "store": config.store, "memtable_kb": scenario.memtable_kb if config.store == "rocksdb" else 0,
-            "pad": scenario.pad, "threads": scenario.threads}
+            "pad": scenario.pad, "threads": scenario.threads,
+            **({"window_ms": config.window_ms, "retention_ms": WINDOW_RETENTION_MS} if config.window_ms else {})}
     try:
         if config.zombie:
             schedule = []  # its own course (:func:`_zombie`)
@@ -221,7 +223,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
             exercised["exactly_once_output"] = 1
         if reader.outputs:
             exercised["output_values"] = len(reader.outputs)
-        violations.extend(check_output(produced, reader.outputs, complete))
+        violations.extend(check_output(produced, reader.outputs, complete, config.window_ms))
         for life in lives:
             violations.extend(life.__dict__.pop("_state_violations", []))
         exercised["state"] = sum(1 for life in lives if life.state_checked and life.number > 0)
@@ -410,7 +412,7 @@ def _caught_up(app: StreamsAppProcess, life: Life, scenario, reader: OutputReade
             return True  # frozen at its point (or gone): no answer to judge
         if answer.kind == "STORE":
             store = _parse_store(answer.text)
-            found = check_state(produced, store, life.number)
+            found = check_state(produced, store, life.number, _window_ms(scenario), WINDOW_RETENTION_MS)
             if not found or time.monotonic() > deadline:
                 break
         elif time.monotonic() > deadline:
@@ -421,6 +423,12 @@ def _caught_up(app: StreamsAppProcess, life: Life, scenario, reader: OutputReade
     life.state_checked = True
     life.__dict__["_state_violations"] = found
     return True
+
+
+def _window_ms(scenario) -> int:
+    from .plan import settings_of
+
+    return settings_of(scenario.system).window_ms
 
 
 def _parse_store(text: str) -> dict[str, int]:

@@ -5,6 +5,7 @@ import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
@@ -26,10 +27,13 @@ import org.apache.kafka.streams.query.QueryResult;
 import org.apache.kafka.streams.query.RangeQuery;
 import org.apache.kafka.streams.query.StateQueryRequest;
 import org.apache.kafka.streams.query.StateQueryResult;
+import org.apache.kafka.streams.query.WindowRangeQuery;
 import org.apache.kafka.streams.state.KeyValueIterator;
 import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.RocksDBConfigSetter;
 import org.apache.kafka.streams.state.Stores;
+import org.apache.kafka.streams.state.WindowStore;
+import org.apache.kafka.streams.kstream.Windowed;
 import org.rocksdb.Options;
 
 /**
@@ -129,6 +133,62 @@ public final class StreamsApp {
         }
     }
 
+    /** The windowed aggregate: each record's delta added to its key's sum in its tumbling window of
+     *  window_ms (by the record's timestamp) in the window store "sums"; ("SEQ,SUM") sent on. */
+    static final class WindowedAggregate implements Processor<String, String, String, String> {
+        final String pad;
+        final long size;
+        WindowStore<String, String> store;
+        ProcessorContext<String, String> context;
+
+        WindowedAggregate(int pad, long size) { this.pad = "x".repeat(pad); this.size = size; }
+
+        public void init(ProcessorContext<String, String> context) {
+            this.context = context;
+            this.store = context.getStateStore(STORE);
+        }
+
+        public void process(Record<String, String> record) {
+            String[] parts = record.value().split(",");
+            long start = record.timestamp() - record.timestamp() % size;
+            String old = store.fetch(record.key(), start);
+            long sum = (old == null ? 0 : Long.parseLong(old.split(";")[0])) + Long.parseLong(parts[1]);
+            store.put(record.key(), sum + ";" + pad, start);
+            context.forward(record.withValue(parts[0] + "," + sum));
+        }
+    }
+
+    static void queryWindows(KafkaStreams streams) {
+        try {
+            StateQueryRequest<KeyValueIterator<Windowed<String>, String>> request = StateQueryRequest.inStore(STORE)
+                .withQuery(WindowRangeQuery.<String, String>withWindowStartRange(Instant.EPOCH, Instant.ofEpochMilli(Long.MAX_VALUE / 2)))
+                .withIsolationLevel(IsolationLevel.READ_COMMITTED);
+            StateQueryResult<KeyValueIterator<Windowed<String>, String>> result = streams.query(request);
+            Map<String, String> all = new TreeMap<>();
+            for (Map.Entry<Integer, QueryResult<KeyValueIterator<Windowed<String>, String>>> e : result.getPartitionResults().entrySet()) {
+                QueryResult<KeyValueIterator<Windowed<String>, String>> part = e.getValue();
+                if (part.isFailure()) {
+                    say("STORE_ERROR partition " + e.getKey() + ": " + part.getFailureReason() + " " + part.getFailureMessage());
+                    return;
+                }
+                try (KeyValueIterator<Windowed<String>, String> it = part.getResult()) {
+                    while (it.hasNext()) {
+                        KeyValue<Windowed<String>, String> kv = it.next();
+                        all.put(kv.key.key() + "@" + kv.key.window().start(), kv.value.split(";")[0]);
+                    }
+                }
+            }
+            StringBuilder b = new StringBuilder("{");
+            for (Map.Entry<String, String> e : all.entrySet()) {
+                if (b.length() > 1) b.append(',');
+                b.append(json(e.getKey())).append(':').append(e.getValue());
+            }
+            say("STORE " + result.getPartitionResults().keySet() + " " + b.append('}'));
+        } catch (RuntimeException e) {
+            say("STORE_ERROR " + e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).replace('\n', ' '));
+        }
+    }
+
     static String json(String s) {
         return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
     }
@@ -174,10 +234,20 @@ public final class StreamsApp {
         Topology topology = new Topology();
         topology.addSource("input", a.get("input"));
         int pad = Integer.parseInt(a.getOrDefault("pad", "0"));
-        topology.addProcessor("aggregate", () -> new Aggregate(pad), "input");
-        topology.addStateStore(Stores.keyValueStoreBuilder(
-            memory ? Stores.inMemoryKeyValueStore(STORE) : Stores.persistentKeyValueStore(STORE),
-            Serdes.String(), Serdes.String()).withCachingDisabled(), "aggregate");
+        long windowMs = Long.parseLong(a.getOrDefault("window_ms", "0"));
+        if (windowMs > 0) {  // the windowed aggregate: tumbling windows, kept retention_ms
+            Duration retention = Duration.ofMillis(Long.parseLong(a.get("retention_ms"))), size = Duration.ofMillis(windowMs);
+            topology.addProcessor("aggregate", () -> new WindowedAggregate(pad, windowMs), "input");
+            topology.addStateStore(Stores.windowStoreBuilder(
+                memory ? Stores.inMemoryWindowStore(STORE, retention, size, false)
+                       : Stores.persistentWindowStore(STORE, retention, size, false),
+                Serdes.String(), Serdes.String()).withCachingDisabled(), "aggregate");
+        } else {
+            topology.addProcessor("aggregate", () -> new Aggregate(pad), "input");
+            topology.addStateStore(Stores.keyValueStoreBuilder(
+                memory ? Stores.inMemoryKeyValueStore(STORE) : Stores.persistentKeyValueStore(STORE),
+                Serdes.String(), Serdes.String()).withCachingDisabled(), "aggregate");
+        }
         topology.addSink("output", a.get("output"), "aggregate");
 
         Properties p = new Properties();
@@ -226,7 +296,7 @@ public final class StreamsApp {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
-            if (line.equals("QUERY")) query(streams);
+            if (line.equals("QUERY")) { if (windowMs > 0) queryWindows(streams); else query(streams); }
             else if (line.equals("RELEASE")) { Points.released = true; say("RELEASED"); }
             else if (line.startsWith("ARM ")) { Points.arm(line.substring(4).trim()); say("ARMED " + line.substring(4).trim()); }
             else if (line.equals("STOP")) break;
