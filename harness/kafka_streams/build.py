@@ -83,12 +83,13 @@ class Server:
         return self.jar.with_name(self.jar.stem + "-points.jar")
 
     def command(self, java: str = "java", verify: bool = False, warm: str | None = None,
-                points: bool = True) -> list[str]:
-        """The command line of one store JVM. Its agent is the store server's own (``eosharness.Agent``:
-        it keeps the JVM's Instrumentation, no class transformer); Byteman's agent with a mutant's rules is
-        installed through it when a request opens a mutant, so a JVM that never does loads its classes
-        untransformed. The crash points are woven into Kafka's classes (``points``: false, for a benchmark,
-        Kafka's classes as they are, no point anywhere). ``verify``: the
+                points: bool = True, agent: bool = False) -> list[str]:
+        """The command line of one store JVM. ``agent``: one that may open a mutant, started with the store
+        server's own agent (``eosharness.Agent``: it keeps the JVM's Instrumentation, no class transformer),
+        through which Byteman's agent with the mutant's rules is installed when a request opens it; a JVM
+        without (every other: a Java agent at start was a tenth of a JVM life's CPU, 0.025 CPU-s) cannot. The
+        crash points are woven into Kafka's classes (``points``: false, for a benchmark, Kafka's classes as they
+        are, no point anywhere). ``verify``: the
         classes loaded from jars are verified (a JVM that may load a user's store), else not (:data:`NO_VERIFY`).
         ``warm``: a spare JVM (started ahead of its store, :mod:`eos_harness.kafka_streams.pool`), given an
         empty folder it opens, uses and closes a store of each kind in before it says it is ready
@@ -97,7 +98,7 @@ class Server:
         return [java, *JVM_OPTIONS, *([] if verify else [NO_VERIFY]), f"-Djava.library.path={self.folder / 'native'}",
                 *([f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"] if archive.is_file() else []),
                 "-Dorg.jboss.byteman.compile.to.bytecode=true",  # rules run as bytecode, not interpreted
-                f"-Deosharness.rules={self.rules}", f"-javaagent:{self.jar}",
+                f"-Deosharness.rules={self.rules}", *([f"-javaagent:{self.jar}"] if agent else []),
                 "-cp", os.pathsep.join(str(p) for p in (self.jar, *([self.woven] if points else []), *self.classpath,
                                                         self.byteman)), MAIN,
                 *(["--warm", warm] if warm else [])]
@@ -237,7 +238,7 @@ def _archive(server: Server, java: str) -> None:
     agent leaves alone. Checked by a start that must map it (``-Xshare:on``): an archive no JVM would map is
     removed. Best effort: without it a JVM starts all the same, only slower."""
     # Dumped verifying (a JVM that verifies maps only the classes of an archive dumped so; one that does not, any).
-    command = [arg for arg in server.command(java, verify=True) if not arg.startswith("-javaagent:")]
+    command = server.command(java, verify=True)
     command.insert(1, f"-XX:ArchiveClassesAtExit={server.folder / ARCHIVE}")
     with tempfile.TemporaryDirectory(prefix="eos-ks-warm-") as state, \
             contextlib.suppress(subprocess.SubprocessError, OSError):

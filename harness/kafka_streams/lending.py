@@ -5,17 +5,18 @@ Kafka version (:class:`~eos_harness.stores.Lending`), from the server's pool
 
 from __future__ import annotations
 
-from eos_harness.kafka_streams.pool import VERIFYING, JvmPool, current
+from eos_harness.kafka_streams.pool import AGENT, VERIFYING, JvmPool, current
 from eos_harness.kafka_streams.store import lend
 from eos_harness.stores import Lending
 
 __all__ = ["lending"]
 
 
-def lending(version: str, verify: bool = False) -> Lending:
+def lending(version: str, verify: bool = False, agent: bool = False) -> Lending:
     """A JVM of Kafka Streams ``version``, lent to the store's process; ``verify``: one that verifies the
-    classes it loads from jars (a user's store's: :data:`~eos_harness.kafka_streams.pool.VERIFYING`)."""
-    return Lending("jvm", version + (VERIFYING if verify else ""), _server_pool, lend)
+    classes it loads from jars (a user's store's: :data:`~eos_harness.kafka_streams.pool.VERIFYING`); ``agent``:
+    one started with the agent Byteman's is installed through (a mutant's: :data:`~eos_harness.kafka_streams.pool.AGENT`)."""
+    return Lending("jvm", version + (VERIFYING if verify else "") + (AGENT if agent else ""), _server_pool, lend)
 
 
 def _server_pool(output) -> tuple[JvmPool, bool]:

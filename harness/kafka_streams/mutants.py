@@ -36,6 +36,6 @@ for _rule in MUTANT_RULES:
         _name, "mutant", f"Kafka Streams {_version}'s {_kind} store (transactional), mutated in {_rule.java}: "
                          f"{_rule.meaning}",
         partial(KafkaStreamsStore, _version, _kind, _transactional, mutant=_rule.mistake), _caught_by,
-        suite="conformance", lending=lending(_version)))
+        suite="conformance", lending=lending(_version, agent=True)))
     KAFKA_STORES[_name] = KafkaStoreInfo(_version, _kind, _transactional)
     KAFKA_MUTANTS[_name] = _rule.mistake

@@ -38,9 +38,11 @@ import time
 
 from eos_harness.stores import LendError
 
-__all__ = ["VERIFYING", "Jvm", "JvmPool", "JvmStartError", "current", "shared"]
+__all__ = ["AGENT", "VERIFYING", "Jvm", "JvmPool", "JvmStartError", "current", "shared"]
 
 VERIFYING = "+verifying"  # a pool key's suffix: JVMs that verify the classes they load from jars (a user's store)
+# a pool key's suffix: JVMs started with the store server's agent, which Byteman's installs through (a mutant's store)
+AGENT = "+agent"
 
 READY_TIMEOUT_S = 120.0
 IDLE_TIMEOUT_S = 10.0  # how long a JVM whose store's process ended may take to say it is idle
@@ -188,9 +190,9 @@ class JvmPool:
         pool, warms up before it is ready."""
         from eos_harness.kafka_streams.build import BuildError, ensure_built
 
-        version = key.removesuffix(VERIFYING)
+        version = key.partition("+")[0]
         try:
-            command = ensure_built(version).command(verify=key != version)
+            command = ensure_built(version).command(verify=VERIFYING in key, agent=AGENT in key)
         except BuildError as exc:
             raise JvmStartError(str(exc)) from None
         jvm = Jvm(version, command, self._output(), key, warm=spare and self.warm)
@@ -205,7 +207,7 @@ class JvmPool:
 
     def take(self, key: str) -> Jvm:
         """An idle JVM of ``key`` (a version, :data:`VERIFYING` after it for one that verifies the classes it
-        loads), ready (started now when none is idle); in a warming pool, the next one is started as a
+        loads, :data:`AGENT` for one started with the agent a mutant's rules are installed through), ready (started now when none is idle); in a warming pool, the next one is started as a
         spare when it was the last."""
         with self._lock:
             idle = self._idle.setdefault(key, [])

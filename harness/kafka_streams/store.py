@@ -112,7 +112,7 @@ class KafkaStreamsStore:
             from eos_harness.kafka_streams.pool import Jvm, JvmStartError
 
             try:
-                self._own = Jvm(self.version, _command(self.version, verify=self.kind == "user"))
+                self._own = Jvm(self.version, _command(self.version, verify=self.kind == "user", agent=bool(self.mutant)))
                 self._own.wait_ready()
             except (BuildError, JvmStartError) as exc:
                 raise StoreError(str(exc)) from None
@@ -226,10 +226,10 @@ class KafkaStreamsStore:
                 self._own.kill()
 
 
-def _command(version: str, verify: bool = False) -> list[str]:
+def _command(version: str, verify: bool = False, agent: bool = False) -> list[str]:
     from eos_harness.kafka_streams.build import ensure_built
 
-    return ensure_built(version).command(verify=verify)
+    return ensure_built(version).command(verify=verify, agent=agent)
 
 
 class _CommittedView:
