@@ -63,16 +63,19 @@ def model_rows(model: LifecycleModel) -> dict[str, list[tuple]]:
     record, due once ``position`` input records are committed; ``expired`` (a retention-only window store),
     ``(key, value, start, end)``: the store may still hold ``value`` in the expired window ``key`` there."""
     last = len(model.records)
-    states = [model.state_at(p) for p in range(last + 1)]
-    keys = sorted(set().union(*states))
     rows: list[tuple] = []
-    for key in keys:
-        start, value = 0, states[0].get(key)
-        for p in range(1, last + 1):
-            if states[p].get(key) != value:
-                rows.append((key, value, start, p))
-                start, value = p, states[p].get(key)
-        rows.append((key, value, start, last + 1))
+    opened_at: dict = {key: 0 for key in model.state_at(0)}  # key -> where its current value began
+    previous = model.state_at(0)
+    for p in range(1, last + 1):
+        current = model.state_at(p)
+        # a plain store changes only where the record wrote; a window store's expiry drops windows unwritten
+        touched = set(previous) | set(current) if model.workload.windowed else {k for k, _ in model.effects[p - 1].writes}
+        for key in touched:
+            if previous.get(key) != current.get(key):
+                rows.append((key, previous.get(key), opened_at.get(key, 0), p))
+                opened_at[key] = p
+        previous = current
+    rows += [(key, previous.get(key), start, last + 1) for key, start in opened_at.items()]
     outputs = [(i + 1, n, key, value) for n, (i, (key, value)) in
                enumerate((i, out) for i, eff in enumerate(model.effects) for out in eff.outputs)]
     expired: list[tuple] = []
