@@ -64,6 +64,7 @@ def test_the_output_check_names_a_repeated_a_lost_and_a_wrong_output():
     (["--point", "streams.restore.after_batch", "--kills", "1"], "give --kills 2"),
     (["--app", "memory", "--point", "streams.store.before_write_batch"], "never reached by the application memory"),
     (["--json", "/nonexistent-dir/x.json"], "does not exist"),
+    (["--app", "join-rocksdb-tx", "--records", "3"], "give --records 5 or more"),
 ])
 def test_bad_input_is_a_usage_error_before_anything_starts(cli, arguments, says):
     result = cli.invoke("run", "--suite", "kafka-streams", "--seed", "1", *arguments)
@@ -83,3 +84,34 @@ def test_the_windowed_model_sums_per_window_and_compares_only_windows_the_store_
     assert check_state(records, old, 1, 10_000, 120_000) == []
     last = max(want, key=lambda k: int(k.partition("@")[2]))
     assert [v.check for v in check_state(records, {**old, last: want[last] + 1}, 1, 10_000, 120_000)] == ["state"]
+
+
+def test_the_join_model_multiplies_each_delta_by_its_key_s_rate_at_its_time_and_checks_the_table():
+    from eos_harness.suites.kafka_streams.checks import check_state, joined, model_state
+
+    plain = [r for batch in workload(3, 2, 20, 4, 2) for r in batch]
+    records = [r for batch in workload(3, 2, 20, 4, 2, table=True) for r in batch]
+    # The stream records are the workload's own; every 5th carries a table update.
+    assert [(r.seq, r.key, r.delta) for r in records] == [(r.seq, r.key, r.delta) for r in plain]
+    assert [r.seq for r in records if r.update] == list(range(0, 40, 5))
+    products, rates = joined(records)
+    current: dict[str, int] = {}
+    for r, p in zip(records, products, strict=True):
+        if r.update:
+            current[r.update[0]] = r.update[1]
+        assert p.delta == r.delta * current.get(r.key, 1)
+    assert any(p.delta != r.delta for r, p in zip(records, products, strict=True))  # the table changed some outputs
+    assert rates == current
+    store = {**model_state(products), **{f"rate:{k}": v for k, v in rates.items()}}
+    assert check_state(records, store, 1, join=True) == []
+    # The sums without the join, or a table that lost its last update, are wrong state.
+    assert check_state(records, {**model_state(records), **{f"rate:{k}": v for k, v in rates.items()}}, 1,
+                       join=True)
+    last = next(r.update for r in reversed(records) if r.update)
+    stale = {**store, f"rate:{last[0]}": last[1] + 1}
+    assert [v.check for v in check_state(records, stale, 1, join=True)] == ["state"]
+    # An output of the unjoined delta is a wrong value.
+    want = expected_outputs(products)
+    outputs = [(key, seq, total) for seq, (key, total) in want.items()]
+    assert check_output(records, outputs, complete=True, join=True) == []
+    assert any(v.check == "output_values" for v in check_output(records, outputs, complete=True))

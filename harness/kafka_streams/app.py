@@ -1,7 +1,8 @@
 """A real Kafka Streams application under test: its build, its JVM, and what it says while it runs.
 
 The application (``app/StreamsApp.java`` beside this module) is a key-value aggregate with a changelogged
-store "sums" (RocksDB or in memory), under ``processing.guarantee`` and ``enable.transactional.statestores``
+store "sums" (RocksDB or in memory; or per tumbling window; or fed by a stream-table join with a KTable
+"rates" of a second topic), under ``processing.guarantee`` and ``enable.transactional.statestores``
 as asked. It is compiled on first use against the pinned Kafka Streams jars (:mod:`.bundles`) into
 ``<cache>/kafka-streams/app-<version>-<digest>/`` (written in a temp folder and renamed into place, as the
 store server is, :mod:`.build`). :class:`StreamsAppProcess` starts one instance (its JVM small: ``-Xmx``

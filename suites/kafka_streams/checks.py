@@ -5,6 +5,9 @@ its restore listener said, after each restart. No Kafka here.
 The application (:mod:`eos_harness.kafka_streams.app`) adds each input record's delta to its key's sum and
 outputs ``SEQ,SUM``. The model is the same fold over the input in each partition's order: record ``SEQ``'s
 expected output is its key's sum after it, and the store after input ``S`` is every key's sum over ``S``.
+The stream-table join (``join-`` applications) first multiplies each delta by its key's rate in a KTable fed
+by a second topic (1 while the key has none): the model applies each table update before the stream records
+of later timestamps (Streams processes a task's records in timestamp order when they are on the broker).
 """
 
 from __future__ import annotations
@@ -12,12 +15,12 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from eos_harness.verdict import Violation
 
 __all__ = ["CHECKS", "CONDITIONS", "InputRecord", "Restore", "check_liveness", "check_no_wipe", "check_output",
-           "check_state", "expected_outputs", "model_state", "workload"]
+           "check_state", "expected_outputs", "joined", "model_state", "workload"]
 
 # Each check, in report order, with the promise it tests.
 CHECKS = {
@@ -50,6 +53,9 @@ class InputRecord:
     delta: int
     partition: int
     ts: int = 0  # the record's timestamp (ms): the windowed aggregate's window
+    # the join's table update produced (and acknowledged) just before this record, at its timestamp - 1:
+    # (key, rate, partition)
+    update: tuple[str, int, int] | None = None
 
     def group(self, window_ms: int) -> str:
         """What the application sums over: the key, or with windows the key and its window's start."""
@@ -57,23 +63,47 @@ class InputRecord:
 
 
 TIME_STEP_MS = 400  # between one input record's timestamp and the next's
+TABLE_EVERY = 5  # the join's table: an update before every 5th input record
+
 
 def workload(seed: int, batches: int, per_batch: int, keys: int, partitions: int,
-             base_ms: int = 0) -> list[list[InputRecord]]:
+             base_ms: int = 0, table: bool = False) -> list[list[InputRecord]]:
     """The seeded input: ``batches`` batches of ``per_batch`` records over ``keys`` keys; a key's records all
     go to one partition (key index modulo ``partitions``), so the model's per-key order is Kafka's. Record
     ``seq``'s timestamp is ``base_ms + seq * TIME_STEP_MS`` (a run gives the time it starts, a whole minute:
-    timestamps years old would have the broker delete a window store's changelog by its retention)."""
+    timestamps years old would have the broker delete a window store's changelog by its retention). With
+    ``table``, every :data:`TABLE_EVERY`-th record carries a table update (a key's new rate, 1-5), drawn from
+    a second generator: the stream records are the same as without."""
     rng = random.Random(seed)
+    table_rng = random.Random(f"table-{seed}")
     out, seq = [], 0
     for _ in range(batches):
         batch = []
         for _ in range(per_batch):
             k = rng.randrange(keys)
-            batch.append(InputRecord(seq, f"k{k}", rng.randint(1, 9), k % partitions, base_ms + seq * TIME_STEP_MS))
+            update = None
+            if table and seq % TABLE_EVERY == 0:
+                t = table_rng.randrange(keys)
+                update = (f"k{t}", table_rng.randint(1, 5), t % partitions)
+            batch.append(InputRecord(seq, f"k{k}", rng.randint(1, 9), k % partitions, base_ms + seq * TIME_STEP_MS,
+                                     update))
             seq += 1
         out.append(batch)
     return out
+
+
+def joined(records: Iterable[InputRecord]) -> tuple[list[InputRecord], dict[str, int]]:
+    """The stream-table join's input to the aggregate: each record's delta times its key's rate at its
+    timestamp (1 while the key has none); and the table after ``records`` (key -> rate). A key's table updates
+    and stream records share a partition only by chance: an update at ``ts - 1`` is applied before every
+    record of a later timestamp in its own partition, which is every later record (timestamps grow with seq)."""
+    rates: dict[str, int] = {}
+    out = []
+    for r in sorted(records, key=lambda r: r.seq):
+        if r.update is not None:
+            rates[r.update[0]] = r.update[1]
+        out.append(replace(r, delta=r.delta * rates.get(r.key, 1)))
+    return out, rates
 
 
 def expected_outputs(records: Iterable[InputRecord], window_ms: int = 0) -> dict[int, tuple[str, int]]:
@@ -95,9 +125,11 @@ def model_state(records: Iterable[InputRecord], window_ms: int = 0) -> dict[str,
 
 
 def check_output(records: list[InputRecord], outputs: list[tuple[str, int, int]], complete: bool,
-                 window_ms: int = 0) -> list[Violation]:
+                 window_ms: int = 0, join: bool = False) -> list[Violation]:
     """``outputs``: (key, seq, sum) as read committed, in read order; ``complete``: the application processed
-    all its input (else a missing output is liveness's, not a loss)."""
+    all its input (else a missing output is liveness's, not a loss); ``join``: the stream-table join's."""
+    if join:
+        records = joined(records)[0]
     want = expected_outputs(records, window_ms)
     seen = Counter(seq for _, seq, _ in outputs)
     found: list[Violation] = []
@@ -138,10 +170,15 @@ def live_windows(records: list[InputRecord], retention_ms: int) -> dict[str, int
 
 
 def check_state(records: list[InputRecord], store: Mapping[str, int], life: int, window_ms: int = 0,
-                retention_ms: int = 0) -> list[Violation]:
+                retention_ms: int = 0, join: bool = False) -> list[Violation]:
     """The store (key, or ``key@windowStart``, -> sum, read committed) once the input ``records`` were all
-    processed; with windows, only those the store surely still holds (:func:`live_windows`) are compared."""
-    want = model_state(records, window_ms)
+    processed; with windows, only those the store surely still holds (:func:`live_windows`) are compared; with
+    the join, the sums of the joined deltas and the table's store as ``rate:KEY`` -> rate."""
+    if join:
+        records, rates = joined(records)
+        want = {**model_state(records), **{f"rate:{k}": v for k, v in rates.items()}}
+    else:
+        want = model_state(records, window_ms)
     if window_ms:
         live = live_windows(records, retention_ms)
 

@@ -17,7 +17,7 @@ from eos_harness.commands import command_line
 from eos_harness.kafka_streams.app_points import APP_MUTANTS, APP_POINTS, POINTS_BY_NAME, RANDOM_KILL
 
 from ..rotation import in_turn
-from .checks import WINDOW_RETENTION_MS
+from .checks import TABLE_EVERY, WINDOW_RETENTION_MS
 
 __all__ = ["APPS", "Scenario", "Settings", "campaign", "draw_kills", "expected", "known_subjects", "settings_of",
            "subjects"]
@@ -31,6 +31,7 @@ class Settings:
     mutant: str | None = None
     zombie: bool = False  # one instance frozen inside its commit past transaction.timeout.ms, then resumed
     window_ms: int = 0  # the windowed aggregate: tumbling windows of this size (0: the key-value aggregate)
+    join: bool = False  # the stream-table join: the input joined with a KTable of rates, then summed
 
     @property
     def mutant_rules(self) -> bool:
@@ -39,7 +40,8 @@ class Settings:
     def to_json(self) -> dict:
         return {"store": self.store, "enable.transactional.statestores": self.transactional,
                 "processing.guarantee": self.guarantee, "mutant": self.mutant, "zombie": self.zombie,
-                **({"window_ms": self.window_ms, "retention_ms": WINDOW_RETENTION_MS} if self.window_ms else {})}
+                **({"window_ms": self.window_ms, "retention_ms": WINDOW_RETENTION_MS} if self.window_ms else {}),
+                **({"join": "stream-table (leftJoin with a KTable of rates)"} if self.join else {})}
 
 
 APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", False),
@@ -49,12 +51,18 @@ APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", 
         # at least 60 s), fed records 0.4 s apart: each instance's input spans a segment or two
         "window-rocksdb-tx": Settings("rocksdb", True, window_ms=10_000),
         "window-rocksdb": Settings("rocksdb", False, window_ms=10_000),
-        "window-memory-tx": Settings("memory", True, window_ms=10_000)}
+        "window-memory-tx": Settings("memory", True, window_ms=10_000),
+        # a KStream left-joined with a KTable (its own store and changelog) built from a second topic of the
+        # same partitions; the joined deltas summed as above
+        "join-rocksdb-tx": Settings("rocksdb", True, join=True),
+        "join-rocksdb": Settings("rocksdb", False, join=True),
+        "join-memory-tx": Settings("memory", True, join=True)}
 
 # Each mutant on the configuration where its check can catch it.
 _MUTANT_BASE = {"output-twice": "rocksdb-tx", "output-value-altered": "rocksdb-tx", "at-least-once": "rocksdb", "restore-from-zero": "rocksdb-tx", "restore-skips-record": "memory",
                 "restore-hangs": "memory"}
-DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory", "zombie", "window-rocksdb-tx", "window-rocksdb")
+DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory", "zombie", "window-rocksdb-tx", "window-rocksdb",
+                "join-rocksdb-tx", "join-rocksdb")
 
 
 def settings_of(app: str) -> Settings:
@@ -130,6 +138,9 @@ class Scenario:
 
 def scenario(app: str, seed: int, kills: int, point: str | None = None, **options) -> Scenario:
     """The scenario of ``app`` and ``seed``: its kills drawn (or each at ``point``, its hit drawn)."""
+    if settings_of(app).join and options.get("records", TABLE_EVERY) < TABLE_EVERY:
+        raise ValueError(f"the join application {app} updates its table before every {TABLE_EVERY}th record: "
+                         f"give --records {TABLE_EVERY} or more (else a batch may join without a table update)")
     drawn = draw_kills(app, seed, kills)
     if point == RANDOM_KILL:
         rng = random.Random(seed)

@@ -106,6 +106,7 @@ class Producing:
     """A batch produced over about ``seconds`` in the background (several commits of the application)."""
 
     def __init__(self, producer, topic: str, batch: list[InputRecord], seconds: float = 1.0) -> None:
+        self.table = topic[:-len("-in")] + "-table"  # the join's table topic (used only by records with an update)
         self._thread = threading.Thread(target=self._run, args=(producer, topic, batch, seconds), daemon=True)
         self.error: BaseException | None = None
         self._thread.start()
@@ -115,6 +116,15 @@ class Producing:
             chunks = [batch[i:i + 10] for i in range(0, len(batch), 10)]
             for chunk in chunks:
                 for r in chunk:
+                    if r.update is not None:  # the join's table update, between the records before and after it:
+                        # acknowledged after those before it and before those after it are sent (Streams waits to
+                        # fetch data already on the broker, then goes in timestamp order; data not yet sent it
+                        # does not wait for)
+                        key, rate, partition = r.update
+                        producer.flush(30)
+                        producer.produce(self.table, key=key.encode(), value=str(rate).encode(),
+                                         partition=partition, timestamp=r.ts - 1)
+                        producer.flush(30)
                     producer.produce(topic, key=r.key.encode(), value=f"{r.seq},{r.delta}".encode(),
                                      partition=r.partition, timestamp=r.ts)
                 producer.flush(30)
@@ -129,14 +139,18 @@ class Producing:
 
 
 def _durable(state: Path, app_id: str, partitions: int) -> dict[int, bool]:
-    """Per task (input partition): whether its RocksDB store has table files on disk (a flushed commit)."""
-    return {p: any((state / app_id / f"0_{p}").rglob("*.sst")) for p in range(partitions)}
+    """Per task (input partition): whether its RocksDB store "sums" (the join's table store aside) has table
+    files on disk (a flushed commit)."""
+    tasks = {p: state / app_id / f"0_{p}" for p in range(partitions)}
+    return {p: any("sums" in f.relative_to(task).parts[1] for f in task.rglob("*.sst")) for p, task in tasks.items()}
 
 
 def _restores(app: StreamsAppProcess, life: int, durable: Mapping[int, bool]) -> list[Restore]:
     started = {}
     done = {}
     for e in list(app.events):
+        if e.words and e.words[0] != "sums":  # the join's table store: its restoration is not judged
+            continue
         if e.kind == "RESTORE_START":
             started[int(e.words[1])] = (int(e.words[2]), int(e.words[3]))
         elif e.kind == "RESTORE_END":
@@ -155,13 +169,14 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
     config = settings_of(scenario.system)
     build = ensure_app_built(VERSION)
     app_id = f"ks-{scenario.seed}-{uuid.uuid4().hex[:6]}"
-    topics = {f"{app_id}-in": scenario.partitions, f"{app_id}-out": scenario.partitions}
+    topics = {f"{app_id}-in": scenario.partitions, f"{app_id}-out": scenario.partitions,
+              **({f"{app_id}-table": scenario.partitions} if config.join else {})}
     admin = kafka_client.admin_client(bootstrap)
     t0 = time.monotonic()
     kafka_client.create_topics(admin, topics)
     timings = {"topic_creation_s": round(time.monotonic() - t0, 3)}
     batches = workload(scenario.seed, len(scenario.kills) + 1 + SPARE_BATCHES, scenario.records, scenario.keys,
-                       scenario.partitions, int(time.time() // 60) * 60_000)
+                       scenario.partitions, int(time.time() // 60) * 60_000, table=config.join)
     spare = iter(batches)
     produced: list[InputRecord] = []
     state = directory / "state"
@@ -179,7 +194,8 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
             "state": state, "guarantee": config.guarantee, "tx": str(config.transactional).lower(),
             "store": config.store, "memtable_kb": scenario.memtable_kb if config.store == "rocksdb" else 0,
             "pad": scenario.pad, "threads": scenario.threads,
-            **({"window_ms": config.window_ms, "retention_ms": WINDOW_RETENTION_MS} if config.window_ms else {})}
+            **({"window_ms": config.window_ms, "retention_ms": WINDOW_RETENTION_MS} if config.window_ms else {}),
+            **({"table": f"{app_id}-table"} if config.join else {})}
     try:
         if config.zombie:
             schedule = []  # its own course (:func:`_zombie`)
@@ -223,7 +239,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
             exercised["exactly_once_output"] = 1
         if reader.outputs:
             exercised["output_values"] = len(reader.outputs)
-        violations.extend(check_output(produced, reader.outputs, complete, config.window_ms))
+        violations.extend(check_output(produced, reader.outputs, complete, config.window_ms, config.join))
         for life in lives:
             violations.extend(life.__dict__.pop("_state_violations", []))
         exercised["state"] = sum(1 for life in lives if life.state_checked and life.number > 0)
@@ -248,6 +264,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
         "seed": scenario.seed, "broker": scenario.broker, "kafka_version": version_of(scenario.opened or scenario.broker),
         "streams_version": VERSION, "application_id": app_id, "configuration": config.to_json(),
         "kills": [f"{p}@{h}" for p, h in scenario.kills], "records_produced": len(produced),
+        **({"table_updates": sum(1 for r in produced if r.update)} if config.join else {}),
         "outputs_read": len(reader.outputs), "verdict": verdict_of(violations),
         "violations": [v.to_json() for v in violations[:200]], "coverage": coverage,
         "exercised": sorted(c for c, n in coverage["exercised"].items() if n),
@@ -412,7 +429,8 @@ def _caught_up(app: StreamsAppProcess, life: Life, scenario, reader: OutputReade
             return True  # frozen at its point (or gone): no answer to judge
         if answer.kind == "STORE":
             store = _parse_store(answer.text)
-            found = check_state(produced, store, life.number, _window_ms(scenario), WINDOW_RETENTION_MS)
+            config = _settings(scenario)
+            found = check_state(produced, store, life.number, config.window_ms, WINDOW_RETENTION_MS, config.join)
             if not found or time.monotonic() > deadline:
                 break
         elif time.monotonic() > deadline:
@@ -425,10 +443,10 @@ def _caught_up(app: StreamsAppProcess, life: Life, scenario, reader: OutputReade
     return True
 
 
-def _window_ms(scenario) -> int:
+def _settings(scenario):
     from .plan import settings_of
 
-    return settings_of(scenario.system).window_ms
+    return settings_of(scenario.system)
 
 
 def _parse_store(text: str) -> dict[str, int]:

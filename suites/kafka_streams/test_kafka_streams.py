@@ -94,3 +94,15 @@ def test_kafka_streams_keeps_exactly_once_when_killed_at_random_times(eos_kafka_
     assert result["verdict"] == "pass", result["violations"]
     assert [k.partition("@")[0] for k in result["kills"]] == ["random", "random"]
     assert {"exactly_once_output", "state"} <= set(result["exercised"])
+
+
+@pytest.mark.slow  # make test-kafka-streams
+@pytest.mark.parametrize("app", ["join-rocksdb-tx", "join-memory-tx"])
+def test_a_stream_table_join_keeps_exactly_once_and_its_table_across_kills(eos_kafka_cluster, tmp_path, app):
+    # The stream's deltas multiplied by the rates of a KTable fed by a second topic; each restart's store (the
+    # sums and the table) and the whole output against the model of the join.
+    result = _run(eos_kafka_cluster, tmp_path, app, 2, 2)
+    assert result["verdict"] == "pass", result["violations"]
+    assert result["configuration"]["join"] and result["table_updates"] >= result["records_produced"] // 5
+    assert {"exactly_once_output", "output_values", "state", "liveness"} <= set(result["exercised"])
+    assert result["records_produced"] == result["outputs_read"]

@@ -32,7 +32,13 @@ import org.apache.kafka.streams.state.KeyValueIterator;
 import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.RocksDBConfigSetter;
 import org.apache.kafka.streams.state.Stores;
+import org.apache.kafka.streams.state.KeyValueBytesStoreSupplier;
+import org.apache.kafka.streams.state.ValueAndTimestamp;
 import org.apache.kafka.streams.state.WindowStore;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.rocksdb.Options;
 
@@ -51,6 +57,7 @@ import org.rocksdb.Options;
  */
 public final class StreamsApp {
     static final String STORE = "sums";
+    static final String RATES = "rates";  // the stream-table join's table
     static final PrintStream OUT = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true,
                                                    StandardCharsets.UTF_8);
 
@@ -193,35 +200,47 @@ public final class StreamsApp {
         return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
     }
 
-    static void query(KafkaStreams streams) {
+    /** The store STORE (and with the join the table RATES, as "rate:KEY"), read committed: "STORE [partitions] {json}". */
+    static void query(KafkaStreams streams, boolean join) {
         try {
-            StateQueryRequest<KeyValueIterator<String, String>> request = StateQueryRequest.inStore(STORE)
-                .withQuery(RangeQuery.<String, String>withNoBounds())
-                .withIsolationLevel(IsolationLevel.READ_COMMITTED);
-            StateQueryResult<KeyValueIterator<String, String>> result = streams.query(request);
             Map<String, String> all = new TreeMap<>();
-            for (Map.Entry<Integer, QueryResult<KeyValueIterator<String, String>>> e : result.getPartitionResults().entrySet()) {
-                QueryResult<KeyValueIterator<String, String>> part = e.getValue();
-                if (part.isFailure()) {
-                    say("STORE_ERROR partition " + e.getKey() + ": " + part.getFailureReason() + " " + part.getFailureMessage());
-                    return;
-                }
-                try (KeyValueIterator<String, String> it = part.getResult()) {
-                    while (it.hasNext()) {
-                        KeyValue<String, String> kv = it.next();
-                        all.put(kv.key, kv.value.split(";")[0]);
-                    }
-                }
-            }
+            Object partitions = queryInto(streams, STORE, "", all);
+            if (partitions == null) return;
+            if (join && queryInto(streams, RATES, "rate:", all) == null) return;
             StringBuilder b = new StringBuilder("{");
             for (Map.Entry<String, String> e : all.entrySet()) {
                 if (b.length() > 1) b.append(',');
                 b.append(json(e.getKey())).append(':').append(e.getValue());
             }
-            say("STORE " + result.getPartitionResults().keySet() + " " + b.append('}'));
+            say("STORE " + partitions + " " + b.append('}'));
         } catch (RuntimeException e) {
             say("STORE_ERROR " + e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).replace('\n', ' '));
         }
+    }
+
+    /** One key-value store's entries (a value's part before ';'; a table's value out of its ValueAndTimestamp)
+     *  put into ``all`` under ``prefix``+key; the partitions that answered, or null (STORE_ERROR said). */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    static Object queryInto(KafkaStreams streams, String store, String prefix, Map<String, String> all) {
+        StateQueryRequest<KeyValueIterator<String, Object>> request = StateQueryRequest.inStore(store)
+            .withQuery((RangeQuery) RangeQuery.<String, Object>withNoBounds())
+            .withIsolationLevel(IsolationLevel.READ_COMMITTED);
+        StateQueryResult<KeyValueIterator<String, Object>> result = streams.query(request);
+        for (Map.Entry<Integer, QueryResult<KeyValueIterator<String, Object>>> e : result.getPartitionResults().entrySet()) {
+            QueryResult<KeyValueIterator<String, Object>> part = e.getValue();
+            if (part.isFailure()) {
+                say("STORE_ERROR " + store + " partition " + e.getKey() + ": " + part.getFailureReason() + " " + part.getFailureMessage());
+                return null;
+            }
+            try (KeyValueIterator<String, Object> it = part.getResult()) {
+                while (it.hasNext()) {
+                    KeyValue<String, Object> kv = it.next();
+                    Object v = kv.value instanceof ValueAndTimestamp ? ((ValueAndTimestamp) kv.value).value() : kv.value;
+                    all.put(prefix + kv.key, String.valueOf(v).split(";")[0]);
+                }
+            }
+        }
+        return result.getPartitionResults().keySet();
     }
 
     public static void main(String[] args) throws Exception {
@@ -231,24 +250,46 @@ public final class StreamsApp {
             a.put(arg.substring(0, eq), arg.substring(eq + 1));
         }
         boolean memory = "memory".equals(a.get("store"));
-        Topology topology = new Topology();
-        topology.addSource("input", a.get("input"));
         int pad = Integer.parseInt(a.getOrDefault("pad", "0"));
         long windowMs = Long.parseLong(a.getOrDefault("window_ms", "0"));
-        if (windowMs > 0) {  // the windowed aggregate: tumbling windows, kept retention_ms
-            Duration retention = Duration.ofMillis(Long.parseLong(a.get("retention_ms"))), size = Duration.ofMillis(windowMs);
-            topology.addProcessor("aggregate", () -> new WindowedAggregate(pad, windowMs), "input");
-            topology.addStateStore(Stores.windowStoreBuilder(
-                memory ? Stores.inMemoryWindowStore(STORE, retention, size, false)
-                       : Stores.persistentWindowStore(STORE, retention, size, false),
-                Serdes.String(), Serdes.String()).withCachingDisabled(), "aggregate");
-        } else {
-            topology.addProcessor("aggregate", () -> new Aggregate(pad), "input");
-            topology.addStateStore(Stores.keyValueStoreBuilder(
+        boolean join = a.containsKey("table");
+        Topology topology;
+        if (join) {  // the stream-table join: the input left-joined with the KTable "rates" (its own changelog)
+            StreamsBuilder builder = new StreamsBuilder();
+            builder.addStateStore(Stores.keyValueStoreBuilder(
                 memory ? Stores.inMemoryKeyValueStore(STORE) : Stores.persistentKeyValueStore(STORE),
-                Serdes.String(), Serdes.String()).withCachingDisabled(), "aggregate");
+                Serdes.String(), Serdes.String()).withCachingDisabled());
+            KeyValueBytesStoreSupplier rates = memory ? Stores.inMemoryKeyValueStore(RATES)
+                                                      : Stores.persistentTimestampedKeyValueStore(RATES);
+            KTable<String, String> table = builder.table(a.get("table"), Consumed.with(Serdes.String(), Serdes.String()),
+                Materialized.<String, String>as(rates).withKeySerde(Serdes.String()).withValueSerde(Serdes.String())
+                    .withCachingDisabled());
+            builder.stream(a.get("input"), Consumed.with(Serdes.String(), Serdes.String()))
+                .leftJoin(table, (value, rate) -> {  // "SEQ,DELTA" -> "SEQ,DELTA*RATE" (rate 1 while none)
+                    String[] parts = value.split(",");
+                    return parts[0] + "," + Long.parseLong(parts[1]) * (rate == null ? 1 : Long.parseLong(rate));
+                })
+                .process(() -> new Aggregate(pad), STORE)
+                .to(a.get("output"));
+            topology = builder.build();
+        } else {
+            topology = new Topology();
+            topology.addSource("input", a.get("input"));
+            if (windowMs > 0) {  // the windowed aggregate: tumbling windows, kept retention_ms
+                Duration retention = Duration.ofMillis(Long.parseLong(a.get("retention_ms"))), size = Duration.ofMillis(windowMs);
+                topology.addProcessor("aggregate", () -> new WindowedAggregate(pad, windowMs), "input");
+                topology.addStateStore(Stores.windowStoreBuilder(
+                    memory ? Stores.inMemoryWindowStore(STORE, retention, size, false)
+                           : Stores.persistentWindowStore(STORE, retention, size, false),
+                    Serdes.String(), Serdes.String()).withCachingDisabled(), "aggregate");
+            } else {
+                topology.addProcessor("aggregate", () -> new Aggregate(pad), "input");
+                topology.addStateStore(Stores.keyValueStoreBuilder(
+                    memory ? Stores.inMemoryKeyValueStore(STORE) : Stores.persistentKeyValueStore(STORE),
+                    Serdes.String(), Serdes.String()).withCachingDisabled(), "aggregate");
+            }
+            topology.addSink("output", a.get("output"), "aggregate");
         }
-        topology.addSink("output", a.get("output"), "aggregate");
 
         Properties p = new Properties();
         p.put("application.id", a.get("app"));
@@ -296,7 +337,7 @@ public final class StreamsApp {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
-            if (line.equals("QUERY")) { if (windowMs > 0) queryWindows(streams); else query(streams); }
+            if (line.equals("QUERY")) { if (windowMs > 0) queryWindows(streams); else query(streams, join); }
             else if (line.equals("RELEASE")) { Points.released = true; say("RELEASED"); }
             else if (line.startsWith("ARM ")) { Points.arm(line.substring(4).trim()); say("ARMED " + line.substring(4).trim()); }
             else if (line.equals("STOP")) break;
