@@ -21,7 +21,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-__all__ = ["CONNECT_TIMEOUT_S", "DEFAULT_BATCHES", "KafkaInput", "TopicSnapshot", "default_limit", "is_kafka_input",
+__all__ = ["CONNECT_TIMEOUT_S", "kafka_jars", "DEFAULT_BATCHES", "KafkaInput", "TopicSnapshot", "default_limit", "is_kafka_input",
            "micro_batches", "parse_input", "snapshot"]
 
 SCHEME = "kafka://"
@@ -225,3 +225,15 @@ def micro_batches(topic: TopicSnapshot, limit: int) -> list[dict[int, int]]:
         batches.append(end)
         start = end
     return batches
+
+
+def kafka_jars() -> list[str]:
+    """Spark's Kafka connector and its dependencies (bundle ``spark-kafka``), for ``spark.jars``."""
+    import eos_harness.spark  # noqa: F401  (registers the bundle)
+    from eos_harness.jars import JarFetchError, ensure
+
+    try:
+        return [str(p) for p in ensure("spark-kafka")]
+    except JarFetchError as exc:
+        raise RuntimeError(f"the Kafka source and sink need Spark's Kafka connector: {exc}. Fetch it ahead of "
+                           "time with: python -m eos_harness.jars spark-kafka") from exc

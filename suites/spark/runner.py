@@ -36,6 +36,7 @@ from eos_harness.suites.spark.checks import (
     recorded_watermarks,
 )
 from eos_harness.suites.spark.driver_run import committed_batches, run_driver
+from eos_harness.suites.spark.kafka_input import kafka_jars
 from eos_harness.suites.spark.plan import SparkScenario, judge, matrix
 from eos_harness.verdict import (
     ERROR,
@@ -88,18 +89,6 @@ def write_input(directory: Path, batches: list[list[tuple[str, int]]]) -> None:
         path = directory / f"part-{n:05d}.json"
         path.write_text("".join(json.dumps({"key": k, "ts": ts}) + "\n" for k, ts in batch))
         os.utime(path, (EPOCH + n, EPOCH + n))
-
-
-def kafka_jars() -> list[str]:
-    """Spark's Kafka connector and its dependencies (bundle ``spark-kafka``), for ``spark.jars``."""
-    import eos_harness.spark  # noqa: F401  (registers the bundle)
-    from eos_harness.jars import JarFetchError, ensure
-
-    try:
-        return [str(p) for p in ensure("spark-kafka")]
-    except JarFetchError as exc:
-        raise RuntimeError(f"the Kafka source and sink need Spark's Kafka connector: {exc}. Fetch it ahead of "
-                           "time with: python -m eos_harness.jars spark-kafka") from exc
 
 
 def error_result(scenario, exc: BaseException) -> dict:

@@ -450,7 +450,7 @@ def _config(scenario: UserScenario, run_dir: Path, name: str, read_output: bool)
               "schema": scenario.schema, "checkpoint": str(run_dir / "checkpoint"), "output": str(run_dir / "output"),
               "report": str(run_dir / f"{name}.report.jsonl"), "partitions": 2, "read_output": read_output}
     if scenario.kafka:
-        from eos_harness.suites.spark.runner import kafka_jars
+        from eos_harness.suites.spark.kafka_input import kafka_jars
 
         config.update(source="kafka", jars=kafka_jars(), kafka={
             "bootstrap": scenario.kafka.bootstrap, "topic": scenario.kafka.topic, "max_offsets": scenario.max_offsets})
