@@ -115,3 +115,23 @@ def test_the_join_model_multiplies_each_delta_by_its_key_s_rate_at_its_time_and_
     outputs = [(key, seq, total) for seq, (key, total) in want.items()]
     assert check_output(records, outputs, complete=True, join=True) == []
     assert any(v.check == "output_values" for v in check_output(records, outputs, complete=True))
+
+
+def test_the_global_table_s_updates_come_before_their_batch_and_apply_to_all_of_it():
+    from eos_harness.suites.kafka_streams.checks import check_state, joined, model_state
+
+    batches = workload(4, 3, 10, 8, 2, global_table=True)
+    records = [r for batch in batches for r in batch]
+    assert [r.seq for r in records if r.global_updates] == [0, 10, 20]
+    assert all(r.update is None for r in records)
+    products, rates = joined(records)
+    for batch in batches:  # every record of a batch joins with the table as its first record's updates left it
+        at_start = joined([r for r in records if r.seq <= batch[0].seq])[1]
+        for r in batch:
+            assert next(p for p in products if p.seq == r.seq).delta == r.delta * at_start.get(r.key, 1)
+    assert len(rates) >= 3
+    store = {**model_state(products), **{f"rate:{k}": v for k, v in rates.items()}}
+    assert check_state(records, store, 1, join=True) == []
+    missing = dict(store)
+    missing.pop(next(k for k in store if k.startswith("rate:")))
+    assert [v.check for v in check_state(records, missing, 1, join=True)] == ["state"]

@@ -56,6 +56,9 @@ class InputRecord:
     # the join's table update produced (and acknowledged) just before this record, at its timestamp - 1:
     # (key, rate, partition)
     update: tuple[str, int, int] | None = None
+    # the global table's updates (the first record of a batch): sent, and seen in the application's global
+    # store, before the batch is
+    global_updates: tuple[tuple[str, int, int], ...] = ()
 
     def group(self, window_ms: int) -> str:
         """What the application sums over: the key, or with windows the key and its window's start."""
@@ -67,26 +70,31 @@ TABLE_EVERY = 5  # the join's table: an update before every 5th input record
 
 
 def workload(seed: int, batches: int, per_batch: int, keys: int, partitions: int,
-             base_ms: int = 0, table: bool = False) -> list[list[InputRecord]]:
+             base_ms: int = 0, table: bool = False, global_table: bool = False) -> list[list[InputRecord]]:
     """The seeded input: ``batches`` batches of ``per_batch`` records over ``keys`` keys; a key's records all
     go to one partition (key index modulo ``partitions``), so the model's per-key order is Kafka's. Record
     ``seq``'s timestamp is ``base_ms + seq * TIME_STEP_MS`` (a run gives the time it starts, a whole minute:
     timestamps years old would have the broker delete a window store's changelog by its retention). With
     ``table``, every :data:`TABLE_EVERY`-th record carries a table update (a key's new rate, 1-5), drawn from
-    a second generator: the stream records are the same as without."""
+    a second generator: the stream records are the same as without. With ``global_table``, each batch's first
+    record carries 3 updates of the global table (3 keys' new rates)."""
     rng = random.Random(seed)
     table_rng = random.Random(f"table-{seed}")
     out, seq = [], 0
     for _ in range(batches):
         batch = []
         for _ in range(per_batch):
+            news = ()
+            if global_table and not batch:
+                news = tuple((f"k{t}", table_rng.randint(1, 5), t % partitions)
+                             for t in table_rng.sample(range(keys), min(3, keys)))
             k = rng.randrange(keys)
             update = None
             if table and seq % TABLE_EVERY == 0:
                 t = table_rng.randrange(keys)
                 update = (f"k{t}", table_rng.randint(1, 5), t % partitions)
             batch.append(InputRecord(seq, f"k{k}", rng.randint(1, 9), k % partitions, base_ms + seq * TIME_STEP_MS,
-                                     update))
+                                     update, news))
             seq += 1
         out.append(batch)
     return out
@@ -100,8 +108,8 @@ def joined(records: Iterable[InputRecord]) -> tuple[list[InputRecord], dict[str,
     rates: dict[str, int] = {}
     out = []
     for r in sorted(records, key=lambda r: r.seq):
-        if r.update is not None:
-            rates[r.update[0]] = r.update[1]
+        for key, rate, _ in ((r.update,) if r.update is not None else ()) + r.global_updates:
+            rates[key] = rate
         out.append(replace(r, delta=r.delta * rates.get(r.key, 1)))
     return out, rates
 

@@ -32,6 +32,7 @@ class Settings:
     zombie: bool = False  # one instance frozen inside its commit past transaction.timeout.ms, then resumed
     window_ms: int = 0  # the windowed aggregate: tumbling windows of this size (0: the key-value aggregate)
     join: bool = False  # the stream-table join: the input joined with a KTable of rates, then summed
+    global_table: bool = False  # with join: the table a GlobalKTable (every instance holds all of it)
 
     @property
     def mutant_rules(self) -> bool:
@@ -41,7 +42,8 @@ class Settings:
         return {"store": self.store, "enable.transactional.statestores": self.transactional,
                 "processing.guarantee": self.guarantee, "mutant": self.mutant, "zombie": self.zombie,
                 **({"window_ms": self.window_ms, "retention_ms": WINDOW_RETENTION_MS} if self.window_ms else {}),
-                **({"join": "stream-table (leftJoin with a KTable of rates)"} if self.join else {})}
+                **({"join": "stream-globaltable (leftJoin with a GlobalKTable of rates)" if self.global_table
+                    else "stream-table (leftJoin with a KTable of rates)"} if self.join else {})}
 
 
 APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", False),
@@ -56,13 +58,19 @@ APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", 
         # same partitions; the joined deltas summed as above
         "join-rocksdb-tx": Settings("rocksdb", True, join=True),
         "join-rocksdb": Settings("rocksdb", False, join=True),
-        "join-memory-tx": Settings("memory", True, join=True)}
+        "join-memory-tx": Settings("memory", True, join=True),
+        # the same with a GlobalKTable of a third topic (no changelog: restored from its topic by the global
+        # thread, which is not synchronised with the tasks: its updates are sent, and seen in the global store,
+        # between batches)
+        "global-rocksdb-tx": Settings("rocksdb", True, join=True, global_table=True),
+        "global-rocksdb": Settings("rocksdb", False, join=True, global_table=True),
+        "global-memory-tx": Settings("memory", True, join=True, global_table=True)}
 
 # Each mutant on the configuration where its check can catch it.
 _MUTANT_BASE = {"output-twice": "rocksdb-tx", "output-value-altered": "rocksdb-tx", "at-least-once": "rocksdb", "restore-from-zero": "rocksdb-tx", "restore-skips-record": "memory",
                 "restore-hangs": "memory"}
 DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory", "zombie", "window-rocksdb-tx", "window-rocksdb",
-                "join-rocksdb-tx", "join-rocksdb")
+                "join-rocksdb-tx", "join-rocksdb", "global-rocksdb-tx")
 
 
 def settings_of(app: str) -> Settings:
@@ -138,7 +146,7 @@ class Scenario:
 
 def scenario(app: str, seed: int, kills: int, point: str | None = None, **options) -> Scenario:
     """The scenario of ``app`` and ``seed``: its kills drawn (or each at ``point``, its hit drawn)."""
-    if settings_of(app).join and options.get("records", TABLE_EVERY) < TABLE_EVERY:
+    if settings_of(app).join and not settings_of(app).global_table and options.get("records", TABLE_EVERY) < TABLE_EVERY:
         raise ValueError(f"the join application {app} updates its table before every {TABLE_EVERY}th record: "
                          f"give --records {TABLE_EVERY} or more (else a batch may join without a table update)")
     drawn = draw_kills(app, seed, kills)

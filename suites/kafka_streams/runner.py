@@ -170,13 +170,15 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
     build = ensure_app_built(VERSION)
     app_id = f"ks-{scenario.seed}-{uuid.uuid4().hex[:6]}"
     topics = {f"{app_id}-in": scenario.partitions, f"{app_id}-out": scenario.partitions,
-              **({f"{app_id}-table": scenario.partitions} if config.join else {})}
+              **({f"{app_id}-{'global' if config.global_table else 'table'}": scenario.partitions}
+                 if config.join else {})}
     admin = kafka_client.admin_client(bootstrap)
     t0 = time.monotonic()
     kafka_client.create_topics(admin, topics)
     timings = {"topic_creation_s": round(time.monotonic() - t0, 3)}
     batches = workload(scenario.seed, len(scenario.kills) + 1 + SPARE_BATCHES, scenario.records, scenario.keys,
-                       scenario.partitions, int(time.time() // 60) * 60_000, table=config.join)
+                       scenario.partitions, int(time.time() // 60) * 60_000,
+                       table=config.join and not config.global_table, global_table=config.global_table)
     spare = iter(batches)
     produced: list[InputRecord] = []
     state = directory / "state"
@@ -195,7 +197,8 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
             "store": config.store, "memtable_kb": scenario.memtable_kb if config.store == "rocksdb" else 0,
             "pad": scenario.pad, "threads": scenario.threads,
             **({"window_ms": config.window_ms, "retention_ms": WINDOW_RETENTION_MS} if config.window_ms else {}),
-            **({"table": f"{app_id}-table"} if config.join else {})}
+            **({("global" if config.global_table else "table"): f"{app_id}-{'global' if config.global_table else 'table'}"}
+               if config.join else {})}
     try:
         if config.zombie:
             schedule = []  # its own course (:func:`_zombie`)
@@ -264,7 +267,8 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
         "seed": scenario.seed, "broker": scenario.broker, "kafka_version": version_of(scenario.opened or scenario.broker),
         "streams_version": VERSION, "application_id": app_id, "configuration": config.to_json(),
         "kills": [f"{p}@{h}" for p, h in scenario.kills], "records_produced": len(produced),
-        **({"table_updates": sum(1 for r in produced if r.update)} if config.join else {}),
+        **({"table_updates": sum(1 for r in produced if r.update) + sum(len(r.global_updates) for r in produced)}
+           if config.join else {}),
         "outputs_read": len(reader.outputs), "verdict": verdict_of(violations),
         "violations": [v.to_json() for v in violations[:200]], "coverage": coverage,
         "exercised": sorted(c for c, n in coverage["exercised"].items() if n),
@@ -388,6 +392,8 @@ def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, pr
         batch = next(spare, None)
         if batch is None:
             break
+        if batch[0].global_updates:
+            _update_global(app, producer, batch, produced, scenario)
         sending = Producing(producer, f"{app.arguments['input']}", batch)
         produced.extend(batch)
         if life.point == RANDOM_KILL:  # killed wherever it is, the drawn milliseconds after its input began
@@ -405,6 +411,28 @@ def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, pr
         if life.point is None:
             return "last"
     return "next" if life.point else "last"
+
+
+def _update_global(app: StreamsAppProcess, producer, batch: list[InputRecord], produced: list[InputRecord],
+                   scenario) -> None:
+    """The global table's updates of ``batch`` sent, then waited for in the instance's global store (its
+    global thread is not synchronised with its tasks): the batch's records are all processed after them. A
+    store that never shows them is found by the state check."""
+    from .checks import joined
+
+    for key, rate, partition in batch[0].global_updates:
+        producer.produce(app.arguments["global"], key=key.encode(), value=str(rate).encode(), partition=partition,
+                         timestamp=batch[0].ts - 1)
+    producer.flush(30)
+    want = {f"rate:{k}": v for k, v in joined([*produced, batch[0]])[1].items()}
+    deadline = time.monotonic() + scenario.liveness_s
+    while time.monotonic() < deadline and app.alive() and not app.point_fired():
+        answer = app.query()
+        if answer is None:
+            return
+        if answer.kind == "STORE" and all(_parse_store(answer.text).get(k) == v for k, v in want.items()):
+            return
+        time.sleep(0.1)
 
 
 def _fired(life: Life) -> str:

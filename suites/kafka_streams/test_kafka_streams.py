@@ -97,12 +97,13 @@ def test_kafka_streams_keeps_exactly_once_when_killed_at_random_times(eos_kafka_
 
 
 @pytest.mark.slow  # make test-kafka-streams
-@pytest.mark.parametrize("app", ["join-rocksdb-tx", "join-memory-tx"])
+@pytest.mark.parametrize("app", ["join-rocksdb-tx", "join-memory-tx", "global-rocksdb-tx", "global-memory-tx"])
 def test_a_stream_table_join_keeps_exactly_once_and_its_table_across_kills(eos_kafka_cluster, tmp_path, app):
-    # The stream's deltas multiplied by the rates of a KTable fed by a second topic; each restart's store (the
-    # sums and the table) and the whole output against the model of the join.
+    # The stream's deltas multiplied by the rates of a KTable (or a GlobalKTable) fed by a second topic; each
+    # restart's store (the sums and the table) and the whole output against the model of the join.
     result = _run(eos_kafka_cluster, tmp_path, app, 2, 2)
     assert result["verdict"] == "pass", result["violations"]
-    assert result["configuration"]["join"] and result["table_updates"] >= result["records_produced"] // 5
+    assert result["configuration"]["join"].startswith("stream-globaltable" if "global" in app else "stream-table")
+    assert result["table_updates"] >= result["records_produced"] // (20 if "global" in app else 5)
     assert {"exactly_once_output", "output_values", "state", "liveness"} <= set(result["exercised"])
     assert result["records_produced"] == result["outputs_read"]

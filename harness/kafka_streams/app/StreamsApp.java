@@ -38,6 +38,10 @@ import org.apache.kafka.streams.state.WindowStore;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.GlobalKTable;
+import org.apache.kafka.streams.StoreQueryParameters;
+import org.apache.kafka.streams.state.QueryableStoreTypes;
+import org.apache.kafka.streams.state.ReadOnlyKeyValueStore;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.rocksdb.Options;
@@ -201,12 +205,21 @@ public final class StreamsApp {
     }
 
     /** The store STORE (and with the join the table RATES, as "rate:KEY"), read committed: "STORE [partitions] {json}". */
-    static void query(KafkaStreams streams, boolean join) {
+    static void query(KafkaStreams streams, boolean join, boolean global) {
         try {
             Map<String, String> all = new TreeMap<>();
             Object partitions = queryInto(streams, STORE, "", all);
             if (partitions == null) return;
-            if (join && queryInto(streams, RATES, "rate:", all) == null) return;
+            if (global) {  // a global store: interactive queries v1 (v2 does not query global stores)
+                ReadOnlyKeyValueStore<String, String> rates = streams.store(
+                    StoreQueryParameters.fromNameAndType(RATES, QueryableStoreTypes.<String, String>keyValueStore()));
+                try (KeyValueIterator<String, String> it = rates.all()) {
+                    while (it.hasNext()) {
+                        KeyValue<String, String> kv = it.next();
+                        all.put("rate:" + kv.key, kv.value);
+                    }
+                }
+            } else if (join && queryInto(streams, RATES, "rate:", all) == null) return;
             StringBuilder b = new StringBuilder("{");
             for (Map.Entry<String, String> e : all.entrySet()) {
                 if (b.length() > 1) b.append(',');
@@ -252,7 +265,8 @@ public final class StreamsApp {
         boolean memory = "memory".equals(a.get("store"));
         int pad = Integer.parseInt(a.getOrDefault("pad", "0"));
         long windowMs = Long.parseLong(a.getOrDefault("window_ms", "0"));
-        boolean join = a.containsKey("table");
+        boolean global = a.containsKey("global");  // the table a GlobalKTable of this topic
+        boolean join = global || a.containsKey("table");
         Topology topology;
         if (join) {  // the stream-table join: the input left-joined with the KTable "rates" (its own changelog)
             StreamsBuilder builder = new StreamsBuilder();
@@ -261,15 +275,26 @@ public final class StreamsApp {
                 Serdes.String(), Serdes.String()).withCachingDisabled());
             KeyValueBytesStoreSupplier rates = memory ? Stores.inMemoryKeyValueStore(RATES)
                                                       : Stores.persistentTimestampedKeyValueStore(RATES);
-            KTable<String, String> table = builder.table(a.get("table"), Consumed.with(Serdes.String(), Serdes.String()),
+            Materialized<String, String, KeyValueStore<org.apache.kafka.common.utils.Bytes, byte[]>> materialized =
                 Materialized.<String, String>as(rates).withKeySerde(Serdes.String()).withValueSerde(Serdes.String())
-                    .withCachingDisabled());
-            builder.stream(a.get("input"), Consumed.with(Serdes.String(), Serdes.String()))
-                .leftJoin(table, (value, rate) -> {  // "SEQ,DELTA" -> "SEQ,DELTA*RATE" (rate 1 while none)
-                    String[] parts = value.split(",");
-                    return parts[0] + "," + Long.parseLong(parts[1]) * (rate == null ? 1 : Long.parseLong(rate));
-                })
-                .process(() -> new Aggregate(pad), STORE)
+                    .withCachingDisabled();
+            org.apache.kafka.streams.kstream.ValueJoiner<String, String, String> times = (value, rate) -> {
+                String[] parts = value.split(",");  // "SEQ,DELTA" -> "SEQ,DELTA*RATE" (rate 1 while none)
+                return parts[0] + "," + Long.parseLong(parts[1]) * (rate == null ? 1 : Long.parseLong(rate));
+            };
+            org.apache.kafka.streams.kstream.KStream<String, String> input =
+                builder.stream(a.get("input"), Consumed.with(Serdes.String(), Serdes.String()));
+            org.apache.kafka.streams.kstream.KStream<String, String> joined;
+            if (global) {
+                GlobalKTable<String, String> table = builder.globalTable(a.get("global"),
+                    Consumed.with(Serdes.String(), Serdes.String()), materialized);
+                joined = input.leftJoin(table, (key, value) -> key, times);
+            } else {
+                KTable<String, String> table = builder.table(a.get("table"), Consumed.with(Serdes.String(), Serdes.String()),
+                    materialized);
+                joined = input.leftJoin(table, times);
+            }
+            joined.process(() -> new Aggregate(pad), STORE)
                 .to(a.get("output"));
             topology = builder.build();
         } else {
@@ -337,7 +362,7 @@ public final class StreamsApp {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
-            if (line.equals("QUERY")) { if (windowMs > 0) queryWindows(streams); else query(streams, join); }
+            if (line.equals("QUERY")) { if (windowMs > 0) queryWindows(streams); else query(streams, join, global); }
             else if (line.equals("RELEASE")) { Points.released = true; say("RELEASED"); }
             else if (line.startsWith("ARM ")) { Points.arm(line.substring(4).trim()); say("ARMED " + line.substring(4).trim()); }
             else if (line.equals("STOP")) break;
