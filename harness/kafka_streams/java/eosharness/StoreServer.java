@@ -156,7 +156,8 @@ public final class StoreServer {
             List<String> texts = new ArrayList<>();
             List<String> added = new ArrayList<>();
             rules.forEach((name, text) -> {
-                boolean asked = names.contains(name);
+                // a mutant's rules: mutant.NAME and its further ones, mutant.NAME.2, ...
+                boolean asked = names.contains(name) || names.stream().anyMatch(n -> name.startsWith(n + "."));
                 if (asked && !installed.contains(name)) {
                     texts.add(text);
                     added.add(name);
