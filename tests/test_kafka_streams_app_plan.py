@@ -65,6 +65,8 @@ def test_the_output_check_names_a_repeated_a_lost_and_a_wrong_output():
     (["--app", "memory", "--point", "streams.store.before_write_batch"], "never reached by the application memory"),
     (["--json", "/nonexistent-dir/x.json"], "does not exist"),
     (["--app", "join-rocksdb-tx", "--records", "3"], "give --records 5 or more"),
+    (["--app", "zombie", "--instances", "2"], "runs its own two instances"),
+    (["--instances", "3"], "3 is not in the range"),
 ])
 def test_bad_input_is_a_usage_error_before_anything_starts(cli, arguments, says):
     result = cli.invoke("run", "--suite", "kafka-streams", "--seed", "1", *arguments)
@@ -135,3 +137,13 @@ def test_the_global_table_s_updates_come_before_their_batch_and_apply_to_all_of_
     missing = dict(store)
     missing.pop(next(k for k in store if k.startswith("rate:")))
     assert [v.check for v in check_state(records, missing, 1, join=True)] == ["state"]
+
+
+def test_two_instances_are_in_the_replay_line():
+    planned = scenario("rocksdb-tx", 5, 2, instances=2)
+    words = shlex.split(planned.repro())
+    assert words[words.index("--instances") + 1] == "2"
+    params = kafka_streams_command.make_context("run", words[4:]).params
+    assert scenario(params["app"], params["seed"], params["kills"], params["point"], records=params["records"],
+                    memtable_kb=params["memtable_kb"], liveness_s=params["liveness"],
+                    instances=params["instances"]) == planned

@@ -50,8 +50,11 @@ def _points() -> list[str]:
               help="Bound (s) for an instance to reach RUNNING and to process its input.")
 @click.option("--threads", type=click.IntRange(1, 4), default=1, show_default=True,
               help="Stream threads per instance (num.stream.threads).")
+@click.option("--instances", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="Instances of the application at once: with 2, a second one runs beside each killed one.")
 @click.option("--json", "json_path", default=None, help="Write the result JSON here.")
-def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb, liveness, threads, json_path):
+def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb, liveness, threads, instances,
+                          json_path):
     """A Kafka Streams 4.4.0 application (exactly_once_v2; transactional state stores on or off) killed at
     named steps of its commit and restarted: output exactly once, state equal to the model after every
     restart, no wipe of a transactional store, liveness."""
@@ -67,7 +70,8 @@ def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb,
     try:
         check_output_path(json_path)
         scenario = make_scenario(app, seed, kills, point, broker=broker.cli_text, records=records,
-                                 memtable_kb=memtable_kb, liveness_s=liveness, threads=threads)
+                                 memtable_kb=memtable_kb, liveness_s=liveness, threads=threads,
+                                 instances=instances)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     console.print("kills: " + (", ".join(f"{p}@{h}" for p, h in scenario.kills) or "none"), markup=False)

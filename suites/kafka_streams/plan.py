@@ -70,7 +70,7 @@ APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", 
 _MUTANT_BASE = {"output-twice": "rocksdb-tx", "output-value-altered": "rocksdb-tx", "at-least-once": "rocksdb", "restore-from-zero": "rocksdb-tx", "restore-skips-record": "memory",
                 "restore-hangs": "memory"}
 DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory", "zombie", "window-rocksdb-tx", "window-rocksdb",
-                "join-rocksdb-tx", "join-rocksdb", "global-rocksdb-tx")
+                "join-rocksdb-tx", "join-rocksdb", "global-memory-tx")
 
 
 def settings_of(app: str) -> Settings:
@@ -133,6 +133,7 @@ class Scenario:
     pad: int = 4000  # bytes beside each sum in the store (RocksDB's memtable fills within a run)
     liveness_s: float = 60.0
     threads: int = 1  # stream threads per instance (num.stream.threads): the tasks of the 2 partitions spread over them
+    instances: int = 1  # instances running at once: with 2, instance 1 runs beside each life of instance 0 (killed)
     opened: str | None = None
     point: str | None = None  # the one point every kill arms (given on the command line), else drawn
 
@@ -141,11 +142,17 @@ class Scenario:
                             len(self.kills), "--broker", self.broker, "--records", self.records,
                             "--memtable-kb", self.memtable_kb, "--liveness", f"{self.liveness_s:g}",
                             *(("--threads", self.threads) if self.threads != 1 else ()),
+                            *(("--instances", self.instances) if self.instances != 1 else ()),
                             *(("--point", self.point) if self.point else ()))
 
 
 def scenario(app: str, seed: int, kills: int, point: str | None = None, **options) -> Scenario:
     """The scenario of ``app`` and ``seed``: its kills drawn (or each at ``point``, its hit drawn)."""
+    if options.get("instances", 1) not in (1, 2):
+        raise ValueError(f"--instances {options['instances']}: 1 or 2")
+    if settings_of(app).zombie and options.get("instances", 1) != 1:
+        raise ValueError(f"the application {app} runs its own two instances (one frozen): --instances applies to "
+                         "the others")
     if settings_of(app).join and not settings_of(app).global_table and options.get("records", TABLE_EVERY) < TABLE_EVERY:
         raise ValueError(f"the join application {app} updates its table before every {TABLE_EVERY}th record: "
                          f"give --records {TABLE_EVERY} or more (else a batch may join without a table update)")
@@ -175,5 +182,5 @@ def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     for app, _, drawn in in_turn(seed, options["systems"]):
         yield scenario(app, drawn, options["kills"], broker=options["broker"], records=options["records"],
                        memtable_kb=options["memtable_kb"], liveness_s=options["liveness"],
-                       threads=options.get("threads", 1),
+                       threads=options.get("threads", 1), instances=options.get("instances", 1),
                        opened=options.get("opened"))

@@ -199,7 +199,16 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
             **({"window_ms": config.window_ms, "retention_ms": WINDOW_RETENTION_MS} if config.window_ms else {}),
             **({("global" if config.global_table else "table"): f"{app_id}-{'global' if config.global_table else 'table'}"}
                if config.join else {})}
+    partner = None  # with --instances 2: instance 1, never killed, beside each life of instance 0
     try:
+        if scenario.instances == 2:
+            partner_rules = None
+            if config.mutant_rules:
+                partner_rules = directory / "rules-partner.btm"
+                partner_rules.write_text(rules_text(None, config.mutant))
+            partner = StreamsAppProcess(build, {**base, "instance": 1, "state": directory / "state-partner"},
+                                        directory / CHILDREN_LOG, partner_rules).start()
+            exercised["liveness"] = 1
         if config.zombie:
             schedule = []  # its own course (:func:`_zombie`)
             _zombie(build, base, directory, scenario, reader, produced, spare, producer, lives, violations, exercised)
@@ -215,8 +224,12 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
             # a restoration's point armed from the start; a commit's when the instance is given its input
             properties = {"eosharness.arm": f"{step}@{hit}"} if step and POINTS_BY_NAME[step].phase != "commit" else {}
             with StreamsAppProcess(build, base, directory / CHILDREN_LOG, rules, properties) as app:
-                outcome = _live(app, life, scenario, reader, produced, spare, producer)
+                peers = (partner,) if partner is not None else ()
+                outcome = _live(app, life, scenario, reader, produced, spare, producer, peers)
                 life.uncaught = [e.text for e in app.events if e.kind == "UNCAUGHT"]
+                if partner is not None:
+                    life.uncaught += [f"instance 1: {e.text}" for e in partner.events if e.kind == "UNCAUGHT"
+                                      and f"instance 1: {e.text}" not in [u for past in lives for u in past.uncaught]]
                 first = next((e for e in app.events if e.kind == "STATE"), None)
                 life.first_state_s = first.at if first else None
                 if life.fired:
@@ -236,6 +249,8 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
                     not_fired.append(f"{point}@{hit}")
                 if outcome == "last":
                     app.stop()
+                    if partner is not None:
+                        partner.stop()
         complete = bool(lives) and lives[-1].caught_up_s is not None and not lives[-1].fired
         reader.read(0.5)
         if complete and len(lives) > 1:
@@ -251,9 +266,11 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
         violations.extend(found)
         exercised["no_wipe"] = met
     finally:
+        if partner is not None:
+            partner.kill()
         reader.close()
         producer.flush(10)
-        for folder in (state, directory / "state-zombie"):
+        for folder in (state, directory / "state-zombie", directory / "state-partner"):
             shutil.rmtree(folder, ignore_errors=True)
     not_applicable = {} if config.store == "rocksdb" and config.transactional else {
         "no_wipe": "KIP-892 promises no wipe only for transactional persistent stores; reported, not judged"}
@@ -266,6 +283,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
         "suite": "kafka-streams", "system": scenario.system, "expected": "fail" if must_fail else "pass",
         "seed": scenario.seed, "broker": scenario.broker, "kafka_version": version_of(scenario.opened or scenario.broker),
         "streams_version": VERSION, "application_id": app_id, "configuration": config.to_json(),
+        "instances": 2 if config.zombie else scenario.instances, "threads": scenario.threads,
         "kills": [f"{p}@{h}" for p, h in scenario.kills], "records_produced": len(produced),
         **({"table_updates": sum(1 for r in produced if r.update) + sum(len(r.global_updates) for r in produced)}
            if config.join else {}),
@@ -364,9 +382,10 @@ def _zombie_course(zombie: StreamsAppProcess, taker: StreamsAppProcess, zombie_l
 
 
 def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, produced: list[InputRecord],
-          spare: Iterator[list[InputRecord]], producer) -> str:
+          spare: Iterator[list[InputRecord]], producer, peers: tuple[StreamsAppProcess, ...] = ()) -> str:
     """One instance's life: ``fired`` (its point fired: it waits for its kill), ``next`` (its point never
-    fired), ``last`` (the unarmed last one processed everything), ``stuck`` (liveness broken)."""
+    fired), ``last`` (the unarmed last one processed everything), ``stuck`` (liveness broken). ``peers``: the
+    other instances of the application, running beside it (their stores answer for their tasks)."""
     bound = scenario.liveness_s
 
     def running_or_point(evs):
@@ -381,7 +400,7 @@ def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, pr
         return "stuck"
     life.running_s = event.at
     running_at = time.monotonic()
-    if produced and not _caught_up(app, life, scenario, reader, produced, running_at):
+    if produced and not _caught_up(app, life, scenario, reader, produced, running_at, peers):
         return "stuck" if not app.point_fired() else _fired(life)
     if app.point_fired():
         return _fired(life)
@@ -404,7 +423,7 @@ def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, pr
         sending.join()
         if fired or app.point_fired():
             return _fired(life)
-        if not _caught_up(app, life, scenario, reader, produced, running_at):
+        if not _caught_up(app, life, scenario, reader, produced, running_at, peers):
             return _fired(life) if app.point_fired() else "stuck"
         if app.point_fired():
             return _fired(life)
@@ -441,8 +460,9 @@ def _fired(life: Life) -> str:
 
 
 def _caught_up(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, produced: list[InputRecord],
-               running_at: float) -> bool:
-    """Wait until the output covers every input produced (liveness), then check the store against the model."""
+               running_at: float, peers: tuple[StreamsAppProcess, ...] = ()) -> bool:
+    """Wait until the output covers every input produced (liveness), then check the store (with ``peers``,
+    every instance's, each answering for its own tasks) against the model."""
     if not reader.wait_covering({r.seq for r in produced}, scenario.liveness_s,
                                 lambda: app.alive() and not app.point_fired()):
         return False
@@ -455,15 +475,18 @@ def _caught_up(app: StreamsAppProcess, life: Life, scenario, reader: OutputReade
         answer = app.query()
         if answer is None:
             return True  # frozen at its point (or gone): no answer to judge
-        if answer.kind == "STORE":
-            store = _parse_store(answer.text)
+        # each instance answers for its own tasks: together, the whole store
+        answers = [answer, *(peer.query() if peer.alive() else None for peer in peers)]
+        answer = next((a for a in answers if a is None or a.kind != "STORE"), answer)
+        if answer is not None and answer.kind == "STORE":
+            store = {k: v for a in answers for k, v in _parse_store(a.text).items()}
             config = _settings(scenario)
             found = check_state(produced, store, life.number, config.window_ms, WINDOW_RETENTION_MS, config.join)
             if not found or time.monotonic() > deadline:
                 break
         elif time.monotonic() > deadline:
             found = []  # the store never answered: reported, not judged
-            life.uncaught.append(answer.text)
+            life.uncaught.append(answer.text if answer is not None else "instance 1 did not answer its query")
             return True
         time.sleep(0.3)
     life.state_checked = True

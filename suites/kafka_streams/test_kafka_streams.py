@@ -107,3 +107,15 @@ def test_a_stream_table_join_keeps_exactly_once_and_its_table_across_kills(eos_k
     assert result["table_updates"] >= result["records_produced"] // (20 if "global" in app else 5)
     assert {"exactly_once_output", "output_values", "state", "liveness"} <= set(result["exercised"])
     assert result["records_produced"] == result["outputs_read"]
+
+
+@pytest.mark.slow  # make test-kafka-streams
+@pytest.mark.parametrize("app", ["rocksdb-tx", "join-rocksdb-tx"])
+def test_two_instances_one_killed_at_each_step_keep_exactly_once(eos_kafka_cluster, tmp_path, app):
+    # Instance 1 runs beside each life of instance 0, which is killed and restarted: the output, and the store
+    # that both answer for (each its own tasks), against the model.
+    result = _run(eos_kafka_cluster, tmp_path, app, 3, 2, instances=2)
+    assert result["verdict"] == "pass", (result["violations"], result.get("error"))
+    assert result["instances"] == 2 and "--instances 2" in result["repro"]
+    assert {"exactly_once_output", "state", "liveness"} <= set(result["exercised"])
+    assert result["records_produced"] == result["outputs_read"]
