@@ -264,3 +264,33 @@ def test_a_scenario_whose_task_dies_leaves_no_process_and_no_directory(tmp_path)
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait()
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.mark.parametrize("filters", [True, False], ids=["tarfile-filters", "python-3.11.2-no-filters"])
+def test_a_scenarios_files_come_back_whole_and_nothing_outside_its_directory(tmp_path, monkeypatch, filters):
+    """On Python 3.11.0-3.11.3 (Debian bookworm's 3.11.2, the nightly runner's) tarfile has no ``filter``: the
+    scenario's files still come back, and a member leaving the directory is still refused."""
+    import io
+    import tarfile
+
+    from eos_harness.spark.engine import _extract
+
+    if not filters:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+
+    def archive(*members: tuple[str, bytes]) -> tarfile.TarFile:
+        data = io.BytesIO()
+        with tarfile.open(fileobj=data, mode="w:gz") as tar:
+            for name, content in members:
+                info = tarfile.TarInfo(name)
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+        data.seek(0)
+        return tarfile.open(fileobj=data, mode="r:gz")
+
+    with archive(("./verdict.json", b"{}"), ("./sub/history.jsonl", b"1\n")) as tar:
+        _extract(tar, tmp_path / "scenario")
+    assert (tmp_path / "scenario" / "sub" / "history.jsonl").read_bytes() == b"1\n"
+    with archive(("../escaped", b"x")) as tar, pytest.raises(tarfile.TarError):
+        _extract(tar, tmp_path / "other")
+    assert not (tmp_path / "escaped").exists()

@@ -226,7 +226,7 @@ class _SparkRun:
         if outcome.files:
             directory.mkdir(exist_ok=True)
             with tarfile.open(fileobj=io.BytesIO(outcome.files), mode="r:gz") as tar:
-                tar.extractall(directory, filter="data")
+                _extract(tar, directory)
             _move_paths_in_files(directory, outcome.directory)
         if outcome.output:
             with open(self.log or self.out_dir / SPARK_LOG, "ab") as log:
@@ -283,3 +283,21 @@ def _moved(value, there: str, here: str):
     if isinstance(value, dict):
         return {key: _moved(item, there, here) for key, item in value.items()}
     return value
+
+
+def _extract(tar: tarfile.TarFile, directory: Path) -> None:
+    """Extract a scenario's files into ``directory`` with tarfile's ``data`` filter (nothing outside it, no device,
+    no absolute link). Python 3.11.0 to 3.11.3 (Debian bookworm's 3.11.2) have no filters: there the same rule is
+    checked here, and a member that breaks it is an error."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(directory, filter="data")
+        return
+    root = directory.resolve()
+    for member in tar.getmembers():
+        target = (root / member.name).resolve()
+        link = ((target.parent / member.linkname).resolve() if member.issym()
+                else (root / member.linkname).resolve() if member.islnk() else root)
+        if (not (member.isfile() or member.isdir() or member.issym() or member.islnk())
+                or not target.is_relative_to(root) or not link.is_relative_to(root)):
+            raise tarfile.TarError(f"{member.name}: outside the scenario's directory, or not a file")
+    tar.extractall(directory)  # noqa: S202 - every member checked above
