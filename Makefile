@@ -80,12 +80,13 @@ test-beside: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# Opt-in Docker path (root; needs `apt-get install -y docker.io debootstrap`): the offline Kafka image.
+# Opt-in Docker path (root; needs `apt-get install -y docker.io debootstrap`): the offline Kafka image and the
+# nightly runner image (docker/nightly: a Spark master and two workers, three Kafka brokers, the campaigns).
 docker-image: $(STAMP) jars
-	$(BIN)/python -m eos_harness.cluster.docker build --start-dockerd
+	$(BIN)/python -m eos_harness.cluster.docker build --runner --start-dockerd
 
 test-docker: $(STAMP) jars
-	$(BIN)/python -m pytest -m docker tests/test_docker_kafka.py
+	$(BIN)/python -m pytest -m docker tests/test_docker_kafka.py tests/test_docker_nightly.py
 
 # Opt-in browser tier (root, for apt-get): the HTML report rendered in Debian's headless chromium.
 test-browser: $(STAMP)

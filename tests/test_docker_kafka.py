@@ -21,6 +21,7 @@ from eos_harness.broker import connect
 from eos_harness.cluster import cluster_for
 from eos_harness.cluster.docker import (
     BUILD_COMMAND,
+    KAFKA_VERSION,
     LOCAL_IMAGE,
     DockerError,
     DockerKafka,
@@ -110,6 +111,7 @@ def test_a_transactional_store_keeps_eos_on_the_container_through_a_crash(docker
     assert result["verdict"] == "pass", result["violations"]
     assert result["crash_points"] == [point]
     assert result["broker"].startswith("kafka://127.0.0.1:")
+    assert result["kafka_version"] == KAFKA_VERSION  # the image's
     events = history(result)
     assert any(e["type"] == "crash" for e in events) and any(e["type"] == "done" for e in events)
 

@@ -14,6 +14,7 @@ from eos_harness.cluster.docker.engine import DockerError, docker_client, ensure
 from eos_harness.cluster.docker.image import (
     BUILD_COMMAND,
     DEFAULT_IMAGE,
+    KAFKA_VERSION,
     LOCAL_IMAGE,
     BuildReport,
     build_image,
@@ -23,6 +24,7 @@ from eos_harness.cluster.docker.kafka import DockerKafka, kafka_env
 __all__ = [
     "BUILD_COMMAND",
     "DEFAULT_IMAGE",
+    "KAFKA_VERSION",
     "LOCAL_IMAGE",
     "BuildReport",
     "DockerError",

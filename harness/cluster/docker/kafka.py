@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import subprocess
 import threading
 import uuid
@@ -97,6 +98,7 @@ class DockerKafka(KafkaCluster):
         self.cluster_id = new_cluster_id()
         self.name = f"eos-kafka-{uuid.uuid4().hex[:8]}"
         self.nodes: list[DockerNode] = []
+        self._version: str | None = None
         self._watchdog: subprocess.Popen | None = None
         self._lock = threading.RLock()
 
@@ -105,6 +107,7 @@ class DockerKafka(KafkaCluster):
         client = docker_client()
         try:
             require_image(client, self.image, self.pull)
+            self._version = _image_version(client, self.image)
             remove_orphans(client)
         finally:
             client.close()
@@ -154,6 +157,13 @@ class DockerKafka(KafkaCluster):
         for node in self.nodes:
             with contextlib.suppress(Exception):
                 self.kill_node(node.node_id)
+
+    @property
+    def kafka_version(self) -> str | None:
+        """The Kafka version its image runs (recorded in every result of a run on it as ``kafka_version``): the
+        image's ``org.opencontainers.image.version`` label, else its tag when that is a version; None before
+        ``start()`` or when neither says."""
+        return self._version
 
     # -- nodes (for faults) ----------------------------------------------------------------------
     def pid(self, node_id: int) -> int | None:
@@ -286,3 +296,12 @@ def _remove_leftovers() -> None:
     for cluster in list(_LIVE):
         with contextlib.suppress(Exception):
             cluster.stop()
+
+
+def _image_version(client, image: str) -> str | None:
+    labels = client.images.get(image).labels or {}
+    version = labels.get("org.opencontainers.image.version", "")
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)*", version):
+        return version
+    tag = image.rpartition(":")[2] if ":" in image.rpartition("/")[2] else ""
+    return tag if re.fullmatch(r"[0-9]+(\.[0-9]+)*", tag) else None
