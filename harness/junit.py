@@ -202,10 +202,11 @@ def tally_suites(campaign: dict, checks: Iterable[str], subject: str, tallies: d
 
 def run_suites(result: dict, checks: Iterable[str], subject: str) -> list[Suite]:
     """One scenario (``eos-harness run``) of the lifecycle's shape: its ``subject``'s testsuite. A failure
-    is a failure here, mutant or not, as the command's exit code says."""
+    is a failure here, mutant or not, as the command's exit code says. A check the run did not exercise (its
+    ``coverage``) is skipped with its condition, never passed."""
     classname = f"run.{result[subject]}"
     scenario = result_scenario(result, "scenario")
-    cases = check_cases(classname, checks, [scenario], 1)
+    cases = check_cases(classname, checks, [scenario], 1, coverage=result.get("coverage"))
     cases.append(completed_case(classname, [scenario], 1))
     return [Suite(result[subject], cases, {"seed": result["seed"], "verdict": result["verdict"]})]
 

@@ -4,16 +4,17 @@ at named steps of Streams' own commit and restarted, judged against the model
 
 from __future__ import annotations
 
+import json
 import statistics
-import sys
 import time
 from dataclasses import replace
 
 import click
 from eos_harness.broker.opening import open_broker
+from eos_harness.faces import toolkit
 from eos_harness.faces.params import BrokerParam, require_extra
-from eos_harness.faces.toolkit import check_output_path, console, incomplete, seed_or_drawn, write_json
-from eos_harness.verdict import ERROR, exit_code
+from eos_harness.faces.toolkit import console, incomplete, seed_or_drawn, write_json
+from eos_harness.verdict import ERROR
 from rich.table import Table
 
 
@@ -30,10 +31,10 @@ def _points() -> list[str]:
 
 
 @click.command("kafka-streams")
+@toolkit.run_options("kafka-streams", "kafka-streams-run", "Seed of the workload and of the kills (printed when not given).")
 @click.option("--app", "app", type=click.Choice(_apps()), default="rocksdb-tx", show_default=True,
               help="The application: its store (rocksdb, memory) with transactional state stores on (-tx) or off, "
                    "under exactly_once_v2; or a mutant its check must catch.")
-@click.option("--seed", type=int, default=None, help="Seed of the workload and of the kills (printed when not given).")
 @click.option("--kills", type=click.IntRange(0, 20), default=2, show_default=True,
               help="Instances SIGKILLed at a named step (each restarted).")
 @click.option("--point", type=click.Choice(_points()), default=None,
@@ -52,53 +53,62 @@ def _points() -> list[str]:
               help="Stream threads per instance (num.stream.threads).")
 @click.option("--instances", type=click.IntRange(1, 2), default=1, show_default=True,
               help="Instances of the application at once: with 2, a second one runs beside each killed one.")
-@click.option("--json", "json_path", default=None, help="Write the result JSON here.")
 def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb, liveness, threads, instances,
-                          json_path):
+                          json_path, junit_path, out, overwrite, no_report):
     """A Kafka Streams 4.4.0 application (exactly_once_v2; transactional state stores on or off) killed at
     named steps of its commit and restarted: output exactly once, state equal to the model after every
     restart, no wipe of a transactional store, liveness."""
     from eos_harness.cluster import ClusterError
     from eos_harness.kafka_streams.build import BuildError
     from eos_harness.suites.kafka_streams.plan import scenario as make_scenario
-    from eos_harness.suites.kafka_streams.runner import error_result, run_one
+    from eos_harness.suites.kafka_streams.runner import CHILDREN_LOG, error_result, run_one
 
     require_extra("kafka", "the kafka-streams suite")
     seed = seed_or_drawn(seed)
     console.print(f"seed: {seed}")
     started = time.monotonic()
     try:
-        check_output_path(json_path)
         scenario = make_scenario(app, seed, kills, point, broker=broker.cli_text, records=records,
                                  memtable_kb=memtable_kb, liveness_s=liveness, threads=threads,
                                  instances=instances)
+        # the run directory keeps the instances' output (streams-apps.log) and their state directories
+        out_dir = toolkit.run_outputs(json_path, junit_path, out, "kafka-streams-run", seed, overwrite)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     console.print("kills: " + (", ".join(f"{p}@{h}" for p, h in scenario.kills) or "none"), markup=False)
     try:
         with open_broker(broker, say=console.print) as opened:
             try:
-                report = run_one(replace(scenario, opened=opened.spec.text))
+                report = run_one(replace(scenario, opened=opened.spec.text), out_dir)
             except (BuildError, Exception) as exc:  # noqa: BLE001 - the scenario could not be run to its end: exit 3
                 report = error_result(scenario, exc)
     except ClusterError as exc:
         raise incomplete(exc) from None
     report.setdefault("seconds", round(time.monotonic() - started, 3))
+    if (out_dir / CHILDREN_LOG).is_file():
+        report["children_log"] = str(out_dir / CHILDREN_LOG)
+    (out_dir / "verdict.json").write_text(json.dumps(report, indent=2))
     json_error = write_json(json_path, report)
+    if junit_path:
+        from eos_harness.junit import run_suites, write_junit
+        from eos_harness.suites.kafka_streams.checks import CHECKS
+
+        json_error = json_error or write_junit(junit_path, run_suites(report, CHECKS, "system"),
+                                               f"eos-harness run --suite kafka-streams, seed {seed}")
     show_result(report)
-    if json_error:
-        console.print(f"[red]{json_error}[/]")
-    sys.exit(exit_code([report["verdict"]], incomplete=bool(json_error)))
+    if report["verdict"] == "pass":  # (finish_run prints the replay of any other verdict)
+        console.print(f"replay: {report['repro']}", soft_wrap=True, markup=False, highlight=False)
+    toolkit.finish_run(report, out_dir, json_error, not no_report,
+                       ("children_log", "the instances' output"))
 
 
 def show_result(report: dict) -> None:
-    """The checks (exercised or not), the restorations, the verdict and its replay."""
+    """The checks (exercised or not), the restorations and the verdict."""
     from eos_harness.suites.kafka_streams.checks import CHECKS
 
     if report["verdict"] == ERROR and "coverage" not in report:
         console.print("[red]verdict: error[/]: the scenario could not be run to its end:")
         console.print(report.get("error", ""), markup=False, highlight=False)
-        console.print(f"replay: {report['repro']}", soft_wrap=True, markup=False, highlight=False)
         return
     coverage = report["coverage"]
     failed = {v["check"] for v in report["violations"]}
@@ -130,4 +140,3 @@ def show_result(report: dict) -> None:
     console.print(f"{report['records_produced']} records in, {report['outputs_read']} out (read committed), "
                   f"{len(report['lives'])} instances in {report['seconds']} s")
     console.print(f"[{colour}]verdict: {report['verdict']}[/]" + (f": {report['error']}" if report.get("error") else ""))
-    console.print(f"replay: {report['repro']}", soft_wrap=True, markup=False, highlight=False)

@@ -8,6 +8,11 @@ configurations and the zombie are ``slow`` (``make test-kafka-streams``)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from xml.etree import ElementTree
+
 import pytest
 from eos_harness.suites.kafka_streams.plan import scenario
 from eos_harness.suites.kafka_streams.runner import run_scenario
@@ -36,10 +41,26 @@ def test_kafka_streams_with_transactional_rocksdb_stores_keeps_exactly_once_acro
 
 def test_a_sink_that_sends_each_record_twice_is_caught_by_the_exactly_once_output_check_alone(
         eos_kafka_cluster, tmp_path):
-    result = _run(eos_kafka_cluster, tmp_path, "output-twice", 3, 0)
+    # through the CLI, as a user runs it: the verdict in --json and --junit, the instances' output kept in the
+    # run directory, the replay printed once
+    done = subprocess.run(
+        [sys.executable, "-m", "eos_harness.faces.cli", "run", "--suite", "kafka-streams", "--app", "output-twice",
+         "--seed", "3", "--kills", "0", "--broker", f"kafka://{eos_kafka_cluster.bootstrap_servers}", "--json",
+         str(tmp_path / "r.json"), "--junit", str(tmp_path / "j.xml"), "--out", str(tmp_path / "run"), "--no-report"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
     assert result["expected"] == "fail" and result["verdict"] == "fail"
     assert {v["check"] for v in result["violations"]} == {"exactly_once_output"}, result["violations"]
     assert all(v["observed"] == "read 2 times" for v in result["violations"][:-1])
+    assert json.loads((tmp_path / "run" / "verdict.json").read_text())["violations"] == result["violations"]
+    assert (tmp_path / "run" / "streams-apps.log").is_file()
+    assert done.stdout.count("replay: ") == 1 and f"replay: {result['repro']}" in " ".join(done.stdout.split())
+    cases = {case.get("name"): case for case in ElementTree.parse(tmp_path / "j.xml").iter("testcase")}
+    assert cases["exactly_once_output"].find("failure") is not None
+    # no instance was killed: no_wipe never met its condition, so it is skipped, never passed
+    assert cases["no_wipe"].find("skipped").get("message").startswith("not ")
+    assert cases["zombie_fenced"].find("skipped").get("message").startswith("not applicable")
 
 
 @pytest.mark.slow  # make test-kafka-streams
