@@ -147,3 +147,27 @@ def test_two_instances_are_in_the_replay_line():
     assert scenario(params["app"], params["seed"], params["kills"], params["point"], records=params["records"],
                     memtable_kb=params["memtable_kb"], liveness_s=params["liveness"],
                     instances=params["instances"]) == planned
+
+
+def test_only_a_table_file_of_the_store_s_offsets_is_a_commit_on_disk(tmp_path):
+    # What a KIP-892 RocksDB store leaves on disk: table files of its data ("default" column family) and of
+    # its committed offsets ("offsets", the changelog partition's name as key, uncompressed). A flush of the
+    # data with no commit since the last flush writes the first alone: no committed offset, restored from 0.
+    from eos_harness.suites.kafka_streams.runner import _durable
+
+    app = "ks-1-abc"
+    data = b"\x00rocksdb.column.family.namedefault\x00alpha\x00" + bytes(range(256)) * 8
+    offsets = b"\x00rocksdb.column.family.nameoffsets\x00position\x00" + f"{app}-sums-changelog-".encode()
+    stores = {0: {"000018.sst": data},
+              1: {"000018.sst": data, "000019.sst": offsets + b"1\x00\x00\x00\x00\x00\x00\x00\x22"},
+              2: {"sums.1700000000000/000011.sst": offsets + b"2\x00\x00\x00\x00\x00\x00\x00\x05"},  # a window segment
+              3: {}}
+    for p, files in stores.items():
+        for name, content in files.items():
+            path = tmp_path / app / f"0_{p}" / "rocksdb" / "sums" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+    (tmp_path / app / "0_3" / "rocksdb" / "rates").mkdir(parents=True)  # another store's offsets are not sums'
+    (tmp_path / app / "0_3" / "rocksdb" / "rates" / "000007.sst").write_bytes(
+        offsets.replace(b"-sums-", b"-rates-") + b"3")
+    assert _durable(tmp_path, app, 4) == {0: False, 1: True, 2: True, 3: False}

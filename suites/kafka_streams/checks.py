@@ -40,7 +40,8 @@ CONDITIONS = {
     "exactly_once_output": "the application was killed while it had input to process, then processed it all",
     "output_values": "an output record was read",
     "state": "an instance restarted after a kill processed all its input and answered a query",
-    "no_wipe": "a transactional RocksDB store had a commit on disk (table files) when its instance was killed",
+    "no_wipe": "a transactional RocksDB store had its committed offset on disk (a table file of its offsets column "
+               "family) when its instance was killed",
     "liveness": "an instance was started",
     "zombie_fenced": "a frozen instance was resumed and its commit came to an end",
 }
@@ -214,7 +215,8 @@ class Restore:
     end: int
     restored: int | None  # records restored (None: it never finished)
     ms: int | None
-    durable: bool  # a commit of this store partition was on disk (table files) when the instance before was killed
+    durable: bool  # this store partition's committed offset was on disk (a table file of its offsets column family)
+    # when the instance before was killed (table files of its data alone are no commit: see runner._durable)
 
 
 def check_no_wipe(restores: Iterable[Restore], applies: bool) -> tuple[list[Violation], int]:

@@ -70,7 +70,7 @@ APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", 
 _MUTANT_BASE = {"output-twice": "rocksdb-tx", "output-value-altered": "rocksdb-tx", "at-least-once": "rocksdb", "restore-from-zero": "rocksdb-tx", "restore-skips-record": "memory",
                 "restore-hangs": "memory"}
 DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory", "zombie", "window-rocksdb-tx", "window-rocksdb",
-                "join-rocksdb-tx", "join-rocksdb", "global-memory-tx")
+                "join-rocksdb-tx", "join-rocksdb", "global-rocksdb-tx")
 
 
 def settings_of(app: str) -> Settings:

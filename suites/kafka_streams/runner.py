@@ -139,10 +139,24 @@ class Producing:
 
 
 def _durable(state: Path, app_id: str, partitions: int) -> dict[int, bool]:
-    """Per task (input partition): whether its RocksDB store "sums" (the join's table store aside) has table
-    files on disk (a flushed commit)."""
-    tasks = {p: state / app_id / f"0_{p}" for p in range(partitions)}
-    return {p: any("sums" in f.relative_to(task).parts[1] for f in task.rglob("*.sst")) for p, task in tasks.items()}
+    """Per task (input partition): whether its RocksDB store "sums" (the join's table store aside) has its
+    committed offset on disk: a table file holding the key of its changelog partition, which only the store's
+    offsets column family has (KIP-892: written with the commit, uncompressed). A table file of the data
+    alone (a memtable flushed during a restoration or between commits, with no commit since the last flush)
+    is no commit on disk: the store has no committed offset and Streams restores it from the changelog's start."""
+    durable = {}
+    for p in range(partitions):
+        folder = state / app_id / f"0_{p}" / "rocksdb" / "sums"  # a window store: a folder per segment in it
+        key = f"{app_id}-sums-changelog-{p}".encode()
+        durable[p] = any(key in _read(f) for f in sorted(folder.rglob("*.sst")))
+    return durable
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # deleted by a compaction of the killed instance's last moments
+        return b""
 
 
 def _restores(app: StreamsAppProcess, life: int, durable: Mapping[int, bool]) -> list[Restore]:
