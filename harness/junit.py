@@ -192,7 +192,12 @@ def tally_suites(campaign: dict, checks: Iterable[str], subject: str, tallies: d
         results = [r for r in campaign["scenarios"] if r[subject] == name]
         scenarios = [result_scenario(r, f"scenario {r.get('index', '?')}") for r in results]
         expected_fail = tally["expected"] == "fail"
-        cases = check_cases(classname, checks, scenarios, len(results), expected_to_fail=expected_fail)
+        # a check no scenario of this subject exercised is skipped with its condition, never passed
+        meanings = checks if isinstance(checks, Mapping) else {}
+        coverage = {"not_exercised": {c: f"the condition of: {meanings[c]}" if c in meanings else "its condition" for c in tally.get("not_exercised", [])},
+                    "not_applicable": tally.get("not_applicable", {})}
+        cases = check_cases(classname, checks, scenarios, len(results), expected_to_fail=expected_fail,
+                            coverage=coverage)
         cases.append(completed_case(classname, scenarios, len(results)))
         if expected_fail:
             cases.append(_caught_case(classname, name, tally, cut_short))
