@@ -29,6 +29,17 @@ def _recorded(result: dict) -> str:
     return result["verdict"]
 
 
+def not_applicable_checks(value) -> dict[str, str]:
+    """A result's ``not_applicable`` as check -> why: most suites give that mapping; the offsets suite lists
+    each scenario that does not apply to the store (``{"scenario", "checks", "reason"}``)."""
+    if not value:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    return {check: f"scenario {entry['scenario']}: {entry['reason']}" for entry in value
+            for check in entry.get("checks", [])}
+
+
 @dataclass
 class Tally:
     """What a campaign's scenarios of one subject showed."""
@@ -48,7 +59,7 @@ class Tally:
     def add(self, result: dict, verdict: str) -> None:
         self.total += 1
         self.exercised.update(result.get("exercised", []))
-        self.not_applicable.update(result.get("not_applicable") or {})
+        self.not_applicable.update(not_applicable_checks(result.get("not_applicable")))
         if verdict == ERROR:
             self.errors += 1
         if verdict == FAIL:
