@@ -274,3 +274,21 @@ def test_sigterm_during_a_kafka_campaign_leaves_no_broker(command):
     time.sleep(1)
     assert [p.name() for p in command.processes()] == []  # no java, no watchdog, no child
     assert _entries(command.tmp) == set()  # no eos-kafka-*, no pymp-*
+
+
+def test_output_held_before_a_log_opens_leaves_no_file_when_nothing_was_written(tmp_path, monkeypatch):
+    # held_output (a store module's import before the run directory exists) keeps the output in a temp file
+    # until the run's log opens; a caller whose log never opens (a usage error, a library caller) must not
+    # find an empty eos-driver-*.log left in its temp directory.
+    from eos_harness.process import server
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with server.held_output():
+        pass
+    assert list(tmp_path.iterdir()) == [] and server._held == []
+    with server.held_output():
+        os.write(1, b"said while held\n")  # kept for the log that opens next
+    [held] = tmp_path.iterdir()
+    assert held.read_text() == "said while held\n" and server._held == [held]
+    server._append_held(tmp_path / "run.log")  # what the run's log does when it opens
+    assert (tmp_path / "run.log").read_text() == "said while held\n" and not held.exists()

@@ -87,8 +87,14 @@ def held_output(children: bool = False) -> Iterator[None]:
     fd, path = tempfile.mkstemp(prefix="eos-driver-", suffix=".log")
     os.close(fd)
     _held.append(Path(path))
-    with own_output_to(path), (_children_to(path) if children else contextlib.nullcontext()):
-        yield
+    try:
+        with own_output_to(path), (_children_to(path) if children else contextlib.nullcontext()):
+            yield
+    finally:  # nothing written: nothing to hold (a command that ends before its log opens leaves no file)
+        with contextlib.suppress(OSError, ValueError):
+            if os.path.getsize(path) == 0:
+                _held.remove(Path(path))
+                os.unlink(path)
 
 
 def _append_held(path: str | Path) -> None:
