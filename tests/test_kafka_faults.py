@@ -47,7 +47,10 @@ def test_a_paused_broker_keeps_eos(eos_kafka_cluster, tmp_path):
     result = run(eos_kafka_cluster, tmp_path, "broker-pause@5", store="rocksdb-secondary")
     # (an error verdict says why: a broker call that failed the task)
     assert result["verdict"] == "pass", (result["violations"], result.get("error"), result["fault_errors"])
-    assert result["crash_points"] == ["broker-pause"]
+    # As with a kill: the broker may abort a transaction the pause kept open too long (the task then restarts
+    # from its last commit), which is Kafka doing its job, not a second fault of ours (seen in a CI run).
+    assert "broker-pause" in result["crash_points"], result["crash_points"]
+    assert set(result["crash_points"]) <= {"broker-pause", "transaction.aborted"}, result["crash_points"]
     fault = next(e for e in history(result) if e["type"] == "broker_fault")
     assert fault["seconds"] >= PAUSE_SECONDS
     assert eos_kafka_cluster.pid(1) == before  # stopped and continued, not restarted
