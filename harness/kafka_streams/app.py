@@ -29,7 +29,7 @@ from pathlib import Path
 
 from eos_harness import jars
 from eos_harness.kafka_streams import bundles
-from eos_harness.kafka_streams.build import NATIVE, BuildError, _root
+from eos_harness.kafka_streams.build import NATIVE, BuildError, _root, publish
 
 __all__ = ["APP_SOURCE", "HEAP", "AppBuild", "AppEvent", "StreamsAppProcess", "ensure_app_built"]
 
@@ -88,12 +88,7 @@ def ensure_app_built(version: str = VERSION) -> AppBuild:
         work = Path(tempfile.mkdtemp(prefix=f".build-app-{version}-", dir=folder.parent))
         try:
             _build(version, work, classpath, javac)
-            (work / ".complete").write_text(f"built {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
-            try:
-                os.rename(work, folder)
-            except OSError:  # another process built it first: keep theirs
-                if not (folder / ".complete").is_file():
-                    raise
+            publish(work, folder)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     _built[key] = AppBuild(version, folder, classpath, byteman)

@@ -29,7 +29,7 @@ from pathlib import Path
 from eos_harness import jars
 from eos_harness.kafka_streams import bundles, points
 
-__all__ = ["BUILD_ENV", "JAVA_SOURCE", "BuildError", "Server", "ensure_built", "jvm_environment"]
+__all__ = ["BUILD_ENV", "JAVA_SOURCE", "BuildError", "Server", "ensure_built", "jvm_environment", "publish"]
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "java"
 NATIVE = "librocksdbjni-linux64.so"  # what rocksdbjni's loader looks for on java.library.path first
@@ -159,15 +159,21 @@ def _ensure_built(version: str) -> Server:
         _build(version, work, (*classpath, byteman), javac, jar)
         _weave(Server(version, work, classpath, byteman, jar), java)
         _archive(Server(version, work, classpath, byteman, jar), java)
-        (work / ".complete").write_text(f"built {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
-        try:
-            os.rename(work, folder)
-        except OSError:  # another process built it first: keep theirs
-            if not (folder / ".complete").is_file():
-                raise
+        publish(work, folder)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return Server(version, folder, classpath, byteman, jar)
+
+
+def publish(work: Path, folder: Path) -> None:
+    """A build made in ``work`` becomes ``folder`` at once (marked complete), unless another process's
+    complete build is there first: theirs is kept."""
+    (work / ".complete").write_text(f"built {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+    try:
+        os.rename(work, folder)
+    except OSError:
+        if not (folder / ".complete").is_file():
+            raise
 
 
 def _build(version: str, work: Path, classpath: tuple[Path, ...], javac: str, jar: Path) -> None:

@@ -199,19 +199,8 @@ def _docker_build(client, tag: str, jars: list[Path], log: Callable[[str], None]
         for jar in jars:
             shutil.copy2(jar, context / "libs" / jar.name)
         log(f"docker build -t {tag} (FROM {BASE_IMAGE}, {len(jars)} jars)")
-        stream = client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True,
-                                  network_mode="host", pull=False,
-                                  buildargs={"BASE": BASE_IMAGE, "KAFKA_VERSION": KAFKA_VERSION},
-                                  labels={LABEL + ".version": KAFKA_VERSION})
-        lines: list[str] = []
-        for chunk in stream:
-            if "error" in chunk:
-                raise DockerError(f"docker build of {tag} failed: {chunk['error'].strip()}\n" + "\n".join(lines[-15:]))
-            text = chunk.get("stream", "").rstrip()
-            if text:
-                lines.append(text)
-        if not image_present(client, tag):
-            raise DockerError(f"docker build did not produce {tag}:\n" + "\n".join(lines[-15:]))
+        _run_build(client, context, tag, {"BASE": BASE_IMAGE, "KAFKA_VERSION": KAFKA_VERSION},
+                   {LABEL + ".version": KAFKA_VERSION}, network_mode="host")
     finally:
         shutil.rmtree(context, ignore_errors=True)
 
@@ -315,8 +304,9 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def _run_build(client, context: Path, tag: str, buildargs: dict[str, str], labels: dict[str, str]) -> None:
-    stream = client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True, network_mode="none",
+def _run_build(client, context: Path, tag: str, buildargs: dict[str, str], labels: dict[str, str],
+               network_mode: str = "none") -> None:
+    stream = client.api.build(path=str(context), tag=tag, rm=True, forcerm=True, decode=True, network_mode=network_mode,
                               pull=False, buildargs=buildargs, labels=labels)
     lines: list[str] = []
     for chunk in stream:
