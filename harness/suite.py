@@ -229,7 +229,8 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           "application (a changelogged key-value aggregate, transactional state stores on or off, RocksDB or in "
           "memory) killed at named steps of Streams' own commit, or a mutant", "kafka_streams",
           run=f"{_FACES}.kafka_streams:kafka_streams_command", chaos=GENERIC_CHAOS, subject="system",
-          tallies="systems", pytest_entry=True, extras=("kafka",), workers=1, coverage=True, options=(
+          tallies="systems", pytest_entry=True, extras=("kafka",), workers=1, coverage=True,
+          show=f"{_FACES}.kafka_streams:show_campaign", options=(
               Option("kills", "int", 2, "Instances SIGKILLed at a named step in each scenario (each restarted).",
                      minimum=0),
               Option("records", "int", 60, "Input records per instance.", minimum=1),

@@ -4,6 +4,7 @@ error (exit 2) before any broker or JVM starts."""
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pytest
@@ -171,3 +172,59 @@ def test_only_a_table_file_of_the_store_s_offsets_is_a_commit_on_disk(tmp_path):
     (tmp_path / app / "0_3" / "rocksdb" / "rates" / "000007.sst").write_bytes(
         offsets.replace(b"-sums-", b"-rates-") + b"3")
     assert _durable(tmp_path, app, 4) == {0: False, 1: True, 2: True, 3: False}
+
+
+def _canned(index: int, system: str, verdict: str, restored: list, ms: list) -> dict:
+    """A kafka-streams scenario's result as the runner writes it (the fields the comparison and report read)."""
+    from eos_harness.suites.kafka_streams.plan import expected, settings_of
+
+    return {"suite": "kafka-streams", "index": index, "system": system, "seed": index, "verdict": verdict,
+            "expected": "fail" if expected(system)[0] else "pass", "violations": [], "kills": [],
+            "configuration": settings_of(system).to_json(), "restored_per_crash": restored, "restore_ms": ms,
+            "repro": f"eos-harness run --suite kafka-streams --app {system} --seed {index}", "history": None,
+            "seconds": 30.0}
+
+
+def test_a_campaign_shows_transactional_stores_on_and_off_side_by_side_in_its_json_terminal_and_report(tmp_path):
+    from eos_harness.faces.kafka_streams import show_campaign
+    from eos_harness.faces.toolkit import console
+    from eos_harness.report.render import write_report
+    from eos_harness.suites.kafka_streams.runner import campaign_fields
+
+    results = [_canned(0, "rocksdb-tx", "pass", [15, 3, None], [200, 100, -1]),
+               _canned(1, "rocksdb", "pass", [160, 170], [130, 150]),
+               _canned(2, "rocksdb-tx", "pass", [40], [300]),
+               _canned(3, "rocksdb", "fail", [320, 100], [900, 80]),
+               _canned(4, "window-rocksdb-tx", "pass", [7], [50]),
+               _canned(5, "restore-from-zero", "fail", [500], [999]),  # a mutant: not a configuration
+               _canned(6, "zombie", "pass", [], [])]
+    rows = campaign_fields({"scenarios": results})["transactional_stores"]
+    assert [r["configuration"] for r in rows] == ["rocksdb", "window-rocksdb"]
+    on, off = rows[0]["on"], rows[0]["off"]
+    assert (on["system"], on["scenarios"], on["verdicts"], on["restorations"]) == ("rocksdb-tx", 2, {"pass": 2}, 3)
+    assert (on["restored_median"], on["restored_max"], on["restore_ms_median"], on["restore_ms_max"]) == (15, 40, 200, 300)
+    assert (off["system"], off["scenarios"], off["verdicts"]) == ("rocksdb", 2, {"pass": 1, "fail": 1})
+    assert (off["restored_median"], off["restored_max"], off["restore_ms_max"]) == (165, 320, 900)
+    # a configuration run with only one side: the other says it did not run, with nothing to compare
+    assert rows[1]["off"] == {"system": None, "scenarios": 0, "verdicts": {}, "restorations": 0,
+                              "restored_median": None, "restored_max": None, "restore_ms_median": None,
+                              "restore_ms_max": None}
+
+    campaign = {"suite": "kafka-streams", "seed": 9, "subject": "system", "scenarios": results,
+                "transactional_stores": rows, "seconds": 210.0}
+    with console.capture() as captured:
+        show_campaign(campaign)
+    shown = [" ".join(line.replace("│", " ").split()) for line in captured.get().splitlines()]
+    assert any(line.startswith("rocksdb on rocksdb-tx 2 2 pass 15 / 40 (3) 200 / 300") for line in shown), shown
+    assert any(line.startswith("off rocksdb 2 1 pass, 1 fail 165 / 320 (4) 140 / 900") for line in shown), shown
+    assert any(line.startswith("off — not run — — —") for line in shown), shown
+
+    (tmp_path / "chaos.json").write_text(json.dumps(campaign))
+    report, _ = write_report(tmp_path)
+    html = report.read_text()
+    table = html[html.index('<table id="transactional-stores">'):]
+    table = table[:table.index("</table>")]
+    row = table[table.index('data-configuration="rocksdb"'):table.index('data-configuration="window-rocksdb"')]
+    cells = [" ".join(c.split("</td>")[0].split()) for c in row.split("<td")[1:]]
+    assert [c.partition(">")[2] for c in cells] == ["rocksdb", "2", "2 pass", "15 / 40 (3)", "200 / 300",
+                                                   "2", "1 pass, 1 fail", "165 / 320 (4)", "140 / 900"]

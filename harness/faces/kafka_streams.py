@@ -140,3 +140,33 @@ def show_result(report: dict) -> None:
     console.print(f"{report['records_produced']} records in, {report['outputs_read']} out (read committed), "
                   f"{len(report['lives'])} instances in {report['seconds']} s")
     console.print(f"[{colour}]verdict: {report['verdict']}[/]" + (f": {report['error']}" if report.get("error") else ""))
+
+
+def transactional_table(campaign: dict) -> Table:
+    """Transactional state stores on and off side by side (the campaign JSON's ``transactional_stores``): per
+    configuration a row for each side, its scenarios, verdicts and records restored per store partition after
+    a crash (median / max), and restore time."""
+    from eos_harness.suites.kafka_streams.compare import number_text, verdicts_text
+
+    table = Table(title=f"kafka-streams chaos, seed {campaign['seed']}: transactional state stores (KIP-892) on "
+                        "and off")
+    for column in ("configuration", "tx", "application", "scenarios", "verdicts"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("records restored per crash: median / max (restorations)", justify="right")
+    table.add_column("restore ms: median / max", justify="right")
+    for row in campaign.get("transactional_stores") or []:
+        for tx, side in (("on", row["on"]), ("off", row["off"])):
+            ran = bool(side["scenarios"])
+            table.add_row(row["configuration"] if tx == "on" else "", tx, side["system"] or "—",
+                          str(side["scenarios"]) if ran else "not run", verdicts_text(side["verdicts"]),
+                          f"{number_text(side['restored_median'])} / {number_text(side['restored_max'])} "
+                          f"({side['restorations']})" if ran else "—",
+                          f"{number_text(side['restore_ms_median'])} / {number_text(side['restore_ms_max'])}"
+                          if ran else "—", end_section=tx == "off")
+    return table
+
+
+def show_campaign(campaign: dict) -> None:
+    """What a kafka-streams campaign shows besides its tallies: transactional stores on and off side by side."""
+    if campaign.get("transactional_stores"):
+        console.print(transactional_table(campaign))

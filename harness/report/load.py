@@ -159,6 +159,9 @@ class RunView:
     problems: list[Problem] = field(default_factory=list)
     timelines_left_out: int = 0
     subject: str | None = None  # what its results ran on, as the campaign JSON names it (``store``, ``system``)
+    # kafka-streams: transactional state stores on and off side by side, per configuration (rows of
+    # :func:`eos_harness.suites.kafka_streams.compare.transactional_comparison`, each side with its texts)
+    transactional_stores: list[dict] = field(default_factory=list)
 
     @property
     def subject_word(self) -> str:
@@ -507,6 +510,8 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
     view = RunView(suite, "campaign", directory, seed=campaign.get("seed"), seconds=campaign.get("seconds"),
                    broker=campaign.get("broker"), scenarios=scenarios, stopped=campaign.get("stopped"),
                    subject=campaign.get("subject") if isinstance(campaign.get("subject"), str) else None)
+    if suite == "kafka-streams":
+        view.transactional_stores = _transactional_stores(rows)
     computed = _tally(scenarios, lambda s: s.subject)
     if summary:
         for store, t in stores_json.items():
@@ -542,6 +547,21 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
     view.command = reproduce_command(typed if typed and " chaos" in typed else None, view.seed, len(scenarios),
                                      fallback)
     return view
+
+
+def _transactional_stores(rows: list[dict]) -> list[dict]:
+    """The kafka-streams campaign's results, transactional stores on and off side by side, with the texts the
+    report shows (computed from the results, so that a campaign rebuilt from results.jsonl has it too)."""
+    from eos_harness.suites.kafka_streams.compare import number_text, transactional_comparison, verdicts_text
+
+    table = transactional_comparison(rows)
+    for row in table:
+        for side in (row["on"], row["off"]):
+            side["verdicts_text"] = verdicts_text(side["verdicts"])
+            side["restored_text"] = (f"{number_text(side['restored_median'])} / {number_text(side['restored_max'])} "
+                                     f"({side['restorations']})")
+            side["ms_text"] = f"{number_text(side['restore_ms_median'])} / {number_text(side['restore_ms_max'])}"
+    return table
 
 
 def _tally(scenarios: list[ScenarioView], key) -> dict[str, tuple[int, int, int, int, dict[str, int]]]:

@@ -41,7 +41,7 @@ from .checks import (
     workload,
 )
 
-__all__ = ["CHILDREN_LOG", "campaign_session", "error_result", "run_one"]
+__all__ = ["CHILDREN_LOG", "campaign_fields", "campaign_session", "error_result", "run_one"]
 
 CHILDREN_LOG = "streams-apps.log"
 SPARE_BATCHES = 2  # batches more, in one instance, while its armed point has not fired
@@ -535,6 +535,14 @@ def error_result(scenario, exc: BaseException) -> dict:
     return {"suite": "kafka-streams", **verdict_error_result({"system": scenario.system}, scenario.seed, scenario.repro(),
                                                              exc), "broker": scenario.broker,
             "kafka_version": version_of(scenario.opened or scenario.broker), "streams_version": VERSION}
+
+
+def campaign_fields(campaign: Mapping) -> dict:
+    """What the campaign JSON says besides its tallies: transactional state stores on and off side by side
+    (:func:`.compare.transactional_comparison`), per configuration."""
+    from .compare import transactional_comparison
+
+    return {"transactional_stores": transactional_comparison(campaign["scenarios"])}
 
 
 @contextlib.contextmanager
