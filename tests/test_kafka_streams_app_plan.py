@@ -11,7 +11,7 @@ import pytest
 from eos_harness.faces.kafka_streams import kafka_streams_command
 from eos_harness.kafka_streams.app_points import APP_MUTANTS, POINTS_BY_NAME, RANDOM_KILL
 from eos_harness.suites.kafka_streams.checks import check_output, expected_outputs, workload
-from eos_harness.suites.kafka_streams.plan import known_subjects, scenario, settings_of
+from eos_harness.suites.kafka_streams.plan import known_subjects, parse_broker_faults, scenario, settings_of
 
 
 @pytest.mark.parametrize("app", known_subjects())
@@ -37,12 +37,40 @@ def test_only_steps_the_application_reaches_are_drawn_and_a_restart_s_steps_neve
                     continue
                 step = POINTS_BY_NAME[point]
                 assert step.applies(s.guarantee, s.store, s.transactional), (app, point)
-                assert number > 0 or step.phase == "commit", (app, kills)
+                assert number > 0 or step.phase in ("commit", "close"), (app, kills)
                 if s.mutant and APP_MUTANTS[s.mutant].points:
                     assert point in APP_MUTANTS[s.mutant].points
     # Under exactly_once_v2 without transactional stores, Streams skips the stores' commit after a transaction.
     assert not POINTS_BY_NAME["streams.commit.after_stores_commit"].applies("exactly_once_v2", "rocksdb", False)
     assert POINTS_BY_NAME["streams.commit.after_stores_commit"].applies("at_least_once", "rocksdb", False)
+
+
+def test_kills_inside_a_clean_close_are_drawn_listed_with_their_java_method_and_leave_the_other_kills_as_drawn(cli):
+    from eos_harness.suites.kafka_streams import plan
+
+    close = {p.name for p in POINTS_BY_NAME.values() if p.phase == "close"}
+    assert close == {"streams.close.before_checkpoint", "streams.close.before_suspend",
+                     "streams.close.before_stores_close", "streams.close.before_unlock"}
+    drawn = [k for app in ("rocksdb-tx", "rocksdb", "memory") for seed in range(60) for k in scenario(app, seed, 3).kills]
+    assert close == {point for point, _ in drawn if point in close}  # every one reached in every configuration
+    assert {hit for point, hit in drawn if point in close} == {1, 2}
+    assert 0.1 < sum(point in close for point, _ in drawn) / len(drawn) < 0.4
+    # Where a seed draws no close kill, its kills are those drawn before the close points existed.
+    share, plan.CLOSE_SHARE = plan.CLOSE_SHARE, 0.0
+    try:
+        assert scenario("rocksdb", 5, 2).kills == (("streams.commit.before_producer_commit", 3),
+                                                   ("streams.rebalance.after_assignment", 1))
+    finally:
+        plan.CLOSE_SHARE = share
+    # --point: every kill in the close (the first instance's too); with two instances at the close's first task.
+    assert {p for p, _ in scenario("memory", 1, 3, "streams.close.before_unlock").kills} == {"streams.close.before_unlock"}
+    assert {h for p, h in scenario("rocksdb-tx", 4, 3, "streams.close.before_suspend", instances=2).kills} == {1}
+    listed = cli.invoke("points")
+    assert listed.returncode == 0
+    lines = {line.split()[0]: line for line in listed.stdout.splitlines() if line.strip().startswith("streams.close.")}
+    assert "StreamTask.postCommit (at entry)" in lines["streams.close.before_checkpoint"]
+    assert "StateManagerUtil.closeStateManager (at invoke" in lines["streams.close.before_unlock"]
+    assert "ProcessorStateManager.close (at entry)" in lines["streams.close.before_stores_close"]
 
 
 def test_the_output_check_names_a_repeated_a_lost_and_a_wrong_output():
@@ -68,6 +96,9 @@ def test_the_output_check_names_a_repeated_a_lost_and_a_wrong_output():
     (["--app", "join-rocksdb-tx", "--records", "3"], "give --records 5 or more"),
     (["--app", "zombie", "--instances", "2"], "runs its own two instances"),
     (["--instances", "3"], "3 is not in the range"),
+    (["--crash-at", "coordinator-kill@2"], "schedules the broker faults broker-kill@N, broker-pause@N"),
+    (["--crash-at", "broker-kill@0"], "N a positive number"),
+    (["--crash-at", "broker-pause@3", "--broker", "kafka://127.0.0.1:9"], "needs a cluster the harness starts"),
 ])
 def test_bad_input_is_a_usage_error_before_anything_starts(cli, arguments, says):
     result = cli.invoke("run", "--suite", "kafka-streams", "--seed", "1", *arguments)
@@ -138,6 +169,17 @@ def test_the_global_table_s_updates_come_before_their_batch_and_apply_to_all_of_
     missing = dict(store)
     missing.pop(next(k for k in store if k.startswith("rate:")))
     assert [v.check for v in check_state(records, missing, 1, join=True)] == ["state"]
+
+
+def test_broker_faults_are_in_the_replay_line():
+    planned = scenario("memory-tx", 5, 1, broker_faults=parse_broker_faults("broker-kill@40,broker-pause@90"))
+    assert planned.broker_faults == (("broker-kill", 40), ("broker-pause", 90))
+    words = shlex.split(planned.repro())
+    assert words[words.index("--crash-at") + 1] == "broker-kill@40,broker-pause@90"
+    params = kafka_streams_command.make_context("run", words[4:]).params
+    assert scenario(params["app"], params["seed"], params["kills"], params["point"], records=params["records"],
+                    memtable_kb=params["memtable_kb"], liveness_s=params["liveness"],
+                    broker_faults=parse_broker_faults(",".join(params["crash_at"]))) == planned
 
 
 def test_two_instances_are_in_the_replay_line():

@@ -53,13 +53,20 @@ def _points() -> list[str]:
               help="Stream threads per instance (num.stream.threads).")
 @click.option("--instances", type=click.IntRange(1, 2), default=1, show_default=True,
               help="Instances of the application at once: with 2, a second one runs beside each killed one.")
+@click.option("--crash-at", "crash_at", multiple=True, metavar="broker-kill@N|broker-pause@N",
+              help="A fault of the broker besides the kills (repeatable, or comma-separated): once the broker "
+                   "acknowledged the N-th input record (the rest of that instance's batch still to come), SIGKILL and restart (broker-kill) or SIGSTOP for a while (broker-pause) "
+                   "the broker coordinating the application's transactions. Needs --broker kafka-local or "
+                   "kafka-quorum.")
 def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb, liveness, threads, instances,
-                          json_path, junit_path, out, overwrite, no_report):
+                          crash_at, json_path, junit_path, out, overwrite, no_report):
     """A Kafka Streams 4.4.0 application (exactly_once_v2; transactional state stores on or off) killed at
     named steps of its commit and restarted: output exactly once, state equal to the model after every
     restart, no wipe of a transactional store, liveness."""
+    from eos_harness.broker.spec import STARTED_HERE
     from eos_harness.cluster import ClusterError
     from eos_harness.kafka_streams.build import BuildError
+    from eos_harness.suites.kafka_streams.plan import parse_broker_faults
     from eos_harness.suites.kafka_streams.plan import scenario as make_scenario
     from eos_harness.suites.kafka_streams.runner import CHILDREN_LOG, error_result, run_one
 
@@ -68,14 +75,20 @@ def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb,
     console.print(f"seed: {seed}")
     started = time.monotonic()
     try:
+        broker_faults = parse_broker_faults(",".join(crash_at))
+        if broker_faults and broker.kind not in STARTED_HERE:
+            raise ValueError(f"--crash-at {','.join(crash_at)}: a broker fault kills or stops a broker: it needs a "
+                             f"cluster the harness starts (--broker kafka-local or kafka-quorum), not "
+                             f"{broker.cli_text!r}")
         scenario = make_scenario(app, seed, kills, point, broker=broker.cli_text, records=records,
                                  memtable_kb=memtable_kb, liveness_s=liveness, threads=threads,
-                                 instances=instances)
+                                 instances=instances, broker_faults=broker_faults)
         # the run directory keeps the instances' output (streams-apps.log) and their state directories
         out_dir = toolkit.run_outputs(json_path, junit_path, out, "kafka-streams-run", seed, overwrite)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    console.print("kills: " + (", ".join(f"{p}@{h}" for p, h in scenario.kills) or "none"), markup=False)
+    console.print("kills: " + (", ".join(f"{p}@{h}" for p, h in scenario.kills) or "none")
+                  + "".join(f", {f}@{n}" for f, n in scenario.broker_faults), markup=False)
     try:
         with open_broker(broker, say=console.print) as opened:
             try:
@@ -131,6 +144,10 @@ def show_result(report: dict) -> None:
     if restored:
         console.print(f"records restored per store partition after a crash: median {statistics.median(restored):g}, "
                       f"max {max(restored)}; restore ms: {report['restore_ms']}", markup=False)
+    for fault in report.get("broker_faults", []):
+        console.print(f"{fault['at']}: " + (f"failed: {fault['error']}" if "error" in fault else
+                                            f"node {fault['node']} after {fault['after_inputs']} input records, "
+                                            f"{fault['seconds']} s"), markup=False, highlight=False)
     if report.get("zombie_outcome"):
         console.print(f"zombie: {report['zombie_outcome']}", markup=False, highlight=False, soft_wrap=True)
     for v in report["violations"][:20]:

@@ -116,7 +116,7 @@ def _build(version: str, work: Path, classpath: tuple[Path, ...], javac: str) ->
         shutil.copyfileobj(source, target)
 
 
-PROTOCOL = {"STATE", "RESTORE_START", "RESTORE_END", "POINT", "STORE", "STORE_ERROR", "UNCAUGHT", "CLOSED", "ARMED", "RELEASED",
+PROTOCOL = {"STATE", "THREAD", "RESTORE_START", "RESTORE_END", "POINT", "STORE", "STORE_ERROR", "UNCAUGHT", "CLOSED", "ARMED", "RELEASED",
             "ZOMBIE_COMMITTED", "ZOMBIE_FENCED"}
 
 
@@ -241,6 +241,15 @@ class StreamsAppProcess:
                 self._proc.wait(10)
         self.kill()
         return bool(closed)
+
+    def close_at(self, point: str, timeout: float = 45.0) -> AppEvent | None:
+        """A clean close with the close's point ``NAME@N`` armed: its ``POINT`` event once it fired (the JVM then
+        waits for its kill), or None if the close ended (``CLOSED``) or hung without reaching it."""
+        since = len(self.events)
+        if not self._send(f"STOP {point}"):
+            return None
+        said = self.wait_for(lambda evs: next((e for e in evs if e.kind in ("POINT", "CLOSED")), None), timeout, since)
+        return said if said is not None and said.kind == "POINT" else None
 
     def freeze(self) -> None:
         if self.alive():

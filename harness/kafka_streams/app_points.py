@@ -16,6 +16,19 @@ together; with transactional RocksDB stores one ``RocksDB.write`` of the transac
 exactly_once_v2 without transactional stores ``postCommit`` skips the stores' commit (4.4.0's
 ``StreamTask.postCommit``: ``if (enforceCheckpoint || !eosEnabled || transactionalStateStoresEnabled)``): they
 commit only at close, suspension or an enforced checkpoint, so the stores' points are not drawn there.
+
+The order of a clean close in 4.4.0 (``KafkaStreams.close`` → ``TaskManager.shutdown(true)`` →
+``closeAndCleanUpTasks`` → ``tryCloseCleanActiveTasks``): every task's ``prepareCommit(true)``, one
+``commitOffsetsOrTransaction`` for all of them, every task's ``postCommit(true)`` (the enforced checkpoint:
+``maybeCheckpoint`` → ``ProcessorStateManager.commit``, the only commit of the stores under exactly_once_v2
+without transactional stores), then per task ``suspend`` and ``closeClean`` → ``StateManagerUtil.closeStateManager``:
+``ProcessorStateManager.close`` (each store closed: RocksDB flushes its memtable) and ``StateDirectory.unlock``.
+The close points (phase ``close``) are armed when the harness asks the instance to close (``STOP NAME@N``), so
+only a close reaches them. In 4.4.0 no ``.checkpoint`` file is written on this path: KIP-1035 keeps the changelog
+offsets in the stores (every RocksDB store manages its offsets; in-memory stores are not persistent), and
+``OffsetCheckpoint.write`` is called only by ``LegacyCheckpointingStateStore`` (a persistent store that does not
+manage its offsets, none of Kafka's own) and by ``ProcessorStateManager.close``'s
+``LegacyCheckpointingStateStore.maybeDowngradeOffsets`` (only with ``upgrade.from`` 4.2 or older).
 """
 
 from __future__ import annotations
@@ -43,7 +56,8 @@ class AppPoint:
     location: str  # Byteman's AT/AFTER clause
     meaning: str
     # "commit" (fires while the app processes input), "restore" (while a restarted instance restores), "start"
-    # (while a restarted instance's rebalance assigns it its tasks)
+    # (while a restarted instance's rebalance assigns it its tasks), "close" (while the harness closes the
+    # instance cleanly: armed with its STOP)
     phase: str
     exactly_once_only: bool = False  # only where the producer commits a transaction
     transactional_rocksdb_only: bool = False  # only in a transactional RocksDB store's commit
@@ -51,6 +65,7 @@ class AppPoint:
     # checkpoint is enforced, without exactly-once, or with transactional stores (under exactly_once_v2
     # without them, the stores commit only at close, suspension or the end of a restoration)
     stores_commit: bool = False
+    condition: str = "true"  # the rule's IF (a close point: only on the clean close's call)
 
     @property
     def java(self) -> str:
@@ -97,6 +112,20 @@ APP_POINTS = (
     AppPoint("streams.restore.after_batch", f"{_INTERNALS}.ProcessorStateManager", "restore", "AT EXIT",
              "a restarted instance restores its store: one batch of changelog records is in it, the restoration "
              "is not finished", "restore"),
+    AppPoint("streams.close.before_checkpoint", f"{_INTERNALS}.StreamTask", "postCommit", "AT ENTRY",
+             "a clean close: the task's last records are flushed and the close's transaction (output, changelog, "
+             "input offsets) is committed; its stores' enforced commit (checkpoint) is not yet done", "close",
+             condition="$1"),
+    AppPoint("streams.close.before_suspend", f"{_INTERNALS}.StreamTask", "suspend", "AT ENTRY",
+             "a clean close: every task's stores have committed (checkpoint: in RocksDB's memtable, not flushed); "
+             "this task is about to be suspended and closed", "close"),
+    AppPoint("streams.close.before_stores_close", f"{_INTERNALS}.ProcessorStateManager", "close", "AT ENTRY",
+             "a clean close: the task is suspended (its processors closed); its stores are about to be closed "
+             "(RocksDB flushes its memtable at close)", "close"),
+    AppPoint("streams.close.before_unlock", f"{_INTERNALS}.StateManagerUtil", "closeStateManager",
+             f"AT INVOKE {_INTERNALS}.StateDirectory.unlock ALL",
+             "a clean close: the task's stores are closed; the lock of its task directory is about to be "
+             "released", "close", condition="$3"),
 )
 POINTS_BY_NAME = {p.name: p for p in APP_POINTS}
 
@@ -165,7 +194,7 @@ def rules_text(point: str | None, mutant: str | None, zombie: bool = False) -> s
     rules = list(ZOMBIE_RULES) if zombie else []
     if point is not None:
         p = POINTS_BY_NAME[point]
-        rules.append(f"RULE {p.name}\nCLASS {p.cls}\nMETHOD {p.method}\n{p.location}\nIF true\n"
+        rules.append(f"RULE {p.name}\nCLASS {p.cls}\nMETHOD {p.method}\n{p.location}\nIF {p.condition}\n"
                      f"DO {_REACH}(\"{p.name}\")\nENDRULE\n")
     if mutant is not None:
         found = APP_MUTANTS[mutant]

@@ -19,8 +19,8 @@ from eos_harness.kafka_streams.app_points import APP_MUTANTS, APP_POINTS, POINTS
 from ..rotation import in_turn
 from .checks import TABLE_EVERY, WINDOW_RETENTION_MS
 
-__all__ = ["APPS", "Scenario", "Settings", "campaign", "draw_kills", "expected", "known_subjects", "settings_of",
-           "subjects"]
+__all__ = ["APPS", "BROKER_FAULTS", "Scenario", "Settings", "campaign", "draw_kills", "expected", "known_subjects",
+           "parse_broker_faults", "settings_of", "subjects"]
 
 
 @dataclass(frozen=True)
@@ -93,27 +93,38 @@ def expected(app: str) -> tuple[bool, tuple[str, ...]]:
     return (True, (APP_MUTANTS[app].caught_by,)) if app in APP_MUTANTS else (False, ())
 
 
+# The share of kills made in a clean close (a graceful stop and restart) instead: drawn by their own generator,
+# so that the other kills of a seed are those it drew before the close points existed.
+CLOSE_SHARE = 0.25
+CLOSE_HITS = 2  # a close point's hit: one of the instance's 2 tasks (each task's close passes it once)
+
+
 def draw_kills(app: str, seed: int, kills: int) -> tuple[tuple[str, int], ...]:
     """``kills`` (point, hit) drawn from ``seed`` among the points this application reaches: the restoration's
     only after a first kill and only where a restart restores the whole changelog (in-memory stores,
-    RocksDB without transactions: with them, the tail to restore may be empty)."""
+    RocksDB without transactions: with them, the tail to restore may be empty); about a quarter of them in a
+    clean close of the instance (:data:`CLOSE_SHARE`, the points of phase ``close``)."""
     s = settings_of(app)
     rng = random.Random(seed)
+    closing = random.Random(f"{seed}:close")
+    close = [p for p in APP_POINTS if p.phase == "close" and p.applies(s.guarantee, s.store, s.transactional)]
     if s.zombie:  # frozen (not killed) inside one commit, between its transaction and the producer's commit
         return (("streams.commit.before_producer_commit", rng.randint(1, 3)),)
     drawn = []
     for number in range(kills):
         allowed = [p for p in APP_POINTS if p.applies(s.guarantee, s.store, s.transactional)
                    and (p.phase == "commit" or (number > 0 and p.phase == "start")
-                        or (number > 0 and not (s.store == "rocksdb" and s.transactional)))]
+                        or (number > 0 and p.phase == "restore" and not (s.store == "rocksdb" and s.transactional)))]
         if s.mutant and APP_MUTANTS[s.mutant].points:  # the steps where its mistake shows
             allowed = [p for p in allowed if p.name in APP_MUTANTS[s.mutant].points]
         if not (s.mutant and APP_MUTANTS[s.mutant].points) and rng.random() < 1 / (len(allowed) + 1):
             drawn.append((RANDOM_KILL, rng.randint(50, 1500)))  # kill -9 at a random time: its hit in ms
-            continue
-        point = rng.choice(allowed)
-        # a small changelog restores in one batch: a restoration's point at its first
-        drawn.append((point.name, rng.randint(1, 3) if point.phase == "commit" else 1))
+        else:
+            point = rng.choice(allowed)
+            # a small changelog restores in one batch: a restoration's point at its first
+            drawn.append((point.name, rng.randint(1, 3) if point.phase == "commit" else 1))
+        if close and not (s.mutant and APP_MUTANTS[s.mutant].points) and closing.random() < CLOSE_SHARE:
+            drawn[-1] = (closing.choice(close).name, closing.randint(1, CLOSE_HITS))
     return tuple(drawn)
 
 
@@ -136,6 +147,8 @@ class Scenario:
     instances: int = 1  # instances running at once: with 2, instance 1 runs beside each life of instance 0 (killed)
     opened: str | None = None
     point: str | None = None  # the one point every kill arms (given on the command line), else drawn
+    # the broker's faults (``--crash-at broker-kill@N``): (fault, N), each once the N-th input record is acknowledged
+    broker_faults: tuple[tuple[str, int], ...] = ()
 
     def repro(self) -> str:
         return command_line("run", "--suite", "kafka-streams", "--app", self.system, "--seed", self.seed, "--kills",
@@ -143,7 +156,34 @@ class Scenario:
                             "--memtable-kb", self.memtable_kb, "--liveness", f"{self.liveness_s:g}",
                             *(("--threads", self.threads) if self.threads != 1 else ()),
                             *(("--instances", self.instances) if self.instances != 1 else ()),
-                            *(("--point", self.point) if self.point else ()))
+                            *(("--point", self.point) if self.point else ()),
+                            *(("--crash-at", ",".join(f"{f}@{n}" for f, n in self.broker_faults))
+                              if self.broker_faults else ()))
+
+
+# The harness's broker faults this suite schedules (:mod:`eos_harness.faults.kafka`), each on the broker that
+# coordinates the application's transactions, while the application processes its input.
+BROKER_FAULTS = {"broker-kill": "SIGKILL the broker coordinating the application's transactions, restart it",
+                 "broker-pause": "SIGSTOP the broker coordinating the application's transactions for a while"}
+
+
+def parse_broker_faults(text: str | None) -> tuple[tuple[str, int], ...]:
+    """``broker-kill@N[,broker-pause@N…]`` as (fault, N): each once the broker acknowledged the scenario's N-th
+    input record (while the instance is given the rest of its batch). Raises ValueError saying what is wrong."""
+    if not text:
+        return ()
+    faults = []
+    for item in (part.strip() for part in text.split(",")):
+        name, at, hit = item.partition("@")
+        if name not in BROKER_FAULTS:
+            raise ValueError(f"--crash-at {item!r}: the kafka-streams suite schedules the broker faults "
+                             f"{', '.join(f'{k}@N' for k in BROKER_FAULTS)} (N: once the N-th input record is "
+                             "acknowledged); its kills are --kills and --point")
+        if not at or not hit.isdigit() or int(hit) < 1:
+            raise ValueError(f"--crash-at {item!r}: give {name}@N, N a positive number (once the N-th input "
+                             "record is acknowledged)")
+        faults.append((name, int(hit)))
+    return tuple(faults)
 
 
 def scenario(app: str, seed: int, kills: int, point: str | None = None, **options) -> Scenario:
@@ -167,14 +207,19 @@ def scenario(app: str, seed: int, kills: int, point: str | None = None, **option
         s = settings_of(app)
         if not POINTS_BY_NAME[point].applies(s.guarantee, s.store, s.transactional):
             raise ValueError(f"point {point} is never reached by the application {app}")
-        if POINTS_BY_NAME[point].phase != "commit":  # the first instance restores nothing: killed as drawn
+        if POINTS_BY_NAME[point].phase in ("start", "restore"):  # the first instance restores nothing: killed as drawn
             if kills < 2:
                 raise ValueError(f"point {point} is reached while a restarted instance starts: give --kills 2 "
                                  "or more (the first kill, drawn, makes the restart)")
             drawn = (drawn[0], *((point, 1) for _ in drawn[1:]))
+        elif POINTS_BY_NAME[point].phase == "close":  # each instance closed cleanly, killed inside its close
+            closing = random.Random(f"{seed}:close")
+            drawn = tuple((point, closing.randint(1, CLOSE_HITS)) for _ in drawn)
         else:
             drawn = tuple((point, hit if POINTS_BY_NAME[drawn_point].phase == "commit" else 1)
                           for drawn_point, hit in drawn)
+    if options.get("instances", 1) == 2:  # instance 0 may hold one task of the two: its close passes a point once
+        drawn = tuple((p, 1 if p in POINTS_BY_NAME and POINTS_BY_NAME[p].phase == "close" else hit) for p, hit in drawn)
     return Scenario(app, seed, drawn, point=point, **options)
 
 

@@ -7,7 +7,9 @@ A scenario is a sequence of instances ("lives"). Each starts with the crash poin
 none), reaches RUNNING (the restore listener says what it restored), processes every input produced so far
 (read back by a read_committed consumer), is asked for its store (READ_COMMITTED), then is given its next
 batch, produced over about a second so that several commits happen, until its point fires and the JVM is
-SIGKILLed. The last instance processes the last batch, is queried and closed cleanly.
+SIGKILLed; an instance armed with a point of the clean close (phase ``close``) processes its batch, is checked,
+then is closed cleanly and SIGKILLed where its close reaches the point. The last instance processes the last
+batch, is queried and closed cleanly.
 """
 
 from __future__ import annotations
@@ -138,6 +140,89 @@ class Producing:
             raise RuntimeError(f"producing the input failed: {self.error}")
 
 
+class BrokerFaults:
+    """The scenario's broker faults (``--crash-at broker-kill@N``, :mod:`eos_harness.faults.kafka`): each started
+    in the background, as the lifecycle suite starts its own, once the broker acknowledged the scenario's N-th
+    input record (the rest of the instance's batch still to come), on the broker that coordinates the running
+    instance's transactions (the transactional id of its first stream thread under exactly_once_v2:
+    ``APP-PROCESSID-1``, from its thread's name), while the application goes on processing its input."""
+
+    def __init__(self, cluster, faults: tuple[tuple[str, int], ...], topic: str) -> None:
+        self.cluster = cluster
+        self.pending = list(faults)
+        self.done: list[dict] = []
+        self.app: StreamsAppProcess | None = None  # the instance whose transactions the fault aims at
+        self.topic = topic
+        self._sent = 0
+        self._unacknowledged = 0
+        self._threads: list[threading.Thread] = []
+
+    def wrap(self, producer) -> _CountingProducer:
+        """``producer`` whose flushes count the input records acknowledged (and start the faults due)."""
+        return _CountingProducer(producer, self)
+
+    def transactional_id(self) -> str | None:
+        app = self.app
+        names = [e.words[0] for e in list(app.events) if e.kind == "THREAD" and e.words] if app is not None else []
+        for name in names:
+            client, _, index = name.rpartition("-StreamThread-")
+            if client and index.isdigit():
+                return f"{client}-{index}"
+        return None
+
+    def acknowledged(self) -> None:
+        self._sent += self._unacknowledged
+        self._unacknowledged = 0
+        self._start_due(self._sent)
+
+    def _start_due(self, inputs: int) -> None:
+        from eos_harness.faults.kinds import run_broker_fault
+
+        for fault in [f for f in self.pending if f[1] <= inputs]:
+            self.pending.remove(fault)
+            name, hit = fault
+            transactional_id = self.transactional_id()
+
+            def inject(name=name, hit=hit, transactional_id=transactional_id) -> None:
+                try:
+                    done = run_broker_fault(self.cluster, name, transactional_id)
+                    self.done.append({**done, "at": f"{name}@{hit}", "after_inputs": inputs,
+                                      "transactional_id": transactional_id})
+                except Exception as exc:  # noqa: BLE001 - the scenario asked for was not run: an error
+                    self.done.append({"fault": name, "at": f"{name}@{hit}", "error": repr(exc)})
+
+            thread = threading.Thread(target=inject, name=f"broker-fault-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def join(self, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class _CountingProducer:
+    """A confluent-kafka producer that tells :class:`BrokerFaults` how many input records each flush acknowledged."""
+
+    def __init__(self, producer, faults: BrokerFaults) -> None:
+        self._producer = producer
+        self._faults = faults
+
+    def produce(self, topic: str, *args, **kwargs) -> None:
+        self._producer.produce(topic, *args, **kwargs)
+        if topic == self._faults.topic:
+            self._faults._unacknowledged += 1
+
+    def flush(self, *args) -> int:
+        left = self._producer.flush(*args)
+        if left == 0:
+            self._faults.acknowledged()
+        return left
+
+    def __getattr__(self, name: str):
+        return getattr(self._producer, name)
+
+
 def _durable(state: Path, app_id: str, partitions: int) -> dict[int, bool]:
     """Per task (input partition): whether its RocksDB store "sums" (the join's table store aside) has its
     committed offset on disk: a table file holding the key of its changelog partition, which only the store's
@@ -181,6 +266,15 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
 
     started = time.monotonic()
     config = settings_of(scenario.system)
+    cluster = None
+    if scenario.broker_faults:
+        from eos_harness.cluster import cluster_for
+
+        cluster = cluster_for(f"kafka://{bootstrap}")
+        if cluster is None:
+            raise ValueError(f"the broker faults {', '.join(f'{f}@{n}' for f, n in scenario.broker_faults)} kill or "
+                             "stop a broker: they need a cluster this process started (--broker kafka-local or "
+                             "kafka-quorum)")
     build = ensure_app_built(VERSION)
     app_id = f"ks-{scenario.seed}-{uuid.uuid4().hex[:6]}"
     topics = {f"{app_id}-in": scenario.partitions, f"{app_id}-out": scenario.partitions,
@@ -214,6 +308,9 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
             **({("global" if config.global_table else "table"): f"{app_id}-{'global' if config.global_table else 'table'}"}
                if config.join else {})}
     partner = None  # with --instances 2: instance 1, never killed, beside each life of instance 0
+    faults = BrokerFaults(cluster, scenario.broker_faults, f"{app_id}-in") if scenario.broker_faults else None
+    if faults is not None:
+        producer = faults.wrap(producer)
     try:
         if scenario.instances == 2:
             partner_rules = None
@@ -235,9 +332,13 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
             if step is not None or config.mutant_rules:
                 rules = directory / f"rules-{number}.btm"
                 rules.write_text(rules_text(step, config.mutant))
-            # a restoration's point armed from the start; a commit's when the instance is given its input
-            properties = {"eosharness.arm": f"{step}@{hit}"} if step and POINTS_BY_NAME[step].phase != "commit" else {}
+            # a restoration's point armed from the start; a commit's when the instance is given its input; a
+            # close's when it is closed
+            properties = ({"eosharness.arm": f"{step}@{hit}"} if step and POINTS_BY_NAME[step].phase in ("start", "restore")
+                          else {})
             with StreamsAppProcess(build, base, directory / CHILDREN_LOG, rules, properties) as app:
+                if faults is not None:
+                    faults.app = app
                 peers = (partner,) if partner is not None else ()
                 outcome = _live(app, life, scenario, reader, produced, spare, producer, peers)
                 life.uncaught = [e.text for e in app.events if e.kind == "UNCAUGHT"]
@@ -265,6 +366,8 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
                     app.stop()
                     if partner is not None:
                         partner.stop()
+        if faults is not None:
+            faults.join()  # the broker back before the last reads
         complete = bool(lives) and lives[-1].caught_up_s is not None and not lives[-1].fired
         reader.read(0.5)
         if complete and len(lives) > 1:
@@ -282,6 +385,8 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
     finally:
         if partner is not None:
             partner.kill()
+        if faults is not None:
+            faults.join()  # never a broker left down or stopped
         reader.close()
         producer.flush(10)
         for folder in (state, directory / "state-zombie", directory / "state-partner"):
@@ -305,13 +410,19 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
         "violations": [v.to_json() for v in violations[:200]], "coverage": coverage,
         "exercised": sorted(c for c, n in coverage["exercised"].items() if n),
         "restored_per_crash": [r.restored for r in crashes], "restore_ms": [r.ms for r in crashes],
-        "lives": [life.to_json() for life in lives], "not_fired": not_fired,
+        "lives": [life.to_json() for life in lives],
+        "not_fired": not_fired + ([f"{f}@{n}" for f, n in faults.pending] if faults is not None else []),
+        **({"broker_faults": faults.done} if faults is not None else {}),
         "zombie_outcome": next((line for life in lives for line in life.uncaught if line.startswith("ZOMBIE_")), None),
         "timings": {**timings, "jvm_start_s": [life.first_state_s for life in lives],
                     "to_running_s": [life.running_s for life in lives],
                     "caught_up_s": [life.caught_up_s for life in lives]},
         "repro": scenario.repro(), "seconds": round(time.monotonic() - started, 3),
     }
+    failed = [d for d in (faults.done if faults is not None else []) if "error" in d]
+    if failed and result["verdict"] == "pass":  # what was asked for was not done: never a pass
+        result = {**result, "verdict": "error",
+                  "error": "; ".join(f"{d['at']}: the broker fault failed: {d['error']}" for d in failed)}
     return unfired_is_error(result)
 
 
@@ -419,6 +530,8 @@ def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, pr
     if app.point_fired():
         return _fired(life)
     step = POINTS_BY_NAME.get(life.point or "")
+    if step is not None and step.phase == "close":
+        return _close(app, life, scenario, reader, produced, spare, producer, running_at, peers)
     if step is not None and step.phase == "commit" and not app.arm(f"{life.point}@{life.hit}"):
         return "stuck"
     for _ in range(1 + (SPARE_BATCHES if life.point else 0)):
@@ -444,6 +557,23 @@ def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, pr
         if life.point is None:
             return "last"
     return "next" if life.point else "last"
+
+
+def _close(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, produced: list[InputRecord],
+           spare: Iterator[list[InputRecord]], producer, running_at: float, peers: tuple[StreamsAppProcess, ...]) -> str:
+    """A life killed inside its clean close: it is given its batch and processes it (the output and the store
+    checked), then is closed (``KafkaStreams.close``) with its close point armed: ``fired`` once the point is
+    reached (the JVM waits there for its kill), ``next`` if the close ended without reaching it."""
+    batch = next(spare, None)
+    if batch is not None:
+        if batch[0].global_updates:
+            _update_global(app, producer, batch, produced, scenario)
+        sending = Producing(producer, f"{app.arguments['input']}", batch)
+        produced.extend(batch)
+        sending.join()
+        if not _caught_up(app, life, scenario, reader, produced, running_at, peers):
+            return "stuck"
+    return _fired(life) if app.close_at(f"{life.point}@{life.hit}") is not None else "next"
 
 
 def _update_global(app: StreamsAppProcess, producer, batch: list[InputRecord], produced: list[InputRecord],

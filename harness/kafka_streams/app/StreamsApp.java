@@ -52,12 +52,13 @@ import org.rocksdb.Options;
  * "SEQ,SUM") to the output topic. Run with KEY=VALUE arguments (bootstrap, app, input, output, state,
  * guarantee, tx, store, threads, commit_ms, memtable_kb, pad, instance).
  *
- * It speaks to the harness in lines: on stdout "STATE OLD NEW", "RESTORE_START store partition start end",
+ * It speaks to the harness in lines: on stdout "STATE OLD NEW" (then "THREAD name" per stream thread once
+ * RUNNING), "RESTORE_START store partition start end",
  * "RESTORE_END store partition restored ms", "POINT name" (a crash point reached: the thread then waits for
  * the harness's SIGKILL), "STORE {json}" / "STORE_ERROR why" (the answer to QUERY), "CLOSED"; on stdin
  * "QUERY" (the store read with IsolationLevel.READ_COMMITTED, interactive queries v2), "ARM NAME@N" (the crash
  * point NAME fires at its Nth hit from now), "RELEASE" (the thread at a point goes on: a zombie resumed) and
- * "STOP" (a clean close).
+ * "STOP" (a clean close; "STOP NAME@N": with the point NAME of the close armed first).
  */
 public final class StreamsApp {
     static final String STORE = "sums";
@@ -338,7 +339,14 @@ public final class StreamsApp {
         p.put("producer.linger.ms", "5");
 
         KafkaStreams streams = new KafkaStreams(topology, p);
-        streams.setStateListener((now, old) -> say("STATE " + old + " " + now));
+        streams.setStateListener((now, old) -> {
+            say("STATE " + old + " " + now);
+            if (now == KafkaStreams.State.RUNNING) {  // its threads' names: APP-PROCESSID-StreamThread-N, whose
+                try {                                 // transactional id is APP-PROCESSID-N (exactly_once_v2)
+                    for (org.apache.kafka.streams.ThreadMetadata t : streams.metadataForLocalThreads()) say("THREAD " + t.threadName());
+                } catch (RuntimeException e) { /* not running any more */ }
+            }
+        });
         Map<TopicPartition, Long> restoreStarted = new ConcurrentHashMap<>();
         streams.setGlobalStateRestoreListener(new StateRestoreListener() {
             public void onRestoreStart(TopicPartition tp, String store, long start, long end) {
@@ -365,7 +373,11 @@ public final class StreamsApp {
             if (line.equals("QUERY")) { if (windowMs > 0) queryWindows(streams); else query(streams, join, global); }
             else if (line.equals("RELEASE")) { Points.released = true; say("RELEASED"); }
             else if (line.startsWith("ARM ")) { Points.arm(line.substring(4).trim()); say("ARMED " + line.substring(4).trim()); }
-            else if (line.equals("STOP")) break;
+            else if (line.startsWith("STOP")) {  // "STOP NAME@N": a close point armed, then the clean close
+                String point = line.substring(4).trim();
+                if (!point.isEmpty()) { Points.arm(point); say("ARMED " + point); }
+                break;
+            }
         }
         streams.close(Duration.ofSeconds(30));
         say("CLOSED");
