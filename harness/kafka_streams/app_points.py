@@ -28,7 +28,8 @@ only a close reaches them. In 4.4.0 no ``.checkpoint`` file is written on this p
 offsets in the stores (every RocksDB store manages its offsets; in-memory stores are not persistent), and
 ``OffsetCheckpoint.write`` is called only by ``LegacyCheckpointingStateStore`` (a persistent store that does not
 manage its offsets, none of Kafka's own) and by ``ProcessorStateManager.close``'s
-``LegacyCheckpointingStateStore.maybeDowngradeOffsets`` (only with ``upgrade.from`` 4.2 or older).
+``LegacyCheckpointingStateStore.maybeDowngradeOffsets`` (only with ``upgrade.from`` 4.2 or older): the
+``upgrade-`` applications run so, and ``streams.checkpoint.before_rename`` sits in that write.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class AppPoint:
     # without them, the stores commit only at close, suspension or the end of a restoration)
     stores_commit: bool = False
     condition: str = "true"  # the rule's IF (a close point: only on the clean close's call)
+    # only where the application runs with upgrade.from 4.2 or older (4.4.0 then writes KIP-1035's downgrade
+    # .checkpoint file at each task's close)
+    upgrade_from_only: bool = False
 
     @property
     def java(self) -> str:
@@ -73,8 +77,9 @@ class AppPoint:
         clause = " ".join(w.lower() if i < 2 and w.isupper() else w for i, w in enumerate(words))
         return f"{self.cls.rpartition('.')[2]}.{self.method.partition('(')[0]} ({clause})"
 
-    def applies(self, guarantee: str, store: str, transactional: bool) -> bool:
+    def applies(self, guarantee: str, store: str, transactional: bool, upgrade_from: str | None = None) -> bool:
         return ((not self.exactly_once_only or guarantee == "exactly_once_v2")
+                and (not self.upgrade_from_only or upgrade_from is not None)
                 and (not self.transactional_rocksdb_only or (store == "rocksdb" and transactional))
                 and (not self.stores_commit or transactional or guarantee != "exactly_once_v2"))
 
@@ -126,6 +131,11 @@ APP_POINTS = (
              f"AT INVOKE {_INTERNALS}.StateDirectory.unlock ALL",
              "a clean close: the task's stores are closed; the lock of its task directory is about to be "
              "released", "close", condition="$3"),
+    AppPoint("streams.checkpoint.before_rename", f"{_STATE}.OffsetCheckpoint", "write",
+             "AT INVOKE org.apache.kafka.common.utils.Utils.atomicMoveWithFallback",
+             "a clean close with upgrade.from 4.2 (KIP-1035's downgrade file, written by ProcessorStateManager.close "
+             "once the stores are closed): the task's .checkpoint.tmp is written and fsynced, about to replace "
+             ".checkpoint", "close", upgrade_from_only=True),
 )
 POINTS_BY_NAME = {p.name: p for p in APP_POINTS}
 

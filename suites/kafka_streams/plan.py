@@ -33,6 +33,8 @@ class Settings:
     window_ms: int = 0  # the windowed aggregate: tumbling windows of this size (0: the key-value aggregate)
     join: bool = False  # the stream-table join: the input joined with a KTable of rates, then summed
     global_table: bool = False  # with join: the table a GlobalKTable (every instance holds all of it)
+    # upgrade.from (a rolling upgrade from 4.2: each task's close also writes KIP-1035's downgrade .checkpoint)
+    upgrade_from: str | None = None
 
     @property
     def mutant_rules(self) -> bool:
@@ -43,7 +45,8 @@ class Settings:
                 "processing.guarantee": self.guarantee, "mutant": self.mutant, "zombie": self.zombie,
                 **({"window_ms": self.window_ms, "retention_ms": WINDOW_RETENTION_MS} if self.window_ms else {}),
                 **({"join": "stream-globaltable (leftJoin with a GlobalKTable of rates)" if self.global_table
-                    else "stream-table (leftJoin with a KTable of rates)"} if self.join else {})}
+                    else "stream-table (leftJoin with a KTable of rates)"} if self.join else {}),
+                **({"upgrade.from": self.upgrade_from} if self.upgrade_from else {})}
 
 
 APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", False),
@@ -64,7 +67,12 @@ APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", 
         # between batches)
         "global-rocksdb-tx": Settings("rocksdb", True, join=True, global_table=True),
         "global-rocksdb": Settings("rocksdb", False, join=True, global_table=True),
-        "global-memory-tx": Settings("memory", True, join=True, global_table=True)}
+        "global-memory-tx": Settings("memory", True, join=True, global_table=True),
+        # a rolling upgrade from 4.2 (upgrade.from=4.2): 4.4.0 keeps the changelog offsets in its RocksDB stores and
+        # also writes the task's .checkpoint at each close, for a downgrade (LegacyCheckpointingStateStore.
+        # maybeDowngradeOffsets); read back into the stores, and deleted, at the next start (migrateLegacyOffsets)
+        "upgrade-rocksdb-tx": Settings("rocksdb", True, upgrade_from="4.2"),
+        "upgrade-rocksdb": Settings("rocksdb", False, upgrade_from="4.2")}
 
 # Each mutant on the configuration where its check can catch it.
 _MUTANT_BASE = {"output-twice": "rocksdb-tx", "output-value-altered": "rocksdb-tx", "at-least-once": "rocksdb", "restore-from-zero": "rocksdb-tx", "restore-skips-record": "memory",
@@ -107,12 +115,12 @@ def draw_kills(app: str, seed: int, kills: int) -> tuple[tuple[str, int], ...]:
     s = settings_of(app)
     rng = random.Random(seed)
     closing = random.Random(f"{seed}:close")
-    close = [p for p in APP_POINTS if p.phase == "close" and p.applies(s.guarantee, s.store, s.transactional)]
+    close = [p for p in APP_POINTS if p.phase == "close" and p.applies(s.guarantee, s.store, s.transactional, s.upgrade_from)]
     if s.zombie:  # frozen (not killed) inside one commit, between its transaction and the producer's commit
         return (("streams.commit.before_producer_commit", rng.randint(1, 3)),)
     drawn = []
     for number in range(kills):
-        allowed = [p for p in APP_POINTS if p.applies(s.guarantee, s.store, s.transactional)
+        allowed = [p for p in APP_POINTS if p.applies(s.guarantee, s.store, s.transactional, s.upgrade_from)
                    and (p.phase == "commit" or (number > 0 and p.phase == "start")
                         or (number > 0 and p.phase == "restore" and not (s.store == "rocksdb" and s.transactional)))]
         if s.mutant and APP_MUTANTS[s.mutant].points:  # the steps where its mistake shows
@@ -205,7 +213,7 @@ def scenario(app: str, seed: int, kills: int, point: str | None = None, **option
             raise ValueError(f"no point {point!r} of the Kafka Streams application; one of: "
                              f"{', '.join(POINTS_BY_NAME)}")
         s = settings_of(app)
-        if not POINTS_BY_NAME[point].applies(s.guarantee, s.store, s.transactional):
+        if not POINTS_BY_NAME[point].applies(s.guarantee, s.store, s.transactional, s.upgrade_from):
             raise ValueError(f"point {point} is never reached by the application {app}")
         if POINTS_BY_NAME[point].phase in ("start", "restore"):  # the first instance restores nothing: killed as drawn
             if kills < 2:

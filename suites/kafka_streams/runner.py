@@ -305,6 +305,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
             "store": config.store, "memtable_kb": scenario.memtable_kb if config.store == "rocksdb" else 0,
             "pad": scenario.pad, "threads": scenario.threads,
             **({"window_ms": config.window_ms, "retention_ms": WINDOW_RETENTION_MS} if config.window_ms else {}),
+            **({"upgrade_from": config.upgrade_from} if config.upgrade_from else {}),
             **({("global" if config.global_table else "table"): f"{app_id}-{'global' if config.global_table else 'table'}"}
                if config.join else {})}
     partner = None  # with --instances 2: instance 1, never killed, beside each life of instance 0

@@ -205,3 +205,21 @@ def test_kafka_streams_keeps_exactly_once_when_its_broker_is_killed_and_paused_w
     unreached = run_scenario(scenario("memory", 1, 0, broker_faults=(("broker-kill", 1000),)),
                              eos_kafka_cluster.bootstrap_servers, tmp_path / "unreached")
     assert unreached["verdict"] == "error" and unreached["not_fired"] == ["broker-kill@1000"], unreached
+
+
+@pytest.mark.slow  # make test-kafka-streams
+@pytest.mark.parametrize("app", ["upgrade-rocksdb-tx", "upgrade-rocksdb"])
+def test_kafka_streams_keeps_exactly_once_when_killed_writing_the_downgrade_checkpoint_file(eos_kafka_cluster,
+                                                                                           tmp_path, app):
+    # With upgrade.from=4.2, 4.4.0's close writes each task's .checkpoint (KIP-1035's downgrade file) once its stores
+    # are closed: killed with the second task's .checkpoint.tmp written and not yet renamed, then with the first's.
+    kills = (("streams.checkpoint.before_rename", 2), ("streams.checkpoint.before_rename", 1))
+    planned = dataclasses.replace(scenario(app, 4, len(kills)), kills=kills)
+    result = run_scenario(planned, eos_kafka_cluster.bootstrap_servers, tmp_path)
+    assert result["verdict"] == "pass", (result["violations"], result.get("error"))
+    assert result["configuration"]["upgrade.from"] == "4.2"
+    assert [life["fired"] for life in result["lives"]] == [True, True, False] and result["not_fired"] == []
+    assert {"exactly_once_output", "output_values", "state", "liveness"} <= set(result["exercised"])
+    # both tasks' stores were closed (RocksDB flushed them) before the second .checkpoint's rename: nothing restored
+    after_both = result["lives"][1]["restores"]
+    assert after_both and all(r["restored"] == 0 for r in after_both), after_both

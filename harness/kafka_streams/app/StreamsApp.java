@@ -337,6 +337,7 @@ public final class StreamsApp {
         p.put("main.consumer.heartbeat.interval.ms", "1000");
         p.put("main.consumer.max.poll.records", a.getOrDefault("max_poll", "25"));
         p.put("producer.linger.ms", "5");
+        if (a.containsKey("upgrade_from")) p.put("upgrade.from", a.get("upgrade_from"));  // a rolling upgrade
 
         KafkaStreams streams = new KafkaStreams(topology, p);
         streams.setStateListener((now, old) -> {
