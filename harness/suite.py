@@ -241,6 +241,9 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
               Option("threads", "int", 1, "Stream threads per instance (num.stream.threads).", minimum=1),
               Option("instances", "int", 1, "Instances at once (1 or 2): with 2, a second one runs beside each "
                      "killed one.", minimum=1),
+              Option("broker_faults", "int", 0, "Broker faults drawn in each scenario besides its kills "
+                     "(broker-kill or broker-pause, once a drawn input record is acknowledged: run's --crash-at); "
+                     "needs --broker kafka-local or kafka-quorum.", minimum=0),
               _KAFKA_BROKER)),
     Suite("kafka-metadata", "KIP-868 on a real KRaft quorum", "a KRaft quorum started here, its active controller "
           "killed while topics are created", "kafka_metadata", run=f"{_FACES}.kafka_metadata:kafka_metadata_command",

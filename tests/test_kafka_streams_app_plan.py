@@ -190,6 +190,28 @@ def test_broker_faults_are_in_the_replay_line():
                     broker_faults=parse_broker_faults(",".join(params["crash_at"]))) == planned
 
 
+def test_a_campaign_draws_its_broker_faults_apart_from_its_kills_and_needs_a_cluster_it_starts(cli):
+    from eos_harness.suites.kafka_streams.plan import campaign
+
+    options = {"systems": ["rocksdb-tx", "memory", "zombie"], "kills": 2, "broker": "kafka-local", "records": 60,
+               "memtable_kb": 64, "liveness": 60.0}
+    plain = [next(iter(campaign(seed, options))) for seed in range(8)]
+    faulted = [next(iter(campaign(seed, {**options, "broker_faults": 2}))) for seed in range(8)]
+    assert all(p.broker_faults == () for p in plain)
+    for without, with_faults in zip(plain, faulted, strict=True):
+        assert with_faults.kills == without.kills  # the kills stay as drawn
+        assert len(with_faults.broker_faults) == 2 and {f for f, _ in with_faults.broker_faults} <= {
+            "broker-kill", "broker-pause"}
+        limit = 60 * (2 if with_faults.system == "zombie" else 3)  # within the input the scenario sends
+        assert all(1 <= n <= limit for _, n in with_faults.broker_faults)
+        assert "--crash-at " in with_faults.repro()
+    assert len({f for s in faulted for f, _ in s.broker_faults}) == 2
+    result = cli.invoke("chaos", "--suite", "kafka-streams", "--broker-faults", "1", "--broker", "kafka://127.0.0.1:9",
+                        "--scenarios", "1", "--seed", "1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "needs a cluster the harness starts" in result.stderr and "starting a local Kafka" not in result.stdout
+
+
 def test_two_instances_are_in_the_replay_line():
     planned = scenario("rocksdb-tx", 5, 2, instances=2)
     words = shlex.split(planned.repro())

@@ -19,8 +19,8 @@ from eos_harness.kafka_streams.app_points import APP_MUTANTS, APP_POINTS, POINTS
 from ..rotation import in_turn
 from .checks import TABLE_EVERY, WINDOW_RETENTION_MS
 
-__all__ = ["APPS", "BROKER_FAULTS", "Scenario", "Settings", "campaign", "draw_kills", "expected", "known_subjects",
-           "parse_broker_faults", "settings_of", "subjects"]
+__all__ = ["APPS", "BROKER_FAULTS", "Scenario", "Settings", "campaign", "check_options", "draw_broker_faults",
+           "draw_kills", "expected", "known_subjects", "parse_broker_faults", "settings_of", "subjects"]
 
 
 @dataclass(frozen=True)
@@ -231,9 +231,31 @@ def scenario(app: str, seed: int, kills: int, point: str | None = None, **option
     return Scenario(app, seed, drawn, point=point, **options)
 
 
+def draw_broker_faults(seed: int, count: int, inputs: int) -> tuple[tuple[str, int], ...]:
+    """``count`` broker faults drawn from ``seed`` (their own generator: the kills stay as drawn), each once one of
+    the scenario's ``inputs`` records is acknowledged, in the order they fire."""
+    rng = random.Random(f"{seed}:broker")
+    drawn = [(rng.choice(sorted(BROKER_FAULTS)), rng.randint(1, max(1, inputs))) for _ in range(count)]
+    return tuple(sorted(drawn, key=lambda fault: fault[1]))
+
+
+def check_options(options: Mapping) -> None:
+    """chaos's own check, before anything runs: broker faults need a cluster the harness starts."""
+    from eos_harness.broker.spec import STARTED_HERE, parse
+
+    if options.get("broker_faults") and parse(options["broker"]).kind not in STARTED_HERE:
+        raise ValueError(f"--broker-faults {options['broker_faults']}: a broker fault kills or stops a broker: it "
+                         f"needs a cluster the harness starts (--broker kafka-local or kafka-quorum), not "
+                         f"{parse(options['broker']).cli_text!r}")
+
+
 def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     for app, _, drawn in in_turn(seed, options["systems"]):
-        yield scenario(app, drawn, options["kills"], broker=options["broker"], records=options["records"],
+        kills = options["kills"]
+        # the instances given a batch: one per kill, the last, and the zombie's two
+        inputs = options["records"] * (kills + 1 if not settings_of(app).zombie else 2)
+        yield scenario(app, drawn, kills, broker=options["broker"], records=options["records"],
                        memtable_kb=options["memtable_kb"], liveness_s=options["liveness"],
                        threads=options.get("threads", 1), instances=options.get("instances", 1),
-                       opened=options.get("opened"))
+                       opened=options.get("opened"),
+                       broker_faults=draw_broker_faults(drawn, options.get("broker_faults", 0), inputs))

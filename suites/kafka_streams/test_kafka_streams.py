@@ -223,3 +223,20 @@ def test_kafka_streams_keeps_exactly_once_when_killed_writing_the_downgrade_chec
     # both tasks' stores were closed (RocksDB flushed them) before the second .checkpoint's rename: nothing restored
     after_both = result["lives"][1]["restores"]
     assert after_both and all(r["restored"] == 0 for r in after_both), after_both
+
+
+@pytest.mark.slow  # make test-kafka-streams
+def test_a_chaos_campaign_adds_drawn_broker_faults_to_its_scenarios(tmp_path):
+    # As a user runs it: chaos starts its own broker (kafka-local) and kills or pauses it under each scenario.
+    done = subprocess.run(
+        [sys.executable, "-m", "eos_harness.faces.cli", "chaos", "--suite", "kafka-streams", "--systems", "memory-tx",
+         "--scenarios", "1", "--kills", "1", "--broker-faults", "1", "--seed", "3", "--json", str(tmp_path / "c.json"),
+         "--out", str(tmp_path / "run"), "--no-report"],
+        capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    campaign = json.loads((tmp_path / "c.json").read_text())
+    (result,) = campaign["scenarios"]
+    assert result["verdict"] == "pass", (result["violations"], result.get("error"))
+    (fault,) = result["broker_faults"]
+    assert "error" not in fault and fault["at"].split("@")[0] in ("broker-kill", "broker-pause"), fault
+    assert f"--crash-at {fault['at']}" in result["repro"] and result["not_fired"] == []
