@@ -97,6 +97,7 @@ class Suite:
     coverage: bool = False  # its results name the checks whose condition they met (``exercised``): tallied per subject
     show: str | None = None  # "module:attribute" of a face function printing what its campaign shows besides its tallies
     anywhere: bool = False  # its scenarios run on any machine: ``chaos --engine spark`` runs each as a Spark task
+    on_spark: str = "every scenario of its plan"  # what ``--engine spark`` runs of it, when ``anywhere``
 
     def part(self, module: str):
         """The suite's ``plan`` or ``runner`` module."""
@@ -139,11 +140,17 @@ class Suite:
         module, _, attribute = target.partition(":")
         return getattr(importlib.import_module(module), attribute)
 
+    @property
+    def engines(self) -> dict[str, str]:
+        """The engines its campaign runs on (``chaos --engine``), each with what it runs there."""
+        local = "every scenario, in a pool of this process"
+        return {"local": local, **({"spark": self.on_spark} if self.anywhere and self.chaos else {})}
+
     def to_json(self) -> dict:
         return {"name": self.name, "title": self.title, "runs_on": self.runs_on,
                 "package": f"eos_harness.suites.{self.package}", "subject": self.subject,
                 "commands": {"run": self.run is not None, "chaos": self.chaos is not None},
-                "pytest_entry": self.pytest_entry, "checks": self.checks()}
+                "engines": self.engines, "pytest_entry": self.pytest_entry, "checks": self.checks()}
 
 
 _FACES = "eos_harness.faces"
@@ -155,11 +162,13 @@ BROKER_FORMS = ("embedded (SQLite log) | kafka-local (start a local Kafka on 127
                  "| kafka-quorum[:N] (3 dedicated KRaft controllers and N brokers) | kafka://HOST:PORT (a running cluster)")
 _KAFKA_BROKER = Option("broker", "kafka-broker", "kafka-local", "kafka-local | kafka-local:3 | kafka-quorum[:N] | "
                        "kafka://HOST:PORT: started once for the campaign (the embedded broker is not Kafka).")
+_EMBEDDED_ONLY = "every scenario, on the embedded broker only: a Kafka --broker is refused (usage error)"
 SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("lifecycle", "EOS task lifecycle", "a store (key-value, or window with a windowed workload) under the "
           "EOS task runtime, its task killed between commit steps", "lifecycle",
           run=f"{_FACES}.lifecycle:run_command", chaos=GENERIC_CHAOS, subject="store", tallies="stores",
           pytest_entry=True, forks_children=True, coverage=True, show=f"{_FACES}.lifecycle:show_campaign", anywhere=True,
+          on_spark=_EMBEDDED_ONLY,
           options=(
               Option("workloads", "list", tuple(CAMPAIGN_WORKLOADS), "Comma-separated workloads (global not on a "
                      "store that declares itself a task's); "
@@ -186,7 +195,7 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
               Option("broker", "broker", "embedded", "Where the metadata log lives: embedded (a topic of the SQLite "
                      "log) | kafka-local (start a local Kafka on 127.0.0.1) | kafka-quorum[:N] (start 3 dedicated "
                      "KRaft controllers and N brokers) | kafka://HOST:PORT (a running cluster)."),),
-          forks_children=True, anywhere=True),
+          forks_children=True, anywhere=True, on_spark=_EMBEDDED_ONLY),
     Suite("spark", "Spark Structured Streaming", "a Spark pipeline (pipeline x sink x state store x checkpoint "
           "format), its driver killed in each crash window", "spark",
           run=f"{_FACES}.spark:spark_run_command", chaos=GENERIC_CHAOS, subject="sink", tallies="sinks",

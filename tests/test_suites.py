@@ -20,8 +20,25 @@ def test_suites_lists_every_suite_of_the_registry_with_its_checks_and_its_comman
         assert "--resume" in chaos.stdout and "--until-failure" in chaos.stdout and "--junit" in chaos.stdout
     text = cli.invoke("suites").stdout
     assert all(f"{name}:" in text for name in SUITES) and "no_partial_publish" in text
+    assert "engines: local (" in text
     wrong = cli.invoke("run", "--suite", "nope", "--store", "memory")
     assert wrong.returncode == 2 and "'lifecycle'" in wrong.stderr  # the choices come from the registry
+
+
+def test_suites_says_which_engines_run_each_suite_and_chaos_keeps_to_it(cli, tmp_path):
+    """``suites --json``'s ``engines`` (from the registry): every suite with a campaign runs on the local pool; the
+    suites whose scenarios run on any machine on Spark too, saying what of them; ``chaos --engine spark`` of any
+    other suite is a usage error naming those that Spark runs."""
+    listed = {row["name"]: row["engines"] for row in json.loads(cli.invoke("suites", "--json").stdout)}
+    on_spark = sorted(name for name, engines in listed.items() if "spark" in engines)
+    assert on_spark == sorted(["conformance", "offsets", "windows", "lifecycle", "metadata"])
+    assert all(set(engines) <= {"local", "spark"} and "local" in engines and all(engines.values())
+               for engines in listed.values())
+    for name in sorted(set(listed) - set(on_spark)):
+        done = cli.invoke("chaos", "--suite", name, "--engine", "spark", "--scenarios", "1", "--out", tmp_path / name)
+        assert done.returncode == 2 and "run only on this machine" in done.stderr, (name, done.stderr)
+        assert ", ".join(s for s in listed if s in on_spark) in done.stderr  # the suites Spark runs, named
+        assert not (tmp_path / name).exists()
 
 
 def test_every_suite_keeps_the_contract_its_campaign_is_planned_from_the_seed_alone():

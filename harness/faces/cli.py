@@ -101,6 +101,8 @@ def suites_command(as_json: bool) -> None:
         commands = ", ".join(f"{c} --suite {row['name']}" for c, has in row["commands"].items() if has)
         click.echo(f"{row['name']}: {row['title']}\n  runs on: {row['runs_on']}\n  commands: {commands}"
                    + ("; pytest --pyargs " + row["package"] if row["pytest_entry"] else ""))
+        if row["commands"]["chaos"]:
+            click.echo("  engines: " + "; ".join(f"{name} ({what})" for name, what in row["engines"].items()))
         for check, meaning in row["checks"].items():
             click.echo(f"    {check:<34} {meaning}")
 
