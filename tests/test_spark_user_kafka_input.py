@@ -335,3 +335,32 @@ def test_over_partitions_spark_plans_the_micro_batches_the_harness_counts(eos_sp
     result = found.results[0]
     assert result["verdict"] == "pass" and result["checks"]["output_rows_compared"] == 13
     assert _planned(Path(result["reference"]["folder"]) / "checkpoint", topic) == expected
+
+
+@pytest.mark.kafka
+def test_a_stopped_campaign_over_a_topic_written_since_is_not_resumed(cli, tmp_path, eos_kafka_cluster):
+    """The campaign keeps the topic's content when it starts (its records' digest and the micro-batch limit): a
+    resume after a transaction was added to the topic is a usage error naming the topic, what it held then and
+    what it holds now, before anything runs (its finished scenarios were judged on the other micro-batches)."""
+    from tests.test_campaign_controls import interrupt
+
+    bootstrap = eos_kafka_cluster.bootstrap_servers
+    topic = new_topic(bootstrap, "resumed", [events(0), events(1)])
+    url = f"kafka://{bootstrap}/{topic}"
+    out = tmp_path / "campaign"
+    proc = cli.start("chaos", "--suite", "spark", "--pipeline", "spark_user_kafka_dedup:build", "--input", url,
+                     "--max-offsets-per-trigger", "5", "--scenarios", "3", "--seed", "1", "--out", out, "--no-report",
+                     cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not (out / "campaign.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    output, _, _ = interrupt(proc)
+    assert proc.returncode == 130, output
+    kept = json.loads((out / "campaign.json").read_text())["inputs"]["input"]
+    assert kept["what"] == f"the input topic {url}" and kept["detail"].startswith("15 records")
+    produce(bootstrap, topic, [events(2)])
+    done = cli("chaos", "--suite", "spark", "--resume", out, cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"the input topic {url} changed since it began (then: 15 records" in said, said
+    assert "now: 23 records" in said and "the query's source files" not in said

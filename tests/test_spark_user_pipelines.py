@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -496,3 +497,55 @@ def test_a_campaigns_first_failure_in_spark_is_exported(cli, tmp_path):
     ran = _run_exported(tmp_path, export)  # and it fails the same way on plain PySpark
     assert "sink/3 yes, commit/3 no" in ran.stdout, ran.stdout
     assert "REPRODUCED: assertion failed: CheckpointInfo length: 0" in ran.stdout, ran.stdout + ran.stderr
+
+
+@pytest.mark.spark
+def test_a_stopped_campaign_whose_query_or_input_changed_is_not_resumed(cli, tmp_path):
+    """A campaign of a user's query keeps what it judges besides its options (the query's source files and its input,
+    as digests): ``--resume`` after either changed is a usage error naming which, before anything runs (its finished
+    scenarios were judged against the crash-free run of what it read then); put back, it is what the campaign kept."""
+    from eos_harness.suites.spark.plan import kept_inputs
+
+    from tests.conftest import FIXTURES
+    from tests.test_campaign_controls import interrupt
+
+    inputs = write_batches(tmp_path / "in", batches=3)
+    module = tmp_path / "my_dedup.py"
+    module.write_text((FIXTURES / "spark_user_dedup.py").read_text())
+    out = tmp_path / "campaign"
+    proc = cli.start("chaos", "--suite", "spark", "--pipeline", "my_dedup:build", "--input", inputs, "--scenarios", "3",
+                     "--seed", "1", "--out", out, "--no-report", cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not (out / "campaign.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    output, _, _ = interrupt(proc)  # stopped as soon as it kept its options: its first scenario not finished
+    assert proc.returncode == 130, output
+    state = json.loads((out / "campaign.json").read_text())
+    kept = state["inputs"]
+    assert kept["input"]["what"] == f"the input files in {inputs}" and kept["input"]["detail"] == "3 files"
+    results = (out / "results.jsonl").read_text() if (out / "results.jsonl").exists() else ""
+
+    original = (inputs / "batch-1.jsonl").read_text()
+    (inputs / "batch-1.jsonl").write_text(original.replace('"key": "a"', '"key": "z"'))
+    done = cli("chaos", "--suite", "spark", "--resume", out, cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"the input files in {inputs} changed since it began (then: 3 files, digest {kept['input']['digest']}" in said
+    assert "judged against the crash-free run of what it read then" in said and "the query's source files" not in said
+
+    (inputs / "batch-1.jsonl").write_text(original)
+    module.write_text(module.read_text() + "\n# a change to the query's module\n")
+    done = cli("chaos", "--suite", "spark", "--resume", out, cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"the query's source files ({module} and those beside it) changed since it began" in said
+    assert "the input files" not in said
+
+    module.write_text((FIXTURES / "spark_user_dedup.py").read_text())  # put back: what the campaign kept
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # where the command looked for the module (as python -m does)
+    try:
+        assert kept_inputs(state) == kept
+    finally:
+        os.chdir(cwd)
+    assert ((out / "results.jsonl").read_text() if (out / "results.jsonl").exists() else "") == results  # none ran

@@ -88,7 +88,7 @@ def chaos_command_for(entry: Suite) -> click.Command:
                 toolkit.require_kafka_extra(parse(values[option.name]))
         try:
             engine = engine_of(entry, engine_name, master, values)
-            running = prepare(entry, values)
+            running = prepare(entry, values, {**state, "out": resume_dir} if resume_dir is not None else None)
             seed = toolkit.seed_or_drawn(seed)
             out_dir = toolkit.campaign_outputs(json_path, junit_path, out, resume_dir, f"{entry.name}-chaos", seed,
                                                overwrite)
@@ -155,10 +155,12 @@ MASTER_HELP = ("The Spark master of --engine spark: local[*] (every core here, t
                "spark://HOST:PORT (a standalone cluster, which must answer).")
 
 
-def prepare(entry: Suite, values: dict) -> dict:
+def prepare(entry: Suite, values: dict, resumed: Mapping | None = None) -> dict:
     """Before anything runs: the campaign's subjects (those given, else the suite's), each store resolved once,
-    here (a bad one is a usage error; returned as ``refs``, what the campaign runs with, never kept), and the
-    suite's own check of its options. A ValueError (or a missing extra) for a campaign that cannot run."""
+    here (a bad one is a usage error; returned as ``refs``, what the campaign runs with, never kept), the
+    suite's own check of its options, and what it judges besides them (the plan's ``kept_inputs``: a user's query
+    and input, kept in ``values["inputs"]``; a ``resumed`` campaign whose inputs changed since it began cannot go
+    on). A ValueError (or a missing extra) for a campaign that cannot run."""
     from eos_harness.extras import MissingExtra
 
     plan = entry.part("plan")
@@ -178,6 +180,11 @@ def prepare(entry: Suite, values: dict) -> dict:
             plan.check_options({**values, **running})
     except MissingExtra as exc:
         raise ValueError(str(exc)) from None
+    inputs = plan.kept_inputs(values) if hasattr(plan, "kept_inputs") else None
+    if inputs is not None:
+        if resumed is not None and (why := plan.inputs_changed(resumed.get("inputs"), inputs)):
+            raise ValueError(f"--resume {resumed['out']}: {why}")
+        values["inputs"] = inputs
     return running
 
 

@@ -242,6 +242,24 @@ def check_options(options: Mapping) -> None:
         require("kafka", "--sinks kafka")
 
 
+def kept_inputs(options: Mapping) -> dict | None:
+    """What a campaign judges besides its options, kept when it starts and checked again by ``--resume``
+    (:func:`inputs_changed`): a user's query and its input, as digests
+    (:func:`~eos_harness.suites.spark.user.judged_inputs`); None for the built-in pipelines (the plan makes their input)."""
+    if not options.get("pipeline"):
+        return None
+    from eos_harness.suites.spark.user import judged_inputs
+
+    return judged_inputs(_user_template(options, probed=True))
+
+
+def inputs_changed(kept: object, now: dict) -> str | None:
+    """Why a resumed campaign cannot go on: its query or its input changed since it began (None: neither did)."""
+    from eos_harness.suites.spark.user import changed_inputs
+
+    return changed_inputs(kept, now)
+
+
 def _user_template(options: Mapping, probed: bool = False):
     """The campaign's user query as a :class:`~eos_harness.suites.spark.user.UserScenario` (no kill yet), checked
     (a ValueError: a usage error); ``probed``: its module imported in a child first (its source file kept)."""

@@ -425,6 +425,49 @@ def reference_key(scenario: UserScenario, module_file: str | None) -> str:
     return digest.hexdigest()[:20]
 
 
+def judged_inputs(scenario: UserScenario) -> dict[str, dict[str, str]]:
+    """What a campaign of the user's query judges against, each as ``what`` it is, a ``digest`` and a ``detail``:
+    ``query``, the query's source files (its module and those it may import); ``input``, its input files, or its
+    topic's records and how they are cut into micro-batches (``scenario`` :meth:`~UserScenario.resolved`). Kept
+    when the campaign starts: ``--resume`` refuses a campaign whose query or input changed (:func:`changed_inputs`)."""
+    query = hashlib.sha256()
+    sources = query_sources(scenario.module_file)
+    for path in sources:
+        query.update(str(path).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    data = hashlib.sha256()
+    if scenario.kafka:
+        assert scenario.topic is not None, "a Kafka input is read (UserScenario.resolved) before it is kept"
+        data.update(f"kafka\0{scenario.topic.digest}\0{scenario.max_offsets}".encode())
+        what = f"the input topic {scenario.kafka.url}"
+        detail = f"{scenario.topic.describe()}; {scenario.max_offsets} offsets a micro-batch"
+    else:
+        files = input_files(Path(scenario.input))
+        for path in files:
+            data.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        what, detail = f"the input files in {scenario.input}", f"{len(files)} files"
+    return {"query": {"what": f"the query's source files ({scenario.module_file or scenario.ref} and those beside it)",
+                      "digest": query.hexdigest()[:20], "detail": f"{len(sources)} files"},
+            "input": {"what": what, "digest": data.hexdigest()[:20], "detail": detail}}
+
+
+def changed_inputs(kept: object, now: dict[str, dict[str, str]]) -> str | None:
+    """Why a campaign that kept ``kept`` (:func:`judged_inputs` when it started) cannot go on with ``now``: the
+    scenarios it finished were judged against a crash-free run of another query or input. None when nothing
+    changed, or when the campaign kept nothing (started by an eos-harness before this check)."""
+    if not isinstance(kept, dict):
+        return None
+    said = []
+    for name in ("query", "input"):
+        then = kept.get(name) if isinstance(kept.get(name), dict) else {}
+        if then.get("digest") != now[name]["digest"]:
+            said.append(f"{now[name]['what']} changed since it began (then: {then.get('detail', 'unknown')}, digest "
+                        f"{then.get('digest', 'unknown')}; now: {now[name]['detail']}, digest {now[name]['digest']})")
+    if not said:
+        return None
+    return ("; ".join(said) + ": the scenarios it finished were judged against the crash-free run of what it read "
+            "then, and a campaign judges one query over one input; put it back, or start a new campaign")
+
+
 def _copy_input(scenario: UserScenario, directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     copied: list[Path] = []
