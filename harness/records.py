@@ -163,7 +163,7 @@ def json_lines(data: bytes) -> Iterator[tuple[int, Any, str | None]]:
 # "at" is when a Spark event happened (seconds since the scenario started) or, on a metadata reader's
 # "published" event, where in the log it published; the other suites' events have none.
 HISTORY_TYPES: dict[str, Check] = {
-    "seq": INT, "type": TEXT, "instance": INT, "run": INT,
+    "seq": INT, "type": TEXT, "instance": INT, "run": INT, "lane": TEXT,
     "at": (f"a number, null or where a metadata reader published ({', '.join(map(json.dumps, PUBLISHED_AT))})",
            lambda value: value is None or _is_number(value) or value in PUBLISHED_AT), "seconds": ("a number or null", _or_none(_is_number)),
 }

@@ -300,3 +300,73 @@ def test_a_campaign_shows_transactional_stores_on_and_off_side_by_side_in_its_js
     cells = [" ".join(c.split("</td>")[0].split()) for c in row.split("<td")[1:]]
     assert [c.partition(">")[2] for c in cells] == ["rocksdb", "2", "2 pass", "15 / 40 (3)", "200 / 300",
                                                    "2", "1 pass, 1 fail", "165 / 320 (4)", "140 / 900"]
+
+
+def test_the_changelog_is_read_as_the_store_s_last_value_per_key_and_a_difference_names_its_source():
+    from eos_harness.suites.kafka_streams.checks import changelog_state, check_changelog, joined, model_state
+
+    records = [r for batch in workload(4, 2, 12, 3, 2) for r in batch]
+    model = model_state(records)
+    # the changelog's last value per key (a sum padded as the application stores it); a tombstone deletes
+    last = {k.encode(): f"{v};xxxx".encode() for k, v in model.items()} | {b"gone": None}
+    assert changelog_state(last) == model
+    assert check_changelog(records, changelog_state(last), model) == []
+    # a window store's key: the key, its window's start (8 bytes, big-endian), a sequence number (4 bytes)
+    windowed = {b"k1" + (60_000).to_bytes(8, "big") + (0).to_bytes(4, "big"): b"7;pad"}
+    assert changelog_state(windowed, window=True) == {"k1@60000": 7}
+    assert changelog_state({b"k1": b"3"}, prefix="rate:") == {"rate:k1": 3}
+
+    # the changelog behind (a write dropped) while the store answered right: the key and the source named
+    key = sorted(model)[0]
+    behind = {**model, key: model[key] - 1}
+    [found] = check_changelog(records, behind, model)
+    assert (found.check, found.key, found.expected) == ("state", f"changelog {key}", f"model {model[key]}")
+    assert found.observed == (f"changelog {model[key] - 1}; interactive query {model[key]} (agrees with the model: "
+                              "the changelog alone differs)")
+    # both behind: both named as differing; a key the changelog never got: no record
+    [both] = check_changelog(records, behind, behind)
+    assert both.observed.endswith("(differs too)")
+    missing = {k: v for k, v in model.items() if k != key}
+    [lost] = check_changelog(records, missing, None)
+    assert lost.observed == "changelog no record; the store gave no answer to compare"
+    # the join: the table's store compared too (as rate:KEY), unless it is a GlobalKTable's (no changelog)
+    joined_records = [r for batch in workload(4, 2, 12, 3, 2, table=True) for r in batch]
+    sums_only = {k: v for k, v in model_state(joined(joined_records)[0]).items()}
+    assert [v.key for v in check_changelog(joined_records, sums_only, None, join=True)][:1] == ["changelog rate:k0"]
+    assert check_changelog(joined_records, sums_only, None, join=True, table_changelog=False) == []
+
+
+def test_the_history_puts_each_event_on_its_instance_s_or_thread_s_lane_and_marks_violations_on_their_event():
+    from eos_harness.kafka_streams.app import AppEvent
+    from eos_harness.report.load import timeline_events
+    from eos_harness.suites.kafka_streams.history import HARNESS, history_rows, jvm_rows, link_violations
+
+    prefix = "ks-3-ab12cd-5f0e3b8e-2a41-4c1e-9a8b-0c7d1e2f3a4b-"
+
+    def said(at: float, line: str) -> AppEvent:
+        words = tuple(line.split())
+        return AppEvent(at, words[0], words[1:], line)
+
+    first = [said(4.0, "STATE CREATED REBALANCING"), said(7.5, f"TASK_START 0_0 {prefix}StreamThread-1"),
+             said(7.6, f"TASK_START 0_1 {prefix}StreamThread-2"),
+             said(9.0, f"POINT streams.commit.enter 2 {prefix}StreamThread-2")]
+    second = [said(5.0, f"RESTORE_START sums 1 0 40 {prefix}StateUpdater-1"),
+              said(5.2, f"RESTORE_END sums 1 40 150 {prefix}StateUpdater-1"), said(8.0, 'STORE [0, 1] {"k1":3}')]
+    rows = history_rows([*jvm_rows(first, 0.5, "instance 0", 0), *jvm_rows(second, 12.0, "instance 1", 1),
+                         {"type": "kill", "at": 9.6, "lane": "instance 0", "instance": 0, "line": "SIGKILL"},
+                         {"type": "changelog", "at": 21.0, "lane": HARNESS, "line": "8 keys read"}])
+    assert [(r["seq"], r["type"], r["lane"]) for r in rows] == [
+        (0, "state_change", "instance 0"), (1, "task_start", "instance 0 StreamThread-1"),
+        (2, "task_start", "instance 0 StreamThread-2"), (3, "point", "instance 0 StreamThread-2"),
+        (4, "kill", "instance 0"), (5, "restore_start", "instance 1 StateUpdater-1"),
+        (6, "restore_end", "instance 1 StateUpdater-1"), (7, "query", "instance 1"), (8, "changelog", HARNESS)]
+    assert rows[5]["at"] == 17.0 and (rows[5]["store"], rows[5]["partition"]) == ("sums", 1)
+    violations = [{"check": "state", "key": "instance 1"}, {"check": "no_wipe", "key": "instance 1 store sums partition 1"},
+                  {"check": "state", "key": "changelog k1"}, {"check": "exactly_once_output", "key": "input 3 (k1)"}]
+    link_violations(violations, rows)
+    assert [v.get("event") for v in violations] == [7, 5, 8, None]
+    # the report draws a lane per instance and per thread, on the scenario's clock
+    events, timed = timeline_events(rows, "kafka-streams")
+    assert timed and {e.lane for e in events} == {"instance 0", "instance 0 StreamThread-1", "instance 0 StreamThread-2",
+                                                  "instance 1", "instance 1 StateUpdater-1", HARNESS}
+    assert [e.category for e in events][3:5] == ["fault", "crash"]

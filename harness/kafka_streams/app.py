@@ -116,8 +116,8 @@ def _build(version: str, work: Path, classpath: tuple[Path, ...], javac: str) ->
         shutil.copyfileobj(source, target)
 
 
-PROTOCOL = {"STATE", "THREAD", "RESTORE_START", "RESTORE_END", "POINT", "STORE", "STORE_ERROR", "UNCAUGHT", "CLOSED", "ARMED", "RELEASED",
-            "ZOMBIE_COMMITTED", "ZOMBIE_FENCED"}
+PROTOCOL = {"STATE", "THREAD", "RESTORE_START", "RESTORE_END", "POINT", "STORE", "STORE_ERROR", "UNCAUGHT", "CLOSED", "ARMED",
+            "RELEASED", "ZOMBIE_COMMITTED", "ZOMBIE_FENCED", "TASK_START", "TASK_CLOSE"}
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,12 @@ APP_MUTANTS = {m.name: m for m in (
               "of that record's key", "state", rules=((f"{_INTERNALS}.ProcessorStateManager", "restore", "AT ENTRY",
                                                        "$2 = $2.subList(0, $2.size() - 1)"),),
               points=tuple(p.name for p in APP_POINTS if p.phase == "commit")),
+    AppMutant("changelog-write-dropped", "the aggregate's store writes each sum to its local store but drops its "
+              "changelog record (ChangeLoggingKeyValueBytesStore.log returns at once for the store sums): the store "
+              "and the output stay right while the changelog, the state's durable copy a restoration reads, "
+              "falls behind", "state",
+              rules=((f"{_STATE}.ChangeLoggingKeyValueBytesStore", "log", "AT ENTRY", "return"),),
+              condition="$0.name().equals(\"sums\")"),
     AppMutant("restore-hangs", "the restoration never finishes (ProcessorStateManager.restore blocks): a "
               "restarted instance never reaches RUNNING", "liveness",
               rules=((f"{_INTERNALS}.ProcessorStateManager", "restore", "AT ENTRY",

@@ -47,7 +47,7 @@ def timeline(scenario: ScenarioView, div_id: str) -> str:
     """The scenario's history on a time axis, one lane per task instance (or Spark run), each kind of
     event its own marker, and the violations as red crosses on the events where they show."""
     events = scenario.events or []
-    lanes = sorted({e.lane for e in events}, key=lambda lane: (lane == "driver", lane))
+    lanes = sorted({e.lane for e in events}, key=lambda lane: (lane in ("driver", "harness"), lane))
     fig = go.Figure()
     for category, (colour, symbol) in CATEGORY_STYLE.items():
         chosen = [e for e in events if e.category == category]

@@ -780,10 +780,15 @@ _CATEGORIES = {
     "start": "lifecycle", "done": "lifecycle", "verified": "lifecycle", "scenario": "lifecycle", "kafka": "lifecycle",
     "output": "output", "file": "file written",
     "error": "crash", "state_error": "crash", "follower_error": "crash",
+    # kafka-streams: an instance's own events and what the harness did to it
+    "state_change": "lifecycle", "task_start": "lifecycle", "task_close": "lifecycle", "closed": "lifecycle",
+    "stop": "lifecycle", "restore_start": "recovery", "restore_end": "recovery", "point": "fault", "kill": "crash",
+    "uncaught": "crash", "query_error": "crash", "query": "operation", "input": "operation", "changelog": "operation",
+    "zombie_committed": "commit",
 }
 _SHOWN = ("point", "fault", "key", "own", "committed", "input_position", "changelog_position", "store_offset",
           "replayed_records", "wiped", "exitcode", "mode", "target", "root", "path", "window", "batch", "phase",
-          "code", "seconds", "error", "committed_position")
+          "code", "seconds", "error", "committed_position", "store", "partition", "batch", "line")
 
 
 def _describe(event: dict) -> str:
@@ -805,7 +810,9 @@ def timeline_events(rows: list[dict], suite: str) -> tuple[list[Event], bool]:
     starts: dict[object, float] = {}
     for position, row in enumerate(rows):
         seq = row.get("seq", position)
-        if suite == "spark":
+        if isinstance(row.get("lane"), str):  # a history that names its lanes (kafka-streams: instance and thread)
+            lane = row["lane"]
+        elif suite == "spark":
             lane = f"run {row['run']}" if "run" in row else "driver"
         else:
             instance = row.get("instance", 0)

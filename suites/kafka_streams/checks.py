@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from eos_harness.verdict import Violation
 
-__all__ = ["CHECKS", "CONDITIONS", "InputRecord", "Restore", "check_liveness", "check_no_wipe", "check_output",
-           "check_state", "expected_outputs", "joined", "model_state", "workload"]
+__all__ = ["CHECKS", "CONDITIONS", "InputRecord", "Restore", "changelog_state", "check_changelog", "check_liveness",
+           "check_no_wipe", "check_output", "check_state", "expected_outputs", "joined", "model_state", "workload"]
 
 # Each check, in report order, with the promise it tests.
 CHECKS = {
@@ -28,7 +28,8 @@ CHECKS = {
                            "(the effect of exactly_once_v2), none lost",
     "output_values": "each output carries its key's sum after its input record, as the model folds the input",
     "state": "after every restart, once the input is processed, the store read with READ_COMMITTED (interactive "
-             "queries v2) equals the model",
+             "queries v2) equals the model; after the last instance, so does each store's changelog topic read "
+             "committed (last value per key)",
     "no_wipe": "with transactional RocksDB stores (KIP-892), a crash does not wipe the store: its restoration "
                "starts from the offset of its last commit that reached disk, not the changelog's start",
     "liveness": "each instance reaches RUNNING and processes the input it was given within the bound",
@@ -39,9 +40,10 @@ CHECKS = {
 CONDITIONS = {
     "exactly_once_output": "the application was killed while it had input to process, then processed it all",
     "output_values": "an output record was read",
-    "state": "an instance restarted after a kill processed all its input and answered a query",
-    "no_wipe": "a transactional RocksDB store had its committed offset on disk (a table file of its offsets column "
-               "family) when its instance was killed",
+    "state": "an instance restarted after a kill processed all its input and answered a query, or the stores' "
+             "changelogs were read once the last instance processed all its input",
+    "no_wipe": "a transactional RocksDB store (the aggregate's, or the join's table) had its committed offset on "
+               "disk (a table file of its offsets column family) when its instance was killed",
     "liveness": "an instance was started",
     "zombie_fenced": "a frozen instance was resumed and its commit came to an end",
 }
@@ -178,31 +180,93 @@ def live_windows(records: list[InputRecord], retention_ms: int) -> dict[str, int
     return {r.key: cutoff[r.partition] for r in records}
 
 
-def check_state(records: list[InputRecord], store: Mapping[str, int], life: int, window_ms: int = 0,
-                retention_ms: int = 0, join: bool = False) -> list[Violation]:
-    """The store (key, or ``key@windowStart``, -> sum, read committed) once the input ``records`` were all
-    processed; with windows, only those the store surely still holds (:func:`live_windows`) are compared; with
-    the join, the sums of the joined deltas and the table's store as ``rate:KEY`` -> rate."""
+def wanted_state(records: list[InputRecord], window_ms: int = 0, retention_ms: int = 0,
+                 join: bool = False) -> tuple[dict[str, int], Callable[[str], bool]]:
+    """The model's store once ``records`` were all processed (key, or ``key@windowStart``, -> sum; with the join
+    also the table as ``rate:KEY`` -> rate), and which keys are compared: with windows, only those the store
+    surely still holds (:func:`live_windows`)."""
     if join:
         records, rates = joined(records)
         want = {**model_state(records), **{f"rate:{k}": v for k, v in rates.items()}}
     else:
         want = model_state(records, window_ms)
-    if window_ms:
-        live = live_windows(records, retention_ms)
+    if not window_ms:
+        return want, lambda name: True
+    live = live_windows(records, retention_ms)
 
-        def kept(name: str) -> bool:
-            key, _, start = name.partition("@")
-            return int(start) >= live.get(key, 0)
+    def kept(name: str) -> bool:
+        key, _, start = name.partition("@")
+        return int(start) >= live.get(key, 0)
 
-        want = {k: v for k, v in want.items() if kept(k)}
-        store = {k: v for k, v in store.items() if kept(k)}
+    return {k: v for k, v in want.items() if kept(k)}, kept
+
+
+def check_state(records: list[InputRecord], store: Mapping[str, int], life: int, window_ms: int = 0,
+                retention_ms: int = 0, join: bool = False) -> list[Violation]:
+    """The store (key, or ``key@windowStart``, -> sum, read committed) once the input ``records`` were all
+    processed; with windows, only those the store surely still holds (:func:`live_windows`) are compared; with
+    the join, the sums of the joined deltas and the table's store as ``rate:KEY`` -> rate."""
+    want, kept = wanted_state(records, window_ms, retention_ms, join)
+    store = {k: v for k, v in store.items() if kept(k)}
     diff = sorted(k for k in set(want) | set(store) if want.get(k) != store.get(k))
     if not diff:
         return []
     shown = ", ".join(f"{k}: {store.get(k)} (model {want.get(k)})" for k in diff[:8])
     return [Violation("state", f"instance {life}", f"the model's {len(want)} sums",
                       f"{len(diff)} keys differ: {shown}")]
+
+
+WINDOW_KEY_SUFFIX = 12  # a window store's changelog key: the key, its window's start (8 bytes), a sequence number (4)
+
+
+def changelog_state(last: Mapping[bytes, bytes | None], window: bool = False, prefix: str = "") -> dict[str, int | str]:
+    """A store as its changelog says it is: ``last`` is each changelog key's last value read committed (None: a
+    tombstone, the key deleted); a value's part before ``;`` (the application pads its sums), as a number where
+    it is one. A window store's key is ``key@windowStart``; ``prefix`` names the store's keys as the model does
+    (the join's table: ``rate:``)."""
+    out: dict[str, int | str] = {}
+    for raw, value in last.items():
+        if window:
+            start = int.from_bytes(raw[-WINDOW_KEY_SUFFIX:-4], "big", signed=True)
+            name = f"{raw[:-WINDOW_KEY_SUFFIX].decode(errors='replace')}@{start}"
+        else:
+            name = raw.decode(errors="replace")
+        if value is None:
+            out.pop(prefix + name, None)
+            continue
+        text = value.decode(errors="replace").split(";")[0]
+        out[prefix + name] = int(text) if text.lstrip("-").isdigit() else text
+    return out
+
+
+def check_changelog(records: list[InputRecord], changelog: Mapping[str, int | str], queried: Mapping[str, int] | None,
+                    window_ms: int = 0, retention_ms: int = 0, join: bool = False,
+                    table_changelog: bool = True) -> list[Violation]:
+    """The stores' changelog topics, read committed once the last instance processed all the input ``records``
+    (``changelog``: :func:`changelog_state` of each, together), against the model, each key that differs named
+    with what the changelog and what the store's last answer to a query (``queried``; None: it gave none) said:
+    which of the two differs from the model. (A key the query alone got wrong is the ``state`` violation of that
+    instance already.) ``table_changelog`` False: the join's table is a GlobalKTable, whose store has no changelog
+    (its keys are not compared here)."""
+    want, kept = wanted_state(records, window_ms, retention_ms, join)
+    if join and not table_changelog:
+        want = {k: v for k, v in want.items() if not k.startswith("rate:")}
+    changelog = {k: v for k, v in changelog.items() if kept(k)}
+    diff = sorted(k for k in set(want) | set(changelog) if want.get(k) != changelog.get(k))
+    found = []
+    for key in diff[:20]:
+        model, logged = want.get(key), changelog.get(key)
+        if queried is None:
+            query = "the store gave no answer to compare"
+        else:
+            answer = queried.get(key)
+            query = (f"interactive query {answer if answer is not None else 'no such key'} "
+                     f"({'agrees with the model: the changelog alone differs' if answer == model else 'differs too'})")
+        found.append(Violation("state", f"changelog {key}", f"model {model if model is not None else 'no such key'}",
+                               f"changelog {logged if logged is not None else 'no record'}; {query}"))
+    if len(diff) > 20:
+        found.append(Violation("state", "changelog: more", "", f"{len(diff) - 20} more keys differ"))
+    return found
 
 
 @dataclass(frozen=True)
@@ -217,6 +281,7 @@ class Restore:
     ms: int | None
     durable: bool  # this store partition's committed offset was on disk (a table file of its offsets column family)
     # when the instance before was killed (table files of its data alone are no commit: see runner._durable)
+    store: str = "sums"  # the aggregate's store, or the join's table "rates"
 
 
 def check_no_wipe(restores: Iterable[Restore], applies: bool) -> tuple[list[Violation], int]:
@@ -225,7 +290,7 @@ def check_no_wipe(restores: Iterable[Restore], applies: bool) -> tuple[list[Viol
     if not applies:
         return [], 0
     met = [r for r in restores if r.durable]
-    return [Violation("no_wipe", f"instance {r.life} partition {r.partition}",
+    return [Violation("no_wipe", f"instance {r.life} store {r.store} partition {r.partition}",
                       "restoration from the store's last commit on disk",
                       f"restored from offset {r.start} (the changelog's start) to {r.end}: "
                       f"{r.restored} records, as a wiped store")

@@ -76,7 +76,7 @@ APPS = {"rocksdb-tx": Settings("rocksdb", True), "rocksdb": Settings("rocksdb", 
 
 # Each mutant on the configuration where its check can catch it.
 _MUTANT_BASE = {"output-twice": "rocksdb-tx", "output-value-altered": "rocksdb-tx", "at-least-once": "rocksdb", "restore-from-zero": "rocksdb-tx", "restore-skips-record": "memory",
-                "restore-hangs": "memory"}
+                "restore-hangs": "memory", "changelog-write-dropped": "rocksdb-tx"}
 DEFAULT_APPS = ("rocksdb-tx", "rocksdb", "memory-tx", "memory", "zombie", "window-rocksdb-tx", "window-rocksdb",
                 "join-rocksdb-tx", "join-rocksdb", "global-rocksdb-tx")
 

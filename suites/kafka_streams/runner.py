@@ -36,16 +36,21 @@ from .checks import (
     WINDOW_RETENTION_MS,
     InputRecord,
     Restore,
+    changelog_state,
+    check_changelog,
     check_liveness,
     check_no_wipe,
     check_output,
     check_state,
     workload,
 )
+from .history import HARNESS, history_rows, jvm_rows, link_violations, write_history
 
 __all__ = ["CHILDREN_LOG", "campaign_fields", "campaign_session", "error_result", "run_one"]
 
 CHILDREN_LOG = "streams-apps.log"
+# The join's table gets an update every 5th record: padded 4 times as much as a sum, its memtable fills as often
+TABLE_PAD_FACTOR = 4
 SPARE_BATCHES = 2  # batches more, in one instance, while its armed point has not fired
 STATE_SETTLE_S = 10.0  # the store's commit follows the transaction's: a query waits this long for the model
 
@@ -63,11 +68,13 @@ class Life:
     caught_up_s: float | None = None  # from RUNNING to every input produced so far read in the output
     restores: list[dict] = field(default_factory=list)
     state_checked: bool = False
-    durable: dict[int, bool] = field(default_factory=dict)  # at its kill: a store partition's table files on disk
+    # at its kill: whether a store partition ("sums-0", the join's table "rates-1") had its commit on disk
+    durable: dict[str, bool] = field(default_factory=dict)
     uncaught: list[str] = field(default_factory=list)
+    _inputs: list[tuple[float, int, int]] = field(default_factory=list)  # (when, first seq, last seq) given to it
 
     def to_json(self) -> dict:
-        return {k: v for k, v in self.__dict__.items()}
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
 
 class OutputReader:
@@ -107,8 +114,11 @@ class OutputReader:
 class Producing:
     """A batch produced over about ``seconds`` in the background (several commits of the application)."""
 
-    def __init__(self, producer, topic: str, batch: list[InputRecord], seconds: float = 1.0) -> None:
+    def __init__(self, producer, topic: str, batch: list[InputRecord], seconds: float = 1.0, table_pad: int = 0) -> None:
         self.table = topic[:-len("-in")] + "-table"  # the join's table topic (used only by records with an update)
+        # bytes after each rate (";xxx…", as the sums are padded): the table's RocksDB memtable fills within a run,
+        # so that its commits reach disk and no_wipe can judge its restorations
+        self.table_pad = ";" + "x" * table_pad if table_pad else ""
         self._thread = threading.Thread(target=self._run, args=(producer, topic, batch, seconds), daemon=True)
         self.error: BaseException | None = None
         self._thread.start()
@@ -124,7 +134,7 @@ class Producing:
                         # does not wait for)
                         key, rate, partition = r.update
                         producer.flush(30)
-                        producer.produce(self.table, key=key.encode(), value=str(rate).encode(),
+                        producer.produce(self.table, key=key.encode(), value=f"{rate}{self.table_pad}".encode(),
                                          partition=partition, timestamp=r.ts - 1)
                         producer.flush(30)
                     producer.produce(topic, key=r.key.encode(), value=f"{r.seq},{r.delta}".encode(),
@@ -223,16 +233,16 @@ class _CountingProducer:
         return getattr(self._producer, name)
 
 
-def _durable(state: Path, app_id: str, partitions: int) -> dict[int, bool]:
-    """Per task (input partition): whether its RocksDB store "sums" (the join's table store aside) has its
-    committed offset on disk: a table file holding the key of its changelog partition, which only the store's
+def _durable(state: Path, app_id: str, partitions: int, store: str = "sums") -> dict[int, bool]:
+    """Per task (input partition): whether its RocksDB store ``store`` ("sums", or the join's table "rates") has
+    its committed offset on disk: a table file holding the key of its changelog partition, which only the store's
     offsets column family has (KIP-892: written with the commit, uncompressed). A table file of the data
     alone (a memtable flushed during a restoration or between commits, with no commit since the last flush)
     is no commit on disk: the store has no committed offset and Streams restores it from the changelog's start."""
     durable = {}
     for p in range(partitions):
-        folder = state / app_id / f"0_{p}" / "rocksdb" / "sums"  # a window store: a folder per segment in it
-        key = f"{app_id}-sums-changelog-{p}".encode()
+        folder = state / app_id / f"0_{p}" / "rocksdb" / store  # a window store: a folder per segment in it
+        key = f"{app_id}-{store}-changelog-{p}".encode()
         durable[p] = any(key in _read(f) for f in sorted(folder.rglob("*.sst")))
     return durable
 
@@ -244,18 +254,107 @@ def _read(path: Path) -> bytes:
         return b""
 
 
-def _restores(app: StreamsAppProcess, life: int, durable: Mapping[int, bool]) -> list[Restore]:
+def _changelogged(config) -> tuple[str, ...]:
+    """The application's changelogged stores: the aggregate's "sums", and the stream-table join's table "rates"
+    (a GlobalKTable's store has no changelog: the global thread restores it from its own topic)."""
+    return ("sums", "rates") if config.join and not config.global_table else ("sums",)
+
+
+def _durable_stores(state: Path, app_id: str, partitions: int, stores: tuple[str, ...]) -> dict[str, bool]:
+    """:func:`_durable` of each of ``stores``, as ``"STORE-PARTITION"`` -> on disk."""
+    return {f"{store}-{p}": on_disk for store in stores
+            for p, on_disk in _durable(state, app_id, partitions, store).items()}
+
+
+def _restores(app: StreamsAppProcess, life: int, durable: Mapping[str, bool],
+              stores: tuple[str, ...] = ("sums",)) -> list[Restore]:
+    """The restorations of ``stores`` the instance's restore listener said (the global table's aside)."""
     started = {}
     done = {}
     for e in list(app.events):
-        if e.words and e.words[0] != "sums":  # the join's table store: its restoration is not judged
+        if not e.words or e.words[0] not in stores:
             continue
+        where = (e.words[0], int(e.words[1]))
         if e.kind == "RESTORE_START":
-            started[int(e.words[1])] = (int(e.words[2]), int(e.words[3]))
+            started[where] = (int(e.words[2]), int(e.words[3]))
         elif e.kind == "RESTORE_END":
-            done[int(e.words[1])] = (int(e.words[2]), int(e.words[3]))
-    return [Restore(life, p, s, end, *(done.get(p) or (None, None)), durable=bool(durable.get(p)))
-            for p, (s, end) in sorted(started.items())]
+            done[where] = (int(e.words[2]), int(e.words[3]))
+    return [Restore(life, p, s, end, *(done.get((store, p)) or (None, None)),
+                    durable=bool(durable.get(f"{store}-{p}")), store=store)
+            for (store, p), (s, end) in sorted(started.items())]
+
+
+CHANGELOG_SETTLE_S = 20.0  # a killed instance's transaction aborted by its transaction.timeout.ms (10 s) at the latest
+
+
+def _read_changelogs(bootstrap: str, app_id: str, stores: tuple[str, ...], partitions: int,
+                     window_ms: int) -> dict[str, int | str] | None:
+    """Each store's changelog topic (``APP-STORE-changelog``) read committed from its start to its end, the last
+    value of each key (:func:`.checks.changelog_state`, the table's keys as ``rate:KEY``), all stores together;
+    None if a transaction still kept the stable offset below the end after :data:`CHANGELOG_SETTLE_S`."""
+    from confluent_kafka import KafkaError, TopicPartition
+    from eos_harness.broker import kafka_client
+
+    out: dict[str, int | str] = {}
+    for store in stores:
+        topic = f"{app_id}-{store}-changelog"
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        plain = kafka_client.consumer(bootstrap, **{"isolation.level": "read_uncommitted"})
+        committed = kafka_client.consumer(bootstrap, **{"isolation.level": "read_committed",
+                                                        "auto.offset.reset": "earliest", "enable.partition.eof": True})
+        try:
+            deadline = time.monotonic() + CHANGELOG_SETTLE_S
+            while True:
+                high = {tp.partition: plain.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+                stable = {tp.partition: committed.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+                if all(stable[p] >= high[p] for p in high):
+                    break
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(0.2)
+            committed.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+            last: dict[bytes, bytes | None] = {}
+            at_end = {p for p, end in high.items() if end == 0}
+            deadline = time.monotonic() + 30
+            while len(at_end) < partitions:
+                if time.monotonic() > deadline:
+                    return None
+                for msg in committed.consume(500, timeout=0.2):
+                    if msg.error() is not None:
+                        if msg.error().code() == KafkaError._PARTITION_EOF and msg.offset() >= high[msg.partition()]:
+                            at_end.add(msg.partition())
+                        continue
+                    last[msg.key()] = msg.value()
+        finally:
+            plain.close()
+            committed.close()
+        out.update(changelog_state(last, window=bool(window_ms) and store == "sums",
+                                   prefix="rate:" if store == "rates" else ""))
+    return out
+
+
+def _write_history(directory: Path, started: float, jvms, marks: list[dict], lives: list[Life],
+                   violations: list[dict]) -> str | None:
+    """The scenario's history (:mod:`.history`) written to ``directory/history.jsonl``, its violations marked
+    on their events; its path (None if it could not be written)."""
+    rows = [{**mark, "at": round(mark["at"] - started, 3)} for mark in marks]
+    for app, lane, life in jvms:
+        if app.started_at:
+            rows.append({"type": "start", "at": round(app.started_at - started, 3), "lane": lane,
+                         **({"instance": life} if life is not None else {}), "line": "JVM started"})
+            rows += jvm_rows(list(app.events), app.started_at - started, lane, life)
+    for life in lives:
+        rows += [{"type": "input", "at": round(at - started, 3), "lane": HARNESS, "batch": f"{first}-{last}",
+                  "line": f"input {first} to {last} produced (for instance {life.number})"}
+                 for at, first, last in life._inputs]
+    rows = history_rows(rows)
+    link_violations(violations, rows)
+    path = directory / "history.jsonl"
+    try:
+        write_history(path, rows)
+    except OSError:
+        return None
+    return str(path)
 
 
 def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
@@ -298,7 +397,11 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
     restores: list[Restore] = []
     exercised: dict[str, int] = {}
     not_fired: list[str] = []
-    durable: dict[int, bool] = {}
+    durable: dict[str, bool] = {}
+    stores = _changelogged(config)
+    changelog_note = "not read: the last instance did not process all its input"
+    jvms: list[tuple[StreamsAppProcess, str, int | None]] = []  # each instance's JVM, its lane, its life
+    marks: list[dict] = []  # what the harness did, for the history (``at``: monotonic until written)
     schedule = [*scenario.kills, (None, None)]
     base = {"bootstrap": bootstrap, "app": app_id, "input": f"{app_id}-in", "output": f"{app_id}-out",
             "state": state, "guarantee": config.guarantee, "tx": str(config.transactional).lower(),
@@ -320,10 +423,12 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
                 partner_rules.write_text(rules_text(None, config.mutant))
             partner = StreamsAppProcess(build, {**base, "instance": 1, "state": directory / "state-partner"},
                                         directory / CHILDREN_LOG, partner_rules).start()
+            jvms.append((partner, "second instance", None))
             exercised["liveness"] = 1
         if config.zombie:
             schedule = []  # its own course (:func:`_zombie`)
-            _zombie(build, base, directory, scenario, reader, produced, spare, producer, lives, violations, exercised)
+            _zombie(build, base, directory, scenario, reader, produced, spare, producer, lives, violations, exercised,
+                    jvms, marks)
         for number, (point, hit) in enumerate(schedule):
             life = Life(number, point, hit)
             lives.append(life)
@@ -338,6 +443,7 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
             properties = ({"eosharness.arm": f"{step}@{hit}"} if step and POINTS_BY_NAME[step].phase in ("start", "restore")
                           else {})
             with StreamsAppProcess(build, base, directory / CHILDREN_LOG, rules, properties) as app:
+                jvms.append((app, f"instance {number}", number))
                 if faults is not None:
                     faults.app = app
                 peers = (partner,) if partner is not None else ()
@@ -349,11 +455,13 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
                 first = next((e for e in app.events if e.kind == "STATE"), None)
                 life.first_state_s = first.at if first else None
                 if life.fired:
-                    life.durable = durable_now = _durable(state, app_id, scenario.partitions)
+                    life.durable = durable_now = _durable_stores(state, app_id, scenario.partitions, stores)
                     app.kill()
+                    marks.append({"type": "kill", "at": time.monotonic(), "lane": f"instance {number}",
+                                  "instance": number, "point": f"{point}@{hit}", "line": "SIGKILL"})
                 else:
                     durable_now = {}
-                these = _restores(app, number, durable)
+                these = _restores(app, number, durable, stores)
                 restores.extend(these)
                 life.restores = [r.__dict__ for r in these]
                 durable = durable_now
@@ -364,6 +472,8 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
                 if point is not None and not life.fired:
                     not_fired.append(f"{point}@{hit}")
                 if outcome == "last":
+                    marks.append({"type": "stop", "at": time.monotonic(), "lane": f"instance {number}",
+                                  "instance": number, "line": "a clean close (KafkaStreams.close)"})
                     app.stop()
                     if partner is not None:
                         partner.stop()
@@ -379,6 +489,19 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
         for life in lives:
             violations.extend(life.__dict__.pop("_state_violations", []))
         exercised["state"] = sum(1 for life in lives if life.state_checked and life.number > 0)
+        queried = lives[-1].__dict__.get("_store") if lives else None
+        for life in lives:
+            life.__dict__.pop("_store", None)
+        if complete:  # every store's changelog, read committed, against the model and the last answer
+            changelog = _read_changelogs(bootstrap, app_id, stores, scenario.partitions, config.window_ms)
+            if changelog is None:
+                changelog_note = "not read: a transaction of the changelogs still open (not judged)"
+            else:
+                violations.extend(check_changelog(produced, changelog, queried, config.window_ms,
+                                                  WINDOW_RETENTION_MS, config.join, "rates" in stores))
+                exercised["state"] += 1
+                changelog_note = f"{len(changelog)} keys read committed from {', '.join(stores)}' changelogs"
+            marks.append({"type": "changelog", "at": time.monotonic(), "lane": HARNESS, "line": changelog_note})
         found, met = check_no_wipe(restores, config.store == "rocksdb" and config.transactional
                                    and config.guarantee == "exactly_once_v2")
         violations.extend(found)
@@ -398,6 +521,8 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
         not_applicable["zombie_fenced"] = "no instance of this scenario is frozen and resumed"
     coverage = check_coverage(CHECKS, CONDITIONS, exercised, not_applicable)
     crashes = [r for r in restores if r.life > 0]
+    shown = [v.to_json() for v in violations[:200]]
+    history = _write_history(directory, started, jvms, marks, lives, shown)
     must_fail, caught_by = expected(scenario.system)
     result = {
         "suite": "kafka-streams", "system": scenario.system, "expected": "fail" if must_fail else "pass",
@@ -408,10 +533,10 @@ def run_scenario(scenario, bootstrap: str, directory: Path) -> dict:
         **({"table_updates": sum(1 for r in produced if r.update) + sum(len(r.global_updates) for r in produced)}
            if config.join else {}),
         "outputs_read": len(reader.outputs), "verdict": verdict_of(violations),
-        "violations": [v.to_json() for v in violations[:200]], "coverage": coverage,
+        "violations": shown, "coverage": coverage, "history": history,
         "exercised": sorted(c for c, n in coverage["exercised"].items() if n),
         "restored_per_crash": [r.restored for r in crashes], "restore_ms": [r.ms for r in crashes],
-        "lives": [life.to_json() for life in lives],
+        "lives": [life.to_json() for life in lives], "changelog": changelog_note,
         "not_fired": not_fired + ([f"{f}@{n}" for f, n in faults.pending] if faults is not None else []),
         **({"broker_faults": faults.done} if faults is not None else {}),
         "zombie_outcome": next((line for life in lives for line in life.uncaught if line.startswith("ZOMBIE_")), None),
@@ -433,7 +558,7 @@ ZOMBIE_ANSWER_S = 30.0
 
 def _zombie(build, base: dict, directory: Path, scenario, reader: OutputReader, produced: list[InputRecord],
             spare: Iterator[list[InputRecord]], producer, lives: list[Life], violations: list,
-            exercised: dict[str, int]) -> None:
+            exercised: dict[str, int], jvms: list, marks: list[dict]) -> None:
     """Instance 0 frozen (SIGSTOP) inside its commit, its transaction open; instance 1 (another state
     directory) takes its tasks and processes the input; once instance 0 was frozen past transaction.timeout.ms
     it is resumed and its commit goes on: it must be fenced. Then both process a last batch, and the store
@@ -447,9 +572,10 @@ def _zombie(build, base: dict, directory: Path, scenario, reader: OutputReader, 
     log = directory / CHILDREN_LOG
     zombie = StreamsAppProcess(build, {**base, "instance": 0, "state": directory / "state-zombie"}, log, rules)
     taker = StreamsAppProcess(build, {**base, "instance": 1}, log, None)
+    jvms += [(zombie, "instance 0", 0), (taker, "instance 1", 1)]
     try:
         _zombie_course(zombie, taker, zombie_life, taker_life, scenario, reader, produced, spare, producer,
-                       violations, exercised, base["input"])
+                       violations, exercised, base["input"], marks)
     finally:
         zombie.kill()
         taker.kill()
@@ -460,7 +586,7 @@ def _zombie(build, base: dict, directory: Path, scenario, reader: OutputReader, 
 
 def _zombie_course(zombie: StreamsAppProcess, taker: StreamsAppProcess, zombie_life: Life, taker_life: Life, scenario,
                    reader: OutputReader, produced: list[InputRecord], spare, producer, violations: list,
-                   exercised: dict[str, int], topic: str) -> None:
+                   exercised: dict[str, int], topic: str, marks: list[dict]) -> None:
     zombie.start()
     outcome = _live(zombie, zombie_life, scenario, reader, produced, spare, producer)
     if outcome != "fired":
@@ -469,6 +595,7 @@ def _zombie_course(zombie: StreamsAppProcess, taker: StreamsAppProcess, zombie_l
         return
     zombie.freeze()
     frozen_at = time.monotonic()
+    marks.append({"type": "frozen", "at": frozen_at, "lane": "instance 0", "instance": 0, "line": "SIGSTOP"})
     taker.start()
     running = taker.state_reached("RUNNING", scenario.liveness_s)
     taker_life.running_s = running.at if running else None
@@ -477,6 +604,7 @@ def _zombie_course(zombie: StreamsAppProcess, taker: StreamsAppProcess, zombie_l
         return
     time.sleep(max(0.0, ZOMBIE_FROZEN_S - (time.monotonic() - frozen_at)))
     zombie.resume()
+    marks.append({"type": "resumed", "at": time.monotonic(), "lane": "instance 0", "instance": 0, "line": "SIGCONT"})
     zombie.release()
     said = zombie.wait_for(lambda evs: next((e for e in evs if e.kind.startswith("ZOMBIE_")), None), ZOMBIE_ANSWER_S)
     if said is not None:
@@ -499,6 +627,7 @@ def _zombie_course(zombie: StreamsAppProcess, taker: StreamsAppProcess, zombie_l
         merged = {k: v for store in stores for k, v in store.items()}
         found = check_state(produced, merged, 1)
         if not found or time.monotonic() > deadline:
+            taker_life.__dict__["_store"] = merged
             break
         time.sleep(0.3)
     taker_life.state_checked = True
@@ -541,7 +670,8 @@ def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, pr
             break
         if batch[0].global_updates:
             _update_global(app, producer, batch, produced, scenario)
-        sending = Producing(producer, f"{app.arguments['input']}", batch)
+        life._inputs.append((time.monotonic(), batch[0].seq, batch[-1].seq))
+        sending = Producing(producer, f"{app.arguments['input']}", batch, table_pad=TABLE_PAD_FACTOR * scenario.pad)
         produced.extend(batch)
         if life.point == RANDOM_KILL:  # killed wherever it is, the drawn milliseconds after its input began
             time.sleep(life.hit / 1000)
@@ -569,7 +699,8 @@ def _close(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, p
     if batch is not None:
         if batch[0].global_updates:
             _update_global(app, producer, batch, produced, scenario)
-        sending = Producing(producer, f"{app.arguments['input']}", batch)
+        life._inputs.append((time.monotonic(), batch[0].seq, batch[-1].seq))
+        sending = Producing(producer, f"{app.arguments['input']}", batch, table_pad=TABLE_PAD_FACTOR * scenario.pad)
         produced.extend(batch)
         sending.join()
         if not _caught_up(app, life, scenario, reader, produced, running_at, peers):
@@ -628,6 +759,7 @@ def _caught_up(app: StreamsAppProcess, life: Life, scenario, reader: OutputReade
             config = _settings(scenario)
             found = check_state(produced, store, life.number, config.window_ms, WINDOW_RETENTION_MS, config.join)
             if not found or time.monotonic() > deadline:
+                life.__dict__["_store"] = store  # its last answer: compared with the changelog at the end
                 break
         elif time.monotonic() > deadline:
             found = []  # the store never answered: reported, not judged
@@ -657,7 +789,8 @@ def run_one(scenario, directory: Path | None = None) -> dict:
 
     if directory is None:
         with tempfile.TemporaryDirectory(prefix="eos-ks-app-") as tmp:
-            return run_scenario(scenario, parse(scenario.opened or scenario.broker).bootstrap_servers, Path(tmp))
+            return {**run_scenario(scenario, parse(scenario.opened or scenario.broker).bootstrap_servers, Path(tmp)),
+                    "history": None}  # removed with its directory
     return run_scenario(scenario, parse(scenario.opened or scenario.broker).bootstrap_servers, Path(directory))
 
 

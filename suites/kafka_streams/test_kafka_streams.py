@@ -12,6 +12,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
@@ -34,9 +35,13 @@ def test_kafka_streams_with_transactional_rocksdb_stores_keeps_exactly_once_acro
     assert result["records_produced"] == result["outputs_read"] == 180
     assert [life["fired"] for life in result["lives"]] == [True, True, False]
     assert {"exactly_once_output", "state", "no_wipe", "liveness"} <= set(result["exercised"])
-    # The store had commits on disk when killed: the last restart restored from them, not from offset 0.
+    # after the last instance, the changelog read committed: the store's 8 keys, as the model and the query say
+    assert result["changelog"] == "8 keys read committed from sums' changelogs"
+    # A store partition with commits on disk when killed restored from them, not from offset 0 (most runs both; on
+    # a loaded machine one may not have flushed its memtable before the kill: restored from 0, rightly, not judged).
     last = result["lives"][-1]["restores"]
-    assert last and all(r["durable"] and r["start"] > 0 and r["restored"] < r["end"] for r in last), last
+    durable = [r for r in last if r["durable"]]
+    assert durable and all(r["start"] > 0 and r["restored"] < r["end"] for r in durable), last
     assert result["repro"].startswith("eos-harness run --suite kafka-streams --app rocksdb-tx --seed 7 --kills 2")
 
 
@@ -85,11 +90,29 @@ def test_each_mutant_of_streams_code_is_caught_by_its_check(eos_kafka_cluster, t
 
 
 @pytest.mark.slow  # make test-kafka-streams
+def test_a_store_whose_changelog_writes_are_dropped_is_caught_by_its_changelog_while_its_queries_agree(
+        eos_kafka_cluster, tmp_path):
+    # No kill: nothing restores from the changelog, so the store answers its queries right and the output is
+    # right; only the changelog, read committed after the last instance, is behind the model.
+    result = _run(eos_kafka_cluster, tmp_path, "changelog-write-dropped", 3, 0)
+    assert result["verdict"] == "fail" and result["expected"] == "fail"
+    assert {v["check"] for v in result["violations"]} == {"state"}, result["violations"]
+    assert len(result["violations"]) == 8 and all(
+        v["key"].startswith("changelog k") and v["observed"].startswith("changelog no record; interactive query ")
+        and v["observed"].endswith("(agrees with the model: the changelog alone differs)") for v in result["violations"])
+    # the history marks them on the reading of the changelogs, on the harness's lane
+    rows = [json.loads(line) for line in Path(result["history"]).read_text().splitlines()]
+    marked = {rows[v["event"]]["type"] for v in result["violations"]}
+    assert marked == {"changelog"} and rows[result["violations"][0]["event"]]["lane"] == "harness"
+
+
+@pytest.mark.slow  # make test-kafka-streams
 @pytest.mark.parametrize("app", ["rocksdb", "memory-tx", "memory", "window-rocksdb-tx", "window-rocksdb"])
 def test_kafka_streams_keeps_exactly_once_across_kills_in_every_configuration(eos_kafka_cluster, tmp_path, app):
     result = _run(eos_kafka_cluster, tmp_path, app, 5, 2)
     assert result["verdict"] == "pass", result["violations"]
     assert ("no_wipe" in result["coverage"]["not_applicable"]) == (app != "window-rocksdb-tx")
+    assert " keys read committed from sums' changelogs" in result["changelog"]  # compared with the model
 
 
 @pytest.mark.slow  # make test-kafka-streams
@@ -129,6 +152,11 @@ def test_a_stream_table_join_keeps_exactly_once_and_its_table_across_kills(eos_k
     assert result["table_updates"] >= result["records_produced"] // (20 if "global" in app else 5)
     assert {"exactly_once_output", "output_values", "state", "liveness"} <= set(result["exercised"])
     assert result["records_produced"] == result["outputs_read"]
+    # the changelogs read after the last instance: the sums' and, for the KTable, the table's
+    assert result["changelog"].endswith("from sums, rates' changelogs" if app.startswith("join") else "from sums' changelogs")
+    if app == "join-rocksdb-tx":  # the table's store restored from its last commit on disk, judged by no_wipe
+        tables = [r for life in result["lives"][1:] for r in life["restores"] if r["store"] == "rates"]
+        assert any(r["durable"] and r["start"] > 0 for r in tables), tables
 
 
 @pytest.mark.slow  # make test-kafka-streams
@@ -139,6 +167,10 @@ def test_two_instances_one_killed_at_each_step_keep_exactly_once(eos_kafka_clust
     result = _run(eos_kafka_cluster, tmp_path, app, 3, 2, instances=2)
     assert result["verdict"] == "pass", (result["violations"], result.get("error"))
     assert result["instances"] == 2 and "--instances 2" in result["repro"]
+    # the history: a lane per instance and per stream thread, the second instance's beside them
+    lanes = {json.loads(line)["lane"] for line in Path(result["history"]).read_text().splitlines()}
+    assert {"instance 0", "instance 0 StreamThread-1", "second instance", "second instance StreamThread-1",
+            "harness"} <= lanes, lanes
     assert {"exactly_once_output", "state", "liveness"} <= set(result["exercised"])
     assert result["records_produced"] == result["outputs_read"]
 
@@ -240,3 +272,37 @@ def test_a_chaos_campaign_adds_drawn_broker_faults_to_its_scenarios(tmp_path):
     (fault,) = result["broker_faults"]
     assert "error" not in fault and fault["at"].split("@")[0] in ("broker-kill", "broker-pause"), fault
     assert f"--crash-at {fault['at']}" in result["repro"] and result["not_fired"] == []
+
+
+@pytest.mark.slow  # make test-kafka-streams
+def test_a_campaign_stops_at_its_first_failure_and_a_resume_runs_the_rest_of_its_plan(eos_kafka_cluster, tmp_path):
+    # Through the CLI as a user runs it: only a mutant, so --until-failure stops at its first caught scenario; the
+    # resume (its options kept in the run directory, --until-failure with them) runs the scenario left, not the first.
+    out = tmp_path / "chaos"
+
+    def chaos(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "eos_harness.faces.cli", "chaos", "--suite", "kafka-streams", *args],
+                              capture_output=True, text=True, timeout=900, cwd=tmp_path)
+
+    first = chaos("--systems", "output-twice", "--kills", "0", "--records", "10", "--scenarios", "2", "--seed", "7",
+                  "--broker", f"kafka://{eos_kafka_cluster.bootstrap_servers}", "--until-failure", "--out", str(out),
+                  "--no-report")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]  # the mutant caught, as expected
+    stopped = json.loads((out / "chaos.json").read_text())
+    assert [(r["index"], r["verdict"]) for r in stopped["scenarios"]] == [(0, "fail")], "it must stop at the first"
+    assert stopped["stopped"]["why"] == "until-failure"
+    repro = stopped["scenarios"][0]["repro"]
+    assert repro in stopped["stopped"]["message"] and repro in " ".join(first.stdout.split())
+    assert f"--resume {out}" in " ".join(first.stdout.split())
+
+    resumed = chaos("--resume", str(out))
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    assert "resuming the campaign" in resumed.stdout
+    whole = json.loads((out / "chaos.json").read_text())
+    assert [(r["index"], r["verdict"]) for r in whole["scenarios"]] == [(0, "fail"), (1, "fail")]
+    # scenario 0 kept from the first start, not run again (its application id is its own run's)
+    assert whole["scenarios"][0]["application_id"] == stopped["scenarios"][0]["application_id"]
+    assert whole["scenarios"][1]["application_id"] != whole["scenarios"][0]["application_id"]
+    assert whole["summary"]["systems"]["output-twice"]["status"] == "caught"
+    assert whole["summary"]["systems"]["output-twice"]["scenarios"] == 2
+    assert whole["transactional_stores"] == []  # a mutant only: no configuration to set side by side

@@ -53,9 +53,10 @@ import org.rocksdb.Options;
  * guarantee, tx, store, threads, commit_ms, memtable_kb, pad, instance).
  *
  * It speaks to the harness in lines: on stdout "STATE OLD NEW" (then "THREAD name" per stream thread once
- * RUNNING), "RESTORE_START store partition start end",
- * "RESTORE_END store partition restored ms", "POINT name" (a crash point reached: the thread then waits for
- * the harness's SIGKILL), "STORE {json}" / "STORE_ERROR why" (the answer to QUERY), "CLOSED"; on stdin
+ * RUNNING), "RESTORE_START store partition start end THREAD", "RESTORE_END store partition restored ms THREAD",
+ * "POINT name hit THREAD" (a crash point reached: the thread then waits for the harness's SIGKILL),
+ * "TASK_START task THREAD" / "TASK_CLOSE task THREAD" (the aggregate's processor of a task initialised or closed
+ * on that stream thread), "STORE {json}" / "STORE_ERROR why" (the answer to QUERY), "CLOSED"; on stdin
  * "QUERY" (the store read with IsolationLevel.READ_COMMITTED, interactive queries v2), "ARM NAME@N" (the crash
  * point NAME fires at its Nth hit from now), "RELEASE" (the thread at a point goes on: a zombie resumed) and
  * "STOP" (a clean close; "STOP NAME@N": with the point NAME of the close armed first).
@@ -88,7 +89,7 @@ public final class StreamsApp {
             if (now.isEmpty() || !now.startsWith(name + "@")) return false;
             int hit = HITS.computeIfAbsent(name, n -> new AtomicInteger()).incrementAndGet();
             if (!now.equals(name + "@" + hit)) return false;
-            say("POINT " + name + " " + hit);
+            say("POINT " + name + " " + hit + " " + Thread.currentThread().getName());
             while (!released) {  // until the harness kills the JVM, or froze it and lets it go on (a zombie)
                 try { Thread.sleep(50); } catch (InterruptedException e) { /* keep waiting */ }
             }
@@ -134,6 +135,11 @@ public final class StreamsApp {
         public void init(ProcessorContext<String, String> context) {
             this.context = context;
             this.store = context.getStateStore(STORE);
+            say("TASK_START " + context.taskId() + " " + Thread.currentThread().getName());
+        }
+
+        public void close() {
+            say("TASK_CLOSE " + context.taskId() + " " + Thread.currentThread().getName());
         }
 
         public void process(Record<String, String> record) {
@@ -158,6 +164,11 @@ public final class StreamsApp {
         public void init(ProcessorContext<String, String> context) {
             this.context = context;
             this.store = context.getStateStore(STORE);
+            say("TASK_START " + context.taskId() + " " + Thread.currentThread().getName());
+        }
+
+        public void close() {
+            say("TASK_CLOSE " + context.taskId() + " " + Thread.currentThread().getName());
         }
 
         public void process(Record<String, String> record) {
@@ -217,7 +228,7 @@ public final class StreamsApp {
                 try (KeyValueIterator<String, String> it = rates.all()) {
                     while (it.hasNext()) {
                         KeyValue<String, String> kv = it.next();
-                        all.put("rate:" + kv.key, kv.value);
+                        all.put("rate:" + kv.key, kv.value.split(";")[0]);
                     }
                 }
             } else if (join && queryInto(streams, RATES, "rate:", all) == null) return;
@@ -281,7 +292,7 @@ public final class StreamsApp {
                     .withCachingDisabled();
             org.apache.kafka.streams.kstream.ValueJoiner<String, String, String> times = (value, rate) -> {
                 String[] parts = value.split(",");  // "SEQ,DELTA" -> "SEQ,DELTA*RATE" (rate 1 while none)
-                return parts[0] + "," + Long.parseLong(parts[1]) * (rate == null ? 1 : Long.parseLong(rate));
+                return parts[0] + "," + Long.parseLong(parts[1]) * (rate == null ? 1 : Long.parseLong(rate.split(";")[0]));
             };
             org.apache.kafka.streams.kstream.KStream<String, String> input =
                 builder.stream(a.get("input"), Consumed.with(Serdes.String(), Serdes.String()));
@@ -352,13 +363,13 @@ public final class StreamsApp {
         streams.setGlobalStateRestoreListener(new StateRestoreListener() {
             public void onRestoreStart(TopicPartition tp, String store, long start, long end) {
                 restoreStarted.put(tp, System.nanoTime());
-                say("RESTORE_START " + store + " " + tp.partition() + " " + start + " " + end);
+                say("RESTORE_START " + store + " " + tp.partition() + " " + start + " " + end + " " + Thread.currentThread().getName());
             }
             public void onBatchRestored(TopicPartition tp, String store, long batchEnd, long restored) { }
             public void onRestoreEnd(TopicPartition tp, String store, long restored) {
                 Long t0 = restoreStarted.remove(tp);
                 long ms = t0 == null ? -1 : (System.nanoTime() - t0) / 1_000_000;
-                say("RESTORE_END " + store + " " + tp.partition() + " " + restored + " " + ms);
+                say("RESTORE_END " + store + " " + tp.partition() + " " + restored + " " + ms + " " + Thread.currentThread().getName());
             }
         });
         streams.setUncaughtExceptionHandler(e -> {
