@@ -370,3 +370,17 @@ def test_the_history_puts_each_event_on_its_instance_s_or_thread_s_lane_and_mark
     assert timed and {e.lane for e in events} == {"instance 0", "instance 0 StreamThread-1", "instance 0 StreamThread-2",
                                                   "instance 1", "instance 1 StateUpdater-1", HARNESS}
     assert [e.category for e in events][3:5] == ["fault", "crash"]
+
+
+def test_no_wipe_judges_a_restoration_from_the_changelog_s_start_only_where_the_store_had_a_commit_on_disk():
+    from eos_harness.suites.kafka_streams.checks import Restore, check_no_wipe
+
+    restores = [Restore(1, 0, 40, 60, 20, 100, durable=True), Restore(1, 1, 0, 57, 57, 90, durable=True),
+                Restore(2, 0, 0, 30, 30, 80, durable=False),  # no commit on disk: restored from 0, rightly
+                Restore(2, 1, 0, 0, 0, 150, durable=True, store="rates"),  # an empty changelog: nothing to wipe
+                Restore(2, 0, 0, 12, 12, 70, durable=True, store="rates")]
+    found, met = check_no_wipe(restores, applies=True)
+    assert met == 3
+    assert [(v.check, v.key) for v in found] == [("no_wipe", "instance 1 store sums partition 1"),
+                                                 ("no_wipe", "instance 2 store rates partition 0")]
+    assert check_no_wipe(restores, applies=False) == ([], 0)  # without transactional RocksDB stores: not judged

@@ -286,10 +286,12 @@ class Restore:
 
 def check_no_wipe(restores: Iterable[Restore], applies: bool) -> tuple[list[Violation], int]:
     """Violations and how many restorations met the condition (a store partition with a commit on disk when
-    killed). Judged only where KIP-892 promises it (``applies``: transactional RocksDB stores)."""
+    killed, and a changelog with records to restore: from an empty one, offset 0 is both its start and its end,
+    and no restoration can say whether the store was wiped). Judged only where KIP-892 promises it
+    (``applies``: transactional RocksDB stores)."""
     if not applies:
         return [], 0
-    met = [r for r in restores if r.durable]
+    met = [r for r in restores if r.durable and r.end > 0]
     return [Violation("no_wipe", f"instance {r.life} store {r.store} partition {r.partition}",
                       "restoration from the store's last commit on disk",
                       f"restored from offset {r.start} (the changelog's start) to {r.end}: "
