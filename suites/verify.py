@@ -63,9 +63,10 @@ def listed_checks() -> tuple[list[tuple[str, str, list[tuple[str, str, list[str]
     from eos_harness.suite import SUITES
     from eos_harness.suites.offsets.runner import scenarios
 
-    kafka = [s for s in opt_in_specs() if s.kind == "mutant"]
+    kafka = [s for s in opt_in_specs() if s.kind in ("mutant", "window-mutant")]
     suites = [(name, f"{SUITES[name].title} ({note})",
-               [(check, meaning, caught_alone_by(check, kind), [s.name for s in kafka if s.caught_by[0] == check and kind == "mutant"])
+               [(check, meaning, caught_alone_by(check, kind),
+                 [s.name for s in kafka if s.caught_by[0] == check and s.kind == kind])
                 for check, meaning in SUITES[name].checks().items()])
               for name, note, kind in VERIFY_SUITES]
     return suites, [(scenario.name, list(scenario.checks)) for scenario in scenarios()]

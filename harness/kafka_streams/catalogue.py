@@ -12,7 +12,7 @@ from eos_harness.kafka_streams import points  # noqa: F401  (declares the crash 
 from eos_harness.kafka_streams.lending import lending
 from eos_harness.kafka_streams.store import KafkaStreamsStore
 from eos_harness.kafka_streams.user import PREFIX, java_store_spec
-from eos_harness.kafka_streams.window import KafkaStreamsWindowStore
+from eos_harness.kafka_streams.window import KafkaStreamsSessionStore, KafkaStreamsWindowStore
 from eos_harness.stores import StoreSpec, register_opt_in, register_prefix
 
 __all__ = ["KAFKA_STORES", "KafkaStoreInfo"]
@@ -20,7 +20,10 @@ __all__ = ["KAFKA_STORES", "KafkaStoreInfo"]
 SYSTEM = "kafka-streams"
 _KINDS = {"rocksdb": "Stores.persistentKeyValueStore (RocksDB)", "memory": "Stores.inMemoryKeyValueStore",
           "rocksdb-window": "Stores.persistentWindowStore (RocksDB, a database per segment)",
-          "memory-window": "Stores.inMemoryWindowStore"}
+          "memory-window": "Stores.inMemoryWindowStore",
+          "rocksdb-session": "Stores.persistentSessionStore (RocksDB, a database per segment; judged through "
+                             "zero-length sessions)",
+          "memory-session": "Stores.inMemorySessionStore (judged through zero-length sessions)"}
 
 
 class KafkaStoreInfo:
@@ -41,6 +44,8 @@ def _register(version: str, kind: str, transactional: bool) -> None:
             + "; in a JVM, crash points woven into Kafka's commit")
     if kind.endswith("-window"):  # a window store (its factory takes the window's arguments)
         factory, spec_kind = partial(KafkaStreamsWindowStore, version, kind.removesuffix("-window"), transactional), "window-store"
+    elif kind.endswith("-session"):  # a session store, judged by the window suite (KafkaStreamsSessionStore)
+        factory, spec_kind = partial(KafkaStreamsSessionStore, version, kind.removesuffix("-session"), transactional), "window-store"
     else:
         factory, spec_kind = partial(KafkaStreamsStore, version, kind, transactional), "store"
     register_opt_in(StoreSpec(name, spec_kind, what, factory, lending=lending(version)))
@@ -55,5 +60,5 @@ _register("4.4.0", "memory", False)
 _register("4.3.1", "rocksdb", False)
 _register("4.3.1", "memory", False)
 for _version, _transactional in (("4.4.0", True), ("4.4.0", False), ("4.3.1", False)):
-    for _kind in ("rocksdb-window", "memory-window"):
+    for _kind in ("rocksdb-window", "memory-window", "rocksdb-session", "memory-session"):
         _register(_version, _kind, _transactional)

@@ -28,6 +28,7 @@ class MutantRule:
     meaning: str
     # further rules of the same mistake: (class, method, location, condition, action) each
     also: tuple[tuple[str, str, str, str, str], ...] = ()
+    store: str = "rocksdb"  # the kind of Kafka's store (4.4.0, transactional) the mistake lies in
 
     @property
     def java(self) -> str:
@@ -66,6 +67,14 @@ MUTANT_RULES = (
                "(TaskCorruptedException under exactly-once: wiped and restored from the changelog)",
                also=(("AbstractColumnFamilyAccessor", "close", "AT ENTRY", "$0.storeOpen.get()",
                       "$1.put($0.offsetColumnFamilyHandle, $0.statusKey, $0.closedState)"),)),
+    # The in-memory session store's transaction buffer keeps a staged removal as an empty Optional, which its
+    # flushToBase applies by removing the session from the store: the mutant's flush applies the staged puts
+    # only (the kind of mistake of a buffer whose flush was written for puts: a removal staged is lost at commit).
+    MutantRule("removals-lost-at-commit", "InMemorySessionTransactionBuffer", "flushToBase", "AT ENTRY", "",
+               "eosharness.StoreServer.dropRemovals($0.pendingWrites)",
+               "the in-memory session store's commit applies the staged puts and drops the staged removals "
+               "(InMemorySessionTransactionBuffer.flushToBase): a session removed in a transaction is back in every "
+               "view once it commits", store="memory-session"),
 )
 
 

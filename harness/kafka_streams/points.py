@@ -34,7 +34,8 @@ class KafkaPoint:
     method: str  # Byteman's METHOD (each class has one method of that name)
     location: str  # Byteman's AT/AFTER clause
     meaning: str
-    kinds: tuple[str, ...]  # the stores it belongs to: "rocksdb", "memory", "rocksdb-window", "memory-window"
+    kinds: tuple[str, ...]  # the stores it belongs to: "rocksdb", "memory", "rocksdb-window", "memory-window",
+    # "rocksdb-session", "memory-session"
     transactional_only: bool = False  # only where KIP-892's transaction buffer exists (4.4.0, transactions on)
     # only where the store writes its status marker: without KIP-892's transactions (4.3.1; 4.4.0, transactions off)
     non_transactional_only: bool = False
@@ -51,22 +52,22 @@ POINTS = (
                ("rocksdb", "memory")),
     KafkaPoint("ks.rocksdb.commit.enter", "RocksDBStore", "commit", "AT ENTRY",
                "RocksDBStore.commit entered: the data written since the last commit is not yet in the commit",
-               ("rocksdb", "rocksdb-window")),
+               ("rocksdb", "rocksdb-window", "rocksdb-session")),
     KafkaPoint("ks.rocksdb.commit.before_offsets", "AbstractColumnFamilyAccessor",
                "commit", "AT ENTRY",
                "the changelog offsets (and the position) are about to be written to the offsets column family",
-               ("rocksdb", "rocksdb-window")),
+               ("rocksdb", "rocksdb-window", "rocksdb-session")),
     KafkaPoint("ks.rocksdb.commit.before_write_batch", "RocksDBTransactionBuffer", "flushToBase",
                "AT INVOKE org.rocksdb.RocksDB.write",
                "the transaction buffer's write batch (the data and the offsets) is about to be written to RocksDB "
-               "in one write", ("rocksdb", "rocksdb-window"), transactional_only=True),
+               "in one write", ("rocksdb", "rocksdb-window", "rocksdb-session"), transactional_only=True),
     KafkaPoint("ks.rocksdb.commit.after_write_batch", "RocksDBTransactionBuffer", "flushToBase",
                "AFTER INVOKE org.rocksdb.RocksDB.write",
                "the transaction buffer's write batch is written to RocksDB (the memtable; the WAL is off)",
-               ("rocksdb", "rocksdb-window"), transactional_only=True),
+               ("rocksdb", "rocksdb-window", "rocksdb-session"), transactional_only=True),
     KafkaPoint("ks.rocksdb.commit.exit", "RocksDBStore", "commit", "AT EXIT",
                "RocksDBStore.commit is about to return: the commit is in RocksDB's memtable, not flushed to disk",
-               ("rocksdb", "rocksdb-window")),
+               ("rocksdb", "rocksdb-window", "rocksdb-session")),
     # The status marker (the offsets column family's "status" key): OPEN at open, CLOSED at close, written
     # only without KIP-892's transactions; opened under exactly-once, a marker not CLOSED on disk makes the
     # store raise TaskCorruptedException. Reached while the store opens or closes, not in a commit: the
@@ -88,11 +89,23 @@ POINTS = (
                ("rocksdb-window", "memory-window")),
     KafkaPoint("ks.window.rocksdb.after_segment_commit", "AbstractSegments", "commit",
                "AFTER INVOKE org.apache.kafka.streams.state.internals.Segment.commit",
-               "one segment's RocksDB has committed (data and offsets); the later segments are not yet committed",
-               ("rocksdb-window",)),
+               "one segment's RocksDB has committed (data and offsets); the later segments are not yet committed "
+               "(the segments of a persistent window or session store)",
+               ("rocksdb-window", "rocksdb-session")),
     KafkaPoint("ks.window.memory.before_flush", "InMemoryWindowTransactionBuffer", "flushToBase", "AT ENTRY",
                "the in-memory window store's transaction buffer is about to move its staged writes into the store",
                ("memory-window",), transactional_only=True),
+    # Session stores: a persistent one is a RocksDBSegmentedBytesStore as a window store is (the ks.rocksdb.* points
+    # and the segments' point above fire in it); the in-memory one stages its writes in its own buffer.
+    KafkaPoint("ks.session.commit.enter", "MeteredSessionStore", "commit", "AT ENTRY",
+               "Kafka's session store is asked to commit (MeteredSessionStore.commit entered): nothing of it done yet",
+               ("rocksdb-session", "memory-session")),
+    KafkaPoint("ks.session.memory.before_flush", "InMemorySessionTransactionBuffer", "flushToBase", "AT ENTRY",
+               "the in-memory session store's transaction buffer is about to move its staged sessions into the "
+               "store", ("memory-session",), transactional_only=True),
+    KafkaPoint("ks.session.memory.after_flush", "InMemorySessionTransactionBuffer", "flushToBase", "AT EXIT",
+               "the in-memory session store's transaction buffer has moved its staged sessions into the store; its "
+               "commit has not returned", ("memory-session",), transactional_only=True),
 )
 
 for _point in POINTS:
@@ -100,7 +113,8 @@ for _point in POINTS:
 
 
 def points_for(kind: str, transactional: bool) -> list[KafkaPoint]:
-    """The points of a store of ``kind`` ("rocksdb", "memory"), with KIP-892's transactions on or off."""
+    """The points of a store of ``kind`` ("rocksdb", "memory", "rocksdb-window", …), with KIP-892's transactions on
+    or off."""
     return [p for p in POINTS if kind in p.kinds and (transactional or not p.transactional_only)
             and not (transactional and p.non_transactional_only)]
 

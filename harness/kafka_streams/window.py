@@ -25,11 +25,14 @@ from eos_harness.models.windows import RETENTION_ONLY, WindowConfig
 from eos_harness.store import StoreContext, StoreError
 from eos_harness.window_store import WindowCapabilities
 
-__all__ = ["DEFAULTS", "KafkaStreamsWindowStore"]
+__all__ = ["DEFAULTS", "SESSION_DEFAULTS", "KafkaStreamsSessionStore", "KafkaStreamsWindowStore"]
 
 # Long enough that the persistent store's segments (Kafka: max(retention / 2, 60 s)) are several: a commit
 # goes through more than one segment's RocksDB.
 DEFAULTS = {"name": "store", "retention_period": 240_000, "window_size": 30_000, "grace_period": 60_000}
+# A session store is judged through zero-length sessions (KafkaStreamsSessionStore): its "window size" is 0; the
+# same retention (Kafka's persistent session store's segments: max(retention / 2, 60 s), as the window store's).
+SESSION_DEFAULTS = {**DEFAULTS, "window_size": 0}
 _BATCH = 256  # items read from the JVM per round trip of an iterator
 
 
@@ -85,9 +88,12 @@ class KafkaStreamsWindowStore(KafkaStreamsStore):
     """One of Kafka Streams ``version``'s window stores: ``kind`` "rocksdb" or "memory", under
     ``enable.transactional.statestores`` = ``transactional`` (4.4.0)."""
 
-    def __init__(self, version: str, kind: str, transactional: bool, **kwargs) -> None:
-        args = {**DEFAULTS, **kwargs}
-        super().__init__(version, kind, transactional, name=args["name"])
+    _SUFFIX = "-window"  # the kind of store the JVM opens: f"{kind}-window"
+    _WHAT = "window store"
+
+    def __init__(self, version: str, kind: str, transactional: bool, mutant: str = "", **kwargs) -> None:
+        args = {**(SESSION_DEFAULTS if self._SUFFIX == "-session" else DEFAULTS), **kwargs}
+        super().__init__(version, kind, transactional, name=args["name"], mutant=mutant)
         self._config = WindowConfig(args["name"], args["retention_period"], args["window_size"],
                                     args["grace_period"], RETENTION_ONLY)
 
@@ -104,12 +110,13 @@ class KafkaStreamsWindowStore(KafkaStreamsStore):
         self._context = context
         if not self._jvm:
             self._start()
-        opened = self._call("open", kind=f"{self.kind}-window", transactional=self._transactional,
+        opened = self._call("open", kind=f"{self.kind}{self._SUFFIX}", transactional=self._transactional,
                             state_dir=str(context.directory), name=self._config.name,
                             retention_period=self._config.retention_period, window_size=self._config.window_size,
-                            application_id=context.application_id, task_id=context.task_id)
+                            application_id=context.application_id, task_id=context.task_id,
+                            **({"mutant": self.mutant} if self.mutant else {}))
         if opened["persistent"] != self.persistent() or opened["manages_offsets"] != self.manages_offsets():
-            raise StoreError(f"Kafka Streams {self.version}'s {self.kind} window store says persistent="
+            raise StoreError(f"Kafka Streams {self.version}'s {self.kind} {self._WHAT} says persistent="
                              f"{opened['persistent']}, managesOffsets={opened['manages_offsets']}; the harness "
                              f"expected {self.persistent()}, {self.manages_offsets()}")
 
@@ -192,3 +199,25 @@ class KafkaStreamsWindowStore(KafkaStreamsStore):
 
     def read_committed(self) -> _View:  # type: ignore[override]
         return _View(self)
+
+
+class KafkaStreamsSessionStore(KafkaStreamsWindowStore):
+    """One of Kafka Streams ``version``'s session stores (``Stores.persistentSessionStore``: RocksDB, a database per
+    segment, as the window store's; ``Stores.inMemorySessionStore``), built with ``Stores.sessionStoreBuilder``
+    (change logging on, caching off), judged by the window suite through zero-length sessions: the window of
+    ``key`` starting at ``t`` is the session ``[t, t]`` of ``key`` (``eosharness.SessionStores`` maps each call
+    to one of Kafka's session store methods: ``put(Windowed(key, SessionWindow(t, t)))``, ``fetchSession``,
+    ``findSessions``/``backwardFindSessions`` with their time bounds, ``fetch(null, null)``).
+
+    Kafka's session stores expire a session by its end as its window stores expire a window by its start (at or
+    before stream time minus retention, stream time the greatest end put), and ``findSessions(key, from, to)``
+    returns the sessions ending at or after ``from`` and starting at or before ``to``: for zero-length sessions
+    both are the window suite's rules under ``retention-only`` semantics. Merging the sessions within an
+    inactivity gap is the processor's (``KStreamSessionWindowAggregate``: ``findSessions``, then ``remove`` and
+    ``put``), not the store's, and sessions longer than an instant are not exercised."""
+
+    _SUFFIX = "-session"
+    _WHAT = "session store"
+
+    def manages_offsets(self) -> bool:
+        return self.kind == "rocksdb"  # KIP-1035: each segment's RocksDB keeps the offsets (AbstractSegments)

@@ -172,8 +172,9 @@ def register(spec: StoreSpec) -> StoreSpec:
 
 def register_opt_in(spec: StoreSpec) -> StoreSpec:
     """Register a store (or a mutant of one) run only when named (:data:`OPT_IN`)."""
-    if spec.kind not in ("store", "mutant", "window-store"):
-        raise ValueError(f"opt-in store {spec.name!r}: kind must be 'store', 'mutant' or 'window-store', got {spec.kind!r}")
+    if spec.kind not in ("store", "mutant", "window-store", "window-mutant"):
+        raise ValueError(f"opt-in store {spec.name!r}: kind must be 'store', 'mutant', 'window-store' or "
+                         f"'window-mutant', got {spec.kind!r}")
     OPT_IN[spec.name] = spec
     return spec
 

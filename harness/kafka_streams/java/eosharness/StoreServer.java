@@ -224,7 +224,7 @@ public final class StoreServer {
             System.err.println("eos-harness: the store JVM's warm-up stopped: " + failed);
         } finally {
             try {
-                if (store != null || WindowStores.store != null) {
+                if (store != null || WindowStores.store != null || SessionStores.store != null) {
                     handle(Json.parse("{\"op\":\"close\"}"));
                 }
             } catch (Throwable ignored) {
@@ -308,13 +308,22 @@ public final class StoreServer {
         return last;
     }
 
-    /** The open store, key-value or window (commit, committedOffset and close are every store's). */
+    /** A mutant's flush (removals-lost-at-commit): the staged removals (empty values) taken out of a transaction
+     * buffer's pending writes before they are applied. */
+    public static void dropRemovals(Map<?, ?> pending) {
+        pending.values().removeIf(staged -> staged instanceof java.util.Optional && ((java.util.Optional<?>) staged).isEmpty());
+    }
+
+    /** The open store, key-value, window or session (commit, committedOffset and close are every store's). */
     private static StateStore current() {
         if (store != null) {
             return store;
         }
         if (WindowStores.store != null) {
             return WindowStores.store;
+        }
+        if (SessionStores.store != null) {
+            return SessionStores.store;
         }
         throw new IllegalStateException("no store is open");
     }
@@ -323,7 +332,8 @@ public final class StoreServer {
         String op = request.path("op").asText();
         JsonNodeFactory nodes = JsonNodeFactory.instance;
         if (op.startsWith("w_")) {
-            return WindowStores.handle(op.substring(2), request);
+            return SessionStores.store != null ? SessionStores.handle(op.substring(2), request)
+                    : WindowStores.handle(op.substring(2), request);
         }
         switch (op) {
             case "open":
@@ -369,6 +379,7 @@ public final class StoreServer {
             case "close":
                 if (store == null) {
                     WindowStores.close();
+                    SessionStores.close();
                     return nodes.nullNode();
                 }
                 store.close();
@@ -376,7 +387,7 @@ public final class StoreServer {
                 committedView = null;
                 return nodes.nullNode();
             case "idle": // whether no store is open (a JVM whose store's process ended goes back to its pool only then)
-                return nodes.booleanNode(store == null && WindowStores.store == null);
+                return nodes.booleanNode(store == null && WindowStores.store == null && SessionStores.store == null);
             case "exit": // a normal exit (a class-data-sharing archive is written at it)
                 out.println("{\"ok\":null}");
                 out.flush();
@@ -422,13 +433,16 @@ public final class StoreServer {
     }
 
     private static JsonNode open(JsonNode request) throws Exception {
-        if (store != null || WindowStores.store != null) {
+        if (store != null || WindowStores.store != null || SessionStores.store != null) {
             throw new IllegalStateException("a store is open already: close it first");
         }
         String name = request.path("name").asText("store");
         String kind = request.path("kind").asText();
         if (kind.endsWith("-window")) {
             return WindowStores.open(request, name, kind.substring(0, kind.length() - "-window".length()));
+        }
+        if (kind.endsWith("-session")) {
+            return SessionStores.open(request, name, kind.substring(0, kind.length() - "-session".length()));
         }
         KeyValueBytesStoreSupplier supplier;
         KeyValueStore<Bytes, byte[]> userBuilt = null; // a user's StoreBuilder builds its own layers
