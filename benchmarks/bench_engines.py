@@ -22,17 +22,19 @@ STORES = {"lifecycle": "memory,rocksdb-indexed,mutant-recover-keeps-uncommitted"
 
 
 def _campaign(out: Path, suite: str, scenarios: int, seed: int, *engine: str) -> dict:
-    done = subprocess.run([EOS, "chaos", "--suite", suite, "--stores", STORES[suite], "--scenarios", str(scenarios),
+    subjects = ["--stores", STORES[suite]] if suite in STORES else []  # another suite: its own subjects
+    done = subprocess.run([EOS, "chaos", "--suite", suite, *subjects, "--scenarios", str(scenarios),
                            "--seed", str(seed), "--no-report", "--out", str(out), *engine],
                           capture_output=True, text=True)
     campaign = json.loads((out / "chaos.json").read_text())
-    verdicts = [(r["index"], r["store"], r["verdict"]) for r in campaign["scenarios"]]
+    verdicts = [(r["index"], r.get("store") or r.get("system"), r["verdict"]) for r in campaign["scenarios"]]
     return {"exit": done.returncode, "seconds": campaign["seconds"], "verdicts": verdicts,
             "rate": len(verdicts) / max(campaign["seconds"], 1e-9)}
 
 
 def main() -> None:
-    options = parse_options(__doc__, ("--suite", "lifecycle", "lifecycle or conformance"),
+    options = parse_options(__doc__, ("--suite", "lifecycle", "a suite --engine spark runs (lifecycle, conformance: a few "
+                             "stores; others: their default subjects)"),
                             ("--scenarios", 40, "scenarios of each campaign"), ("--seed", 7, "campaign seed"),
                             ("--engines", "local,spark,cluster", "which of local, spark (local[*]), cluster1 (a standalone "
                              "worker of one core), cluster (two)"))

@@ -6,12 +6,15 @@ The plan, the verdicts, the tallies and the exit code do not depend on the engin
 ``run_one(index, scenario)`` of the suite contract (:mod:`eos_harness.suite`) and hands back the result
 with the scenario's directory (``RUN_DIR/scenario-NNNNN``) as the local pool leaves it. A suite whose
 scenarios run on any machine says so (:attr:`eos_harness.suite.Suite.anywhere`); its plan's
-``engine_problem(options)`` refuses the options whose scenarios do not (a broker started on this machine).
+``engine_problem(options, master)`` refuses the options whose scenarios do not run on that master's executors (a
+broker its executors do not reach), and its ``needs_this_process(scenario)`` names the scenarios the driver runs
+itself (a fault on a broker process it started).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import re
 import socket
 from collections.abc import Callable, Iterator
@@ -20,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = ["DEFAULT_MASTER", "ENGINES", "LOCAL", "EngineRun", "EngineUnavailable", "LocalEngine", "check_master",
-           "embedded_only"]
+           "embedded_only", "kafka_reached", "on_this_machine"]
 
 ENGINES = ("local", "spark")
 DEFAULT_MASTER = "local[*]"
@@ -119,3 +122,43 @@ def embedded_only(suite: str, broker: str | None) -> str | None:
         return None
     return (f"the {suite} suite runs on Spark on the embedded broker only (--broker {broker} is a Kafka cluster "
             "started or reached from this machine); drop --broker, or drop --engine spark")
+
+
+def on_this_machine(master: str) -> bool:
+    """Whether every executor of ``master`` runs on this machine: ``local[…]``, or a standalone master whose every
+    host is a loopback address (its workers then reach what listens on 127.0.0.1 here)."""
+    if master.startswith("local"):
+        return True
+    for host_port in master[len("spark://"):].split(","):
+        host = host_port.rpartition(":")[0].strip("[]")
+        try:
+            if not all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None)):
+                return False
+        except (OSError, ValueError):
+            return False
+    return True
+
+
+def kafka_reached(suite: str, broker: str | None, master: str) -> str | None:
+    """A plan's ``engine_problem`` for a suite whose scenarios are Kafka clients (a task on an executor reaches the
+    broker): why the executors of ``master`` cannot reach ``broker``, or None. A broker this command starts
+    (``kafka-local``, ``kafka-quorum``) or one on a loopback address listens on this machine only: its scenarios run
+    on Spark when every executor runs here too (``local[…]``, or a master on 127.0.0.1)."""
+    from eos_harness.broker.spec import EMBEDDED, STARTED_HERE, parse
+
+    spec = parse(broker or EMBEDDED, internal=True)
+    if spec.kind == "embedded" or on_this_machine(master):
+        return None
+    hosts = [server.rpartition(":")[0].strip("[]") for server in spec.servers]
+    if spec.kind not in STARTED_HERE and not any(_loopback_host(host) for host in hosts):
+        return None
+    return (f"the {suite} suite's scenarios on --broker {spec.cli_text} are clients of a broker listening on this "
+            f"machine only, and the executors of --master {master} run elsewhere; give --broker "
+            "kafka://HOST:PORT (a cluster the workers reach), or a master on this machine (local[*], spark://127.0.0.1:PORT)")
+
+
+def _loopback_host(host: str) -> bool:
+    try:
+        return any(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
+    except (OSError, ValueError):
+        return False

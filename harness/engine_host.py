@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HostedScenario", "TaskOutcome", "main", "run_task"]
+__all__ = ["TRAVELS", "HostedScenario", "TaskOutcome", "main", "run_task"]
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+TRAVELS = ("EOS_KAFKA_VERSION", "KAFKA_HOME")  # the Kafka release a result records (a broker the driver started)
 TASK_FILE, RESULT_FILE, RAISED_FILE, OUTPUT_FILE = "task.pickle", "result.json", "raised.pickle", "output.log"
 
 
@@ -48,7 +49,8 @@ class HostedScenario:
     """What a task needs to run one scenario of a campaign: the suite, the plan index and the scenario, and
     what the driver's process knows that the executor's must too (``sys_path``: where a user's store module
     is found; ``declared_for_run``: crash points a probe found reached but undeclared; ``children_log``:
-    the suite's log of its processes' output, or None)."""
+    the suite's log of its processes' output, or None; ``environ``: the driver's environment variables that decide
+    what a scenario runs, :data:`TRAVELS`)."""
 
     suite: str
     index: int
@@ -56,6 +58,7 @@ class HostedScenario:
     sys_path: tuple[str, ...] = ()
     declared_for_run: tuple[str, ...] = ()
     children_log: str | None = None
+    environ: tuple[tuple[str, str], ...] = ()  # the driver's settings of the scenario (which Kafka release runs)
 
 
 @dataclass
@@ -182,6 +185,7 @@ def _run_scenario(work: Path) -> None:
     """In the scenario's process: the suite's ``run_one``, as the local pool runs it, in its own session."""
     hosted: HostedScenario = pickle.loads((work / TASK_FILE).read_bytes())
     sys.path[:0] = [p for p in hosted.sys_path if p not in sys.path]
+    os.environ.update(dict(hosted.environ))
     from eos_harness.faults import points
     from eos_harness.session import session
     from eos_harness.suite import suite

@@ -168,7 +168,9 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           "EOS task runtime, its task killed between commit steps", "lifecycle",
           run=f"{_FACES}.lifecycle:run_command", chaos=GENERIC_CHAOS, subject="store", tallies="stores",
           pytest_entry=True, forks_children=True, coverage=True, show=f"{_FACES}.lifecycle:show_campaign", anywhere=True,
-          on_spark=_EMBEDDED_ONLY,
+          on_spark="every scenario: on the embedded broker, or on a Kafka --broker the executors reach (one started "
+                   "here, on 127.0.0.1, with a master on this machine); a scenario whose fault kills or stops a broker "
+                   "runs in the driver, which started it",
           options=(
               Option("workloads", "list", tuple(CAMPAIGN_WORKLOADS), "Comma-separated workloads (global not on a "
                      "store that declares itself a task's); "

@@ -93,3 +93,40 @@ class Cli:
 @pytest.fixture(scope="session")
 def cli() -> Cli:
     return Cli()
+
+
+# -- a Spark standalone cluster (the spark_cluster tier) ---------------------------------------------------------
+
+@pytest.fixture
+def standalone(tmp_path):
+    """A Spark standalone cluster on 127.0.0.1 (a master and two one-core workers from the installed PySpark),
+    stopped at the end; nothing the campaigns started on it may be left running."""
+    from eos_harness.spark.standalone import StandaloneCluster
+
+    base = tmp_path / "cluster"
+    with StandaloneCluster(base, workers=2, cores=1) as cluster:
+        listening = {c.laddr.ip.removeprefix("::ffff:") for pid in cluster.pids  # IPv4 on an IPv6 socket
+                     for c in psutil.Process(pid).net_connections("inet") if c.status == psutil.CONN_LISTEN}
+        assert listening == {"127.0.0.1"}, listening
+        yield cluster
+        left = _left_by(cluster.temp, spare=set(cluster.pids))
+        assert left == [], f"processes of the campaign left on the cluster: {left}"
+
+
+def _left_by(temp: Path, spare: set[int], wait_s: float = 60) -> list[str]:
+    """The processes the cluster's JVMs started (their TMPDIR is under ``temp``) still running after
+    ``wait_s``, but the cluster's own JVMs (``spare``) and the executors a live worker keeps for the ended
+    application a few seconds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = []
+        for proc in psutil.process_iter(["pid", "cmdline", "environ"]):
+            try:
+                if proc.info["pid"] in spare or str(temp) not in (proc.info["environ"] or {}).get("TMPDIR", ""):
+                    continue
+                left.append(" ".join(proc.info["cmdline"] or [])[:160])
+            except (psutil.Error, TypeError):
+                continue
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(1)

@@ -139,10 +139,11 @@ def engine_of(entry: Suite, name: str, master: str | None, values: Mapping):
         able = ", ".join(s.name for s in SUITES.values() if s.anywhere)
         raise ValueError(f"--engine spark: the scenarios of the {entry.name} suite run only on this machine "
                          f"(they need what this command starts here); the suites Spark runs: {able}")
-    problem = entry.hook("plan", "engine_problem", lambda options: None)(values)
+    master = master or DEFAULT_MASTER
+    problem = entry.hook("plan", "engine_problem", lambda options, master: None)(values, master)
     if problem:
         raise ValueError(f"--engine spark: {problem}")
-    master = check_master(master or DEFAULT_MASTER)
+    master = check_master(master)
     require_extra("spark", "--engine spark")
     from eos_harness.spark.engine import SparkEngine
 

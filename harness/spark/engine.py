@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import io
-import ipaddress
 import os
 import pickle
 import re
 import shlex
-import socket
 import sys
 import tarfile
 import tempfile
@@ -35,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from eos_harness.engine import EngineUnavailable
-from eos_harness.engine_host import HostedScenario, TaskOutcome, run_task
+from eos_harness.engine import on_this_machine as _loopback
+from eos_harness.engine_host import TRAVELS, HostedScenario, TaskOutcome, run_task
 
 __all__ = ["REGISTER_S", "SPARK_LOG", "ScenarioHostError", "SparkEngine"]
 
@@ -46,20 +45,6 @@ SETTLE_S = 3.0  # once one executor registered, how long the count must hold sti
 
 class ScenarioHostError(RuntimeError):
     """A scenario's process on the executor ended without a result (the scenario is an ``error``)."""
-
-
-def _loopback(master: str) -> bool:
-    if master.startswith("local"):
-        return True
-    for host_port in master[len("spark://"):].split(","):
-        host = host_port.rpartition(":")[0].strip("[]")
-        try:
-            if not all(ipaddress.ip_address(info[4][0]).is_loopback
-                       for info in socket.getaddrinfo(host, None)):
-                return False
-        except (OSError, ValueError):
-            return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -95,7 +80,8 @@ class SparkEngine:
             with _environment(PYSPARK_PYTHON=sys.executable):
                 context = SparkContext(conf=conf, gateway=gateway)
             context.setLogLevel("WARN")
-            run = _SparkRun(context, suite, out_dir, log, f"eos-harness-{uuid.uuid4().hex[:12]}")
+            run = _SparkRun(context, suite, out_dir, log, f"eos-harness-{uuid.uuid4().hex[:12]}",
+                            here=suite.hook("plan", "needs_this_process", _anywhere))
             run.workers = _cores(context, self.master)
             say(f"engine: spark on {self.master}, {run.workers} core(s) (its log: {out_dir / SPARK_LOG})")
             if not self.master.startswith("local"):
@@ -105,6 +91,10 @@ class SparkEngine:
             if context is not None:
                 run.stopped.set()
             _stop(context, gateway)
+
+
+def _anywhere(scenario: Any) -> bool:
+    return False
 
 
 @contextlib.contextmanager
@@ -177,6 +167,7 @@ class _SparkRun:
     lock: threading.Lock = field(default_factory=threading.Lock)
     lost: str | None = None  # why the application has nowhere left to run (every executor gone)
     stopped: threading.Event = field(default_factory=threading.Event)
+    here: Callable[[Any], bool] = lambda scenario: False  # a scenario that runs in this process (see run)
 
     def watch(self) -> None:
         """While the campaign runs: when the application has had no executor for :data:`REGISTER_S` (every
@@ -195,11 +186,19 @@ class _SparkRun:
                 return
 
     def run(self, index: int, scenario: Any, directory: Path) -> dict:
+        """The scenario as a Spark task; one the suite's plan says ``needs_this_process`` (a fault that kills a
+        broker this command started, which only its process holds) here, as the local pool runs it."""
         from eos_harness.faults import points
 
+        if self.here(scenario):
+            with open(self.out_dir / SPARK_LOG, "a") as log:
+                log.write(f"eos-harness: scenario {index} runs in the driver (its fault kills or stops a broker this "
+                          "command started)\n")
+            return self.suite.run_one(scenario, directory)
         hosted = HostedScenario(self.suite.name, index, scenario, tuple(sys.path),
                                 tuple(p.name for p in points.declared() if points.declared_for_run(p.name)),
-                                str(self.log) if self.log is not None else None)
+                                str(self.log) if self.log is not None else None,
+                                tuple((name, os.environ[name]) for name in TRAVELS if name in os.environ))
         if self.lost:
             raise EngineUnavailable(self.lost)
         self.context.setJobGroup(self.group, f"{self.suite.name} scenario {index}", interruptOnCancel=True)

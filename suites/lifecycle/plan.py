@@ -361,11 +361,20 @@ def check_options(options: Mapping) -> None:
 runs_alone = affects_cluster  # the suite contract's name for it
 
 
-def engine_problem(options: Mapping) -> str | None:
-    """Why ``chaos --engine spark`` cannot run this campaign's scenarios elsewhere (a Kafka broker), or None."""
-    from eos_harness.engine import embedded_only
+def engine_problem(options: Mapping, master: str) -> str | None:
+    """Why ``chaos --engine spark --master MASTER`` cannot run this campaign's scenarios (a Kafka broker its
+    executors do not reach), or None. On the embedded broker each scenario has its own log; on Kafka each is a
+    client of the campaign's broker (:func:`needs_this_process` says which run in the driver)."""
+    from eos_harness.engine import kafka_reached
 
-    return embedded_only("lifecycle", options.get("broker"))
+    return kafka_reached("lifecycle", options.get("broker"), master)
+
+
+def needs_this_process(scenario: Scenario) -> bool:
+    """A scenario whose faults kill or stop a broker process (``broker-kill``, ``broker-pause``,
+    ``coordinator-kill``: they need the cluster this command started, which only its process holds): an engine
+    that runs scenarios elsewhere runs it here, in the driver, as the local pool does (it runs alone anyway)."""
+    return any(kinds.CLUSTER in kinds.kind_of(f).needs for f in scenario.schedule)
 
 
 def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:

@@ -191,7 +191,7 @@ def check_options(options: Mapping) -> None:
                          "kafka-quorum[:N] or kafka://HOST:PORT")
 
 
-def engine_problem(options: Mapping) -> str | None:
+def engine_problem(options: Mapping, master: str) -> str | None:
     """Why ``chaos --engine spark`` cannot run this campaign's scenarios elsewhere (a Kafka broker), or None."""
     from eos_harness.engine import embedded_only
 
