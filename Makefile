@@ -55,7 +55,7 @@ test-spark-full: $(STAMP) jars
 # Opt-in: campaigns on a real Spark standalone cluster (a master and two workers started on 127.0.0.1 from the
 # installed PySpark): the same verdicts as the local pool, and a worker's JVM SIGKILLed mid-campaign.
 test-spark-cluster: $(STAMP)
-	$(BIN)/python -m pytest -q -m spark_cluster --durations=5 tests/test_spark_engine.py
+	$(BIN)/python -m pytest -q -m spark_cluster --durations=5 tests/test_spark_engine.py tests/test_check_at_scale.py
 
 # Opt-in: the Kafka tier (every `kafka` test `make test` runs) on Kafka 3.9.1 brokers instead of 4.4.0:
 # EOS_KAFKA_VERSION=3.9.1 is the one option that picks the brokers' version (CLI, pytest, kafka-metadata).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -195,6 +196,27 @@ def test_the_dataframe_checker_gives_the_answer_of_the_in_process_checkers(cli, 
     assert spark[2]["scenarios"] == local[2]["scenarios"]
     fired = {v["check"] for s in spark[2]["scenarios"] for v in s["violations"]}
     assert fired == set(IN_SCOPE) - {"recovery_idempotent"}, fired
+
+
+@pytest.mark.spark
+@pytest.mark.spark_cluster
+def test_the_dataframe_checker_on_a_standalone_cluster_gives_the_answer_of_the_in_process_checkers(cli, runs, tmp_path,
+                                                                                                   standalone):
+    """``check --engine spark --master spark://…`` on a real standalone cluster (a master and two workers here): its
+    jobs run on the workers' executors, and its answer (table, JSON, exit code) is the in-process checkers'."""
+    _, injected_dir, _, caught = runs
+    local = _answer(cli, injected_dir, tmp_path / "local.json")
+    spark = _answer(cli, injected_dir, tmp_path / "spark.json", "--engine", "spark", "--master", standalone.url,
+                    "--driver-memory", "1g")
+    assert spark[0] == local[0] == 1, spark[1]
+    assert f"engine: spark on {standalone.url}" in spark[1]
+    assert (spark[2]["engine"], spark[2]["master"]) == ("spark", standalone.url)
+    assert spark[2]["scenarios"] == local[2]["scenarios"]
+    assert [line.replace(" (spark): ", " (local): ") for line in spark[1].splitlines()  # the table's title names it
+            if not line.startswith("engine:")] == local[1].splitlines()
+    assert all(f"scenario {index} (" in spark[1] for index in caught)
+    executors = re.findall(r"Launching executor \S+ on worker (\S+)", standalone.log("master"))
+    assert len(set(executors)) == 2  # an executor on each worker ran the jobs
 
 
 def test_check_refuses_what_it_cannot_judge_before_anything_runs(cli, runs, tmp_path):
