@@ -49,8 +49,6 @@ from .history import HARNESS, history_rows, jvm_rows, link_violations, write_his
 __all__ = ["CHILDREN_LOG", "campaign_fields", "campaign_session", "error_result", "run_one"]
 
 CHILDREN_LOG = "streams-apps.log"
-# The join's table gets an update every 5th record: padded 4 times as much as a sum, its memtable fills as often
-TABLE_PAD_FACTOR = 4
 SPARE_BATCHES = 2  # batches more, in one instance, while its armed point has not fired
 STATE_SETTLE_S = 10.0  # the store's commit follows the transaction's: a query waits this long for the model
 
@@ -114,11 +112,8 @@ class OutputReader:
 class Producing:
     """A batch produced over about ``seconds`` in the background (several commits of the application)."""
 
-    def __init__(self, producer, topic: str, batch: list[InputRecord], seconds: float = 1.0, table_pad: int = 0) -> None:
+    def __init__(self, producer, topic: str, batch: list[InputRecord], seconds: float = 1.0) -> None:
         self.table = topic[:-len("-in")] + "-table"  # the join's table topic (used only by records with an update)
-        # bytes after each rate (";xxx…", as the sums are padded): the table's RocksDB memtable fills within a run,
-        # so that its commits reach disk and no_wipe can judge its restorations
-        self.table_pad = ";" + "x" * table_pad if table_pad else ""
         self._thread = threading.Thread(target=self._run, args=(producer, topic, batch, seconds), daemon=True)
         self.error: BaseException | None = None
         self._thread.start()
@@ -134,7 +129,7 @@ class Producing:
                         # does not wait for)
                         key, rate, partition = r.update
                         producer.flush(30)
-                        producer.produce(self.table, key=key.encode(), value=f"{rate}{self.table_pad}".encode(),
+                        producer.produce(self.table, key=key.encode(), value=str(rate).encode(),
                                          partition=partition, timestamp=r.ts - 1)
                         producer.flush(30)
                     producer.produce(topic, key=r.key.encode(), value=f"{r.seq},{r.delta}".encode(),
@@ -671,7 +666,7 @@ def _live(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, pr
         if batch[0].global_updates:
             _update_global(app, producer, batch, produced, scenario)
         life._inputs.append((time.monotonic(), batch[0].seq, batch[-1].seq))
-        sending = Producing(producer, f"{app.arguments['input']}", batch, table_pad=TABLE_PAD_FACTOR * scenario.pad)
+        sending = Producing(producer, f"{app.arguments['input']}", batch)
         produced.extend(batch)
         if life.point == RANDOM_KILL:  # killed wherever it is, the drawn milliseconds after its input began
             time.sleep(life.hit / 1000)
@@ -700,7 +695,7 @@ def _close(app: StreamsAppProcess, life: Life, scenario, reader: OutputReader, p
         if batch[0].global_updates:
             _update_global(app, producer, batch, produced, scenario)
         life._inputs.append((time.monotonic(), batch[0].seq, batch[-1].seq))
-        sending = Producing(producer, f"{app.arguments['input']}", batch, table_pad=TABLE_PAD_FACTOR * scenario.pad)
+        sending = Producing(producer, f"{app.arguments['input']}", batch)
         produced.extend(batch)
         sending.join()
         if not _caught_up(app, life, scenario, reader, produced, running_at, peers):
