@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
@@ -67,27 +66,10 @@ final class SessionStores {
                 .build();
         built.init(StoreServer.context(request), built);
         store = built;
-        committed = readCommitted(built);
+        committed = StoreServer.readCommitted((ReadOnlySessionStore<Bytes, byte[]>) built, ReadOnlySessionStore.class);
         ObjectNode answer = StoreServer.opened(built, committed != built);
         answer.put("segment_interval", supplier.segmentIntervalMs());
         return answer;
-    }
-
-    /** Kafka's read-committed view; the store itself where there is none (4.3.1) or it is not transactional. */
-    @SuppressWarnings("unchecked")
-    private static ReadOnlySessionStore<Bytes, byte[]> readCommitted(SessionStore<Bytes, byte[]> built) throws Exception {
-        if (!StoreServer.transactional()) {
-            return built;
-        }
-        Class<?> isolation;
-        Method readOnly;
-        try {
-            isolation = Class.forName("org.apache.kafka.common.IsolationLevel");
-            readOnly = ReadOnlySessionStore.class.getMethod("readOnly", isolation);
-        } catch (ClassNotFoundException | NoSuchMethodException absent) {
-            return built;
-        }
-        return (ReadOnlySessionStore<Bytes, byte[]>) readOnly.invoke(built, isolation.getField("READ_COMMITTED").get(null));
     }
 
     static void close() {

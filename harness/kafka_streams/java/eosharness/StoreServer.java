@@ -465,7 +465,7 @@ public final class StoreServer {
         StateStoreContext context = context(request);
         built.init(context, built);
         store = built;
-        committedView = readCommitted(built);
+        committedView = readCommitted((ReadOnlyKeyValueStore<Bytes, byte[]>) built, ReadOnlyKeyValueStore.class);
         return opened(built, committedView != built);
     }
 
@@ -478,27 +478,23 @@ public final class StoreServer {
         return answer;
     }
 
-    /** Kafka's own read-committed view ({@code readOnly(IsolationLevel.READ_COMMITTED)}, KIP-892, 4.4.0 on);
-     * the store itself where there is none (4.3.1) or the store is not transactional. */
+    /** Kafka's own read-committed view of {@code built} ({@code view.readOnly(IsolationLevel.READ_COMMITTED)},
+     * KIP-892, 4.4.0 on; {@code view} the read-only interface of its kind: key-value, window, session); the store
+     * itself where there is none (4.3.1) or the store is not transactional. */
     @SuppressWarnings("unchecked")
-    private static ReadOnlyKeyValueStore<Bytes, byte[]> readCommitted(KeyValueStore<Bytes, byte[]> built) throws Exception {
+    static <V> V readCommitted(V built, Class<?> view) throws Exception {
         if (!transactional) {
             return built;
         }
         Class<?> isolation;
-        try {
-            isolation = Class.forName("org.apache.kafka.common.IsolationLevel");
-        } catch (ClassNotFoundException absent) {
-            return built;
-        }
         Method readOnly;
         try {
-            readOnly = ReadOnlyKeyValueStore.class.getMethod("readOnly", isolation);
-        } catch (NoSuchMethodException absent) {
+            isolation = Class.forName("org.apache.kafka.common.IsolationLevel");
+            readOnly = view.getMethod("readOnly", isolation);
+        } catch (ClassNotFoundException | NoSuchMethodException absent) {
             return built;
         }
-        Object level = isolation.getField("READ_COMMITTED").get(null);
-        return (ReadOnlyKeyValueStore<Bytes, byte[]>) readOnly.invoke(built, level);
+        return (V) readOnly.invoke(built, isolation.getField("READ_COMMITTED").get(null));
     }
 
     private static Bytes key(JsonNode node) {

@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import java.lang.reflect.Method;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.HashMap;
@@ -55,27 +54,10 @@ final class WindowStores {
                 .build();
         built.init(StoreServer.context(request), built);
         store = built;
-        committed = readCommitted(built);
+        committed = StoreServer.readCommitted((ReadOnlyWindowStore<Bytes, byte[]>) built, ReadOnlyWindowStore.class);
         ObjectNode answer = StoreServer.opened(built, committed != built);
         answer.put("segment_interval", supplier.segmentIntervalMs());
         return answer;
-    }
-
-    /** Kafka's read-committed view; the store itself where there is none (4.3.1) or it is not transactional. */
-    @SuppressWarnings("unchecked")
-    private static ReadOnlyWindowStore<Bytes, byte[]> readCommitted(WindowStore<Bytes, byte[]> built) throws Exception {
-        if (!StoreServer.transactional()) {
-            return built;
-        }
-        Class<?> isolation;
-        Method readOnly;
-        try {
-            isolation = Class.forName("org.apache.kafka.common.IsolationLevel");
-            readOnly = ReadOnlyWindowStore.class.getMethod("readOnly", isolation);
-        } catch (ClassNotFoundException | NoSuchMethodException absent) {
-            return built;
-        }
-        return (ReadOnlyWindowStore<Bytes, byte[]>) readOnly.invoke(built, isolation.getField("READ_COMMITTED").get(null));
     }
 
     static void close() {
