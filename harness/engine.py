@@ -129,14 +129,8 @@ def on_this_machine(master: str) -> bool:
     host is a loopback address (its workers then reach what listens on 127.0.0.1 here)."""
     if master.startswith("local"):
         return True
-    for host_port in master[len("spark://"):].split(","):
-        host = host_port.rpartition(":")[0].strip("[]")
-        try:
-            if not all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None)):
-                return False
-        except (OSError, ValueError):
-            return False
-    return True
+    return all(_loopback_host(host_port.rpartition(":")[0].strip("[]"), every=True)
+               for host_port in master[len("spark://"):].split(","))
 
 
 def kafka_reached(suite: str, broker: str | None, master: str) -> str | None:
@@ -157,8 +151,11 @@ def kafka_reached(suite: str, broker: str | None, master: str) -> str | None:
             "kafka://HOST:PORT (a cluster the workers reach), or a master on this machine (local[*], spark://127.0.0.1:PORT)")
 
 
-def _loopback_host(host: str) -> bool:
+def _loopback_host(host: str, every: bool = False) -> bool:
+    """Whether ``host`` resolves to a loopback address (``every``: to loopback addresses only); False when it
+    does not resolve."""
     try:
-        return any(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
+        loopback = [ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None)]
     except (OSError, ValueError):
         return False
+    return all(loopback) if every else any(loopback)
