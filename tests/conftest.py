@@ -130,3 +130,21 @@ def _left_by(temp: Path, spare: set[int], wait_s: float = 60) -> list[str]:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(1)
+
+
+def interrupt(proc: subprocess.Popen, sig: int = signal.SIGINT) -> tuple[str, float, list[psutil.Process]]:
+    """Send ``sig``; returns the output, how long the command took to exit, and what it had started."""
+    started = psutil.Process(proc.pid).children(recursive=True)
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    output, _ = proc.communicate(timeout=60)
+    return output, time.monotonic() - sent, started
+
+
+def interrupt_once_kept(proc: subprocess.Popen, run_dir: Path, timeout: float = 120) -> str:
+    """A campaign stopped (SIGINT) as soon as it kept its options (``run_dir``/campaign.json), before its first
+    scenario could finish; its output."""
+    deadline = time.monotonic() + timeout
+    while not (run_dir / "campaign.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return interrupt(proc)[0]

@@ -17,16 +17,9 @@ from pathlib import Path
 import psutil
 from junitparser import Failure, JUnitXml, Skipped
 
+from tests.conftest import interrupt
+
 BUGGY_REAL_STORE = "eos_harness.stores.mutants:RecoverKeepsUncommitted"  # fails within its first scenarios
-
-
-def interrupt(proc: subprocess.Popen, sig: int = signal.SIGINT) -> tuple[str, float, list[psutil.Process]]:
-    """Send ``sig``; returns the output, how long the command took to exit, and what it had started."""
-    started = psutil.Process(proc.pid).children(recursive=True)
-    sent = time.monotonic()
-    proc.send_signal(sig)
-    output, _ = proc.communicate(timeout=60)
-    return output, time.monotonic() - sent, started
 
 
 def wait_for_results(run_dir: Path, count: int, proc: subprocess.Popen, timeout: float = 60) -> None:

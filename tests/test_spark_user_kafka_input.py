@@ -342,7 +342,7 @@ def test_a_stopped_campaign_over_a_topic_written_since_is_not_resumed(cli, tmp_p
     """The campaign keeps the topic's content when it starts (its records' digest and the micro-batch limit): a
     resume after a transaction was added to the topic is a usage error naming the topic, what it held then and
     what it holds now, before anything runs (its finished scenarios were judged on the other micro-batches)."""
-    from tests.test_campaign_controls import interrupt
+    from tests.conftest import interrupt_once_kept
 
     bootstrap = eos_kafka_cluster.bootstrap_servers
     topic = new_topic(bootstrap, "resumed", [events(0), events(1)])
@@ -351,10 +351,7 @@ def test_a_stopped_campaign_over_a_topic_written_since_is_not_resumed(cli, tmp_p
     proc = cli.start("chaos", "--suite", "spark", "--pipeline", "spark_user_kafka_dedup:build", "--input", url,
                      "--max-offsets-per-trigger", "5", "--scenarios", "3", "--seed", "1", "--out", out, "--no-report",
                      cwd=tmp_path)
-    deadline = time.monotonic() + 120
-    while not (out / "campaign.json").exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    output, _, _ = interrupt(proc)
+    output = interrupt_once_kept(proc, out)  # stopped before its first scenario could finish
     assert proc.returncode == 130, output
     kept = json.loads((out / "campaign.json").read_text())["inputs"]["input"]
     assert kept["what"] == f"the input topic {url}" and kept["detail"].startswith("15 records")

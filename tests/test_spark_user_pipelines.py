@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -506,8 +505,7 @@ def test_a_stopped_campaign_whose_query_or_input_changed_is_not_resumed(cli, tmp
     scenarios were judged against the crash-free run of what it read then); put back, it is what the campaign kept."""
     from eos_harness.suites.spark.plan import kept_inputs
 
-    from tests.conftest import FIXTURES
-    from tests.test_campaign_controls import interrupt
+    from tests.conftest import FIXTURES, interrupt_once_kept
 
     inputs = write_batches(tmp_path / "in", batches=3)
     module = tmp_path / "my_dedup.py"
@@ -515,10 +513,7 @@ def test_a_stopped_campaign_whose_query_or_input_changed_is_not_resumed(cli, tmp
     out = tmp_path / "campaign"
     proc = cli.start("chaos", "--suite", "spark", "--pipeline", "my_dedup:build", "--input", inputs, "--scenarios", "3",
                      "--seed", "1", "--out", out, "--no-report", cwd=tmp_path)
-    deadline = time.monotonic() + 120
-    while not (out / "campaign.json").exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    output, _, _ = interrupt(proc)  # stopped as soon as it kept its options: its first scenario not finished
+    output = interrupt_once_kept(proc, out)  # stopped before its first scenario could finish
     assert proc.returncode == 130, output
     state = json.loads((out / "campaign.json").read_text())
     kept = state["inputs"]
