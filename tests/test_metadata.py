@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from dataclasses import replace
 
 import pytest
@@ -115,6 +116,35 @@ def test_the_plan_draws_only_faults_a_scenario_reaches():
         "metadata.controller.after_end@2", "kill@2"]
     assert all(reachable_faults(s.system, s.schedule, s.commands) == s.schedule and (s.schedule or s.system != REAL)
                for s in itertools.islice(plan(7), 200))
+
+
+def test_a_driver_kill_lands_after_its_nth_event_however_late_the_driver_reads_them(tmp_path):
+    # kill@3 counts the controller's events (activated, then one a command): the controller waits after its
+    # third for the driver's kill, so a driver that reads its events late (a loaded machine) still kills it
+    # there, two commands written and the rest not. Before, the controller had written every command and
+    # ended by then, and the scenario was an error: "kill@3 never fired" (chaos --suite metadata --scenarios
+    # 2000 --seed 7, index 1973, under load only).
+    from eos_harness.broker.spec import EMBEDDED
+    from eos_harness.history import History
+    from eos_harness.metadata import LogSpec, MetadataLog
+    from eos_harness.suites.metadata.instance import ControllerInstance
+    from eos_harness.suites.metadata.runner import commands_for
+
+    spec = LogSpec(EMBEDDED.at_file(tmp_path / "broker.sqlite").text, "metadata", "metadata-controller")
+    commands = commands_for(160370185, 8, 2048)
+    history = History(tmp_path / "history.jsonl")
+    with MetadataLog(spec) as log:
+        log.create()
+        controller = ControllerInstance(spec, [c.to_json() for c in commands], 2048, None,
+                                        parse_metadata_schedule("kill@3")[0], 1, history)
+        time.sleep(1.0)  # the driver, descheduled, reads nothing yet
+        ended = controller.collect()
+        written = sorted({entry.command for entry in log.read(0)})
+    history.close()
+    assert ended == "crash"
+    assert [e["type"] for e in history.events][-4:] == ["activated", "committed", "committed", "crash"]
+    assert history.events[-1]["point"] == "kill"
+    assert written == [0, 1]
 
 
 def test_the_metadata_crash_points_are_listed(cli):

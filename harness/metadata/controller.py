@@ -22,7 +22,7 @@ from eos_harness.faults import points
 from eos_harness.faults.points import crash_point, declare
 from eos_harness.metadata import LogSpec, MetadataLog, pack
 from eos_harness.models.metadata import ABORT, BEGIN, END, RECORD, Command, Entry, Image, records_of
-from eos_harness.process.child_events import report_fault_firings, run_reporting_child
+from eos_harness.process.child_events import held_after, report_fault_firings, run_reporting_child
 
 __all__ = ["MISTAKES", "P_ABORT_AFTER", "P_ABORT_BEFORE", "P_AFTER_BEGIN", "P_AFTER_END", "P_BEFORE_END",
            "P_BETWEEN_BATCHES", "POINTS", "Controller", "controller_main"]
@@ -185,21 +185,25 @@ class Controller:
 
 
 def controller_main(spec: LogSpec, epoch: int, commands: list[dict], max_batch_bytes: int, mistake: str | None,
-                    armed: tuple[str, int, str] | None, report_state: bool, conn) -> None:
-    """Entry point of a controller process (forked by the zygote); ``armed``: (point, hit, action)."""
+                    armed: tuple[str, int, str] | None, report_state: bool, conn, hold: int | None = None) -> None:
+    """Entry point of a controller process (forked by the zygote); ``armed``: (point, hit, action); ``hold``:
+    wait after this many events for the driver's kill (``kill@n``: :func:`~eos_harness.process.child_events.held_after`),
+    so that it lands after the n-th event however loaded the machine is, while commands are still to write."""
+    emit = held_after(conn.send, hold)
+
     def run_controller() -> None:
         report_fault_firings(conn)
         if armed is not None:
             points.load_declarations()
             points.arm(*armed)
         with MetadataLog(spec) as log:
-            controller = Controller(log, epoch, max_batch_bytes, mistake, conn.send, report_state)
+            controller = Controller(log, epoch, max_batch_bytes, mistake, emit, report_state)
             try:
                 controller.activate()
                 controller.run([Command.from_json(c) for c in commands])
             except ProducerFenced as exc:
-                conn.send({"type": "fenced", "epoch": epoch, "error": str(exc)})
+                emit({"type": "fenced", "epoch": epoch, "error": str(exc)})
             else:
-                conn.send({"type": "done", "epoch": epoch, "state": controller._state_json()})
+                emit({"type": "done", "epoch": epoch, "state": controller._state_json()})
 
     run_reporting_child(conn, run_controller)

@@ -9,13 +9,35 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 import traceback
 from collections.abc import Callable
 from typing import NoReturn
 
 from eos_harness.faults import points
 
-__all__ = ["report_fault_firings", "run_reporting_child"]
+__all__ = ["HOLD_S", "held_after", "report_fault_firings", "run_reporting_child"]
+
+# How long a child waits after its hit-th event for the driver's kill (less than any driver's event timeout).
+HOLD_S = 10.0
+
+
+def held_after(send: Callable[[dict], object], hit: int | None) -> Callable[[dict], object]:
+    """``send``, waiting HOLD_S after the ``hit``-th event it sends for the driver, who kills the process on
+    reading that event (a fault kind that ``holds_child``, ``kill@n``): the kill then lands right after that
+    event whatever the machine's load, not after whatever the child did next. ``hit`` None: ``send`` as is."""
+    if hit is None:
+        return send
+    sent = 0
+
+    def emit(event: dict) -> None:
+        nonlocal sent
+        send(event)
+        sent += 1
+        if sent == hit:
+            time.sleep(HOLD_S)
+
+    return emit
 
 
 def report_fault_firings(conn) -> None:

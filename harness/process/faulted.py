@@ -31,6 +31,12 @@ class FaultedChild:
         self.fired: str | None = None  # what the verdict reports the instance died of
         self.seen = 0  # the child's events recorded so far
 
+    @property
+    def hold(self) -> int | None:
+        """After how many events the child waits for the driver's kill (its fault's kind ``holds_child``:
+        :func:`~eos_harness.process.child_events.held_after`), or None."""
+        return self.fault.hit if self.kind is not None and self.kind.holds_child else None
+
     def collect(self) -> str:
         """Record the child's events until it ends: how it said it ended (one of :attr:`endings`),
         ``hang``, ``crash``, or what the fault's kind ends it with when its point fires (``frozen``)."""

@@ -28,7 +28,7 @@ from eos_harness.faults.kafka import (
 )
 from eos_harness.faults.kinds import run_broker_fault
 from eos_harness.history import History
-from eos_harness.process.child_events import report_fault_firings, run_reporting_child
+from eos_harness.process.child_events import held_after, report_fault_firings, run_reporting_child
 from eos_harness.process.faulted import FaultedChild
 from eos_harness.process.guard import (
     STORE_TIMEOUT_S,
@@ -52,24 +52,6 @@ from eos_harness.suites.lifecycle.schedule import Fault
 
 EVENT_TIMEOUT_S = 30.0  # no event for this long, outside any store call: the task hangs
 POLL_S = 0.25  # how often the driver looks at the running store call while no event comes
-HOLD_S = 10.0  # how long a task's process waits after its hit-th event for the driver's kill (< EVENT_TIMEOUT_S)
-
-
-def _held_after(send, hit: int):
-    """``send``, waiting after the ``hit``-th event it sends for the driver, who kills the process on
-    reading that event (a fault kind that ``holds_child``); if no kill comes within HOLD_S, it goes on."""
-    sent = 0
-
-    def emit(event: dict) -> None:
-        nonlocal sent
-        send(event)
-        sent += 1
-        if sent == hit:
-            time.sleep(HOLD_S)
-
-    return emit
-
-
 def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: str, conn, stacks=None,
                 clock=None, for_run: bool = False, output: str | None = None, hold: int | None = None,
                 lent_in=None, lent_out=None) -> None:
@@ -77,7 +59,7 @@ def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: st
     ``stacks``: where to write the stacks on SIGUSR1; ``clock``: the driver's CallClock; ``for_run``:
     the armed point is a store's own that no module declares, declared for the run by the driver;
     ``output``: the file its stdout and stderr go to (its :class:`OwnOutput`), if any; ``hold``: wait after
-    this many events for the driver's kill (:func:`_held_after`); ``lent_in``, ``lent_out``: the pipes of
+    this many events for the driver's kill (:func:`~eos_harness.process.child_events.held_after`); ``lent_in``, ``lent_out``: the pipes of
     what the driver lent the task's store (a JVM for Kafka Streams' stores, :func:`~eos_harness.process.server.borrow`)."""
     output_to(output)
     receive_lent(config.store, lent_in, lent_out)
@@ -88,7 +70,7 @@ def _child_main(config: TaskConfig, armed: tuple[str, int, str] | None, mode: st
 
     def run_task() -> None:
         report_fault_firings(conn)
-        task = Task(config, emit=conn.send if hold is None else _held_after(conn.send, hold))
+        task = Task(config, emit=held_after(conn.send, hold))
         if armed is not None:
             points.load_declarations()
             if for_run:
@@ -133,7 +115,6 @@ class Instance(FaultedChild):
         self.clock = CallClock()
         self.resumed_ns = 0  # a call running while the instance was frozen counts from its waking
         for_run = armed is not None and points.declared_for_run(armed[0])
-        hold = fault.hit if self.kind is not None and self.kind.holds_child else None
         self.output = OwnOutput()  # what this child writes, apart from the other scenarios' children
         # A resource the store's process borrows from the run's shared pool (a JVM already started, for Kafka
         # Streams' stores); none shared: the store's process makes its own.
@@ -142,7 +123,7 @@ class Instance(FaultedChild):
         except LendError:
             self.lent, self.pool, pipes = None, None, None  # the store's own start says why, as an error event
         self.proc = ctx.Process(target=_child_main, args=(config, armed, mode, child, stack_writer, self.clock.handle,
-                                                          for_run, self.output.path, hold, *(pipes or (None, None))),
+                                                          for_run, self.output.path, self.hold, *(pipes or (None, None))),
                                 daemon=True)
         try:
             self.proc.start()

@@ -34,7 +34,8 @@ class ControllerInstance(FaultedChild):
         self.parent, child = ctx.Pipe(duplex=False)
         armed = self.kind.armed_in_child(fault) if self.kind is not None else None
         self.proc = ctx.Process(target=controller_main, daemon=True,
-                                args=(spec, number, commands, max_batch_bytes, mistake, armed, report_state, child))
+                                args=(spec, number, commands, max_batch_bytes, mistake, armed, report_state, child,
+                                      self.hold))
         self.proc.start()
         child.close()
         history.add(number, {"type": "start", "epoch": number, "fault": str(fault) if fault else None,
