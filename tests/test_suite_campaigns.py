@@ -94,6 +94,16 @@ def test_a_kafka_log_campaign_catches_the_uncommitted_reader(cli, eos_kafka_clus
     assert broken["repro"] == (f"eos-harness kafka-log --broker {eos_kafka_cluster.spec} --seed {broken['seed']} "
                                "--transactions 12 --partitions 2 --abort-ratio 0.3 --isolation read_uncommitted")
     assert {s.get("name") for s in junit.iter("testsuite")} == {"read_committed", "read_uncommitted"}
+    # Each scenario recorded its history (what its producers sent, what its reader read, where each log ended):
+    # judged again from it, the scenario's own anomalies (what `check RUN_DIR` judges from its Parquet copy).
+    from eos_harness.suites.kafka_log.at_scale import parts_of
+    from eos_harness.suites.kafka_log.checks import check
+
+    for result in campaign["scenarios"]:
+        events = [json.loads(line) for line in Path(result["history"]).read_text().splitlines()]
+        assert events[0]["type"] == "scenario" and events[0]["system"] == result["system"]
+        assert [a.violation().to_json() for a in check(*parts_of(events))] == result["violations"]
+        assert sum(e["type"] == "read" for e in events) == result["records_read"]
 
 
 @pytest.mark.kafka

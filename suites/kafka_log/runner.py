@@ -11,6 +11,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from eos_harness.broker.spec import BrokerSpec, parse
 from eos_harness.cluster.local import version_of
@@ -150,18 +151,29 @@ def run_workload(broker: BrokerSpec | str, seed: int, transactions: int = 60, pa
 # -- a scenario: one workload, one reader ------------------------------------------------------------
 
 
-def run_one(scenario, directory=None) -> dict:
+def run_one(scenario, directory: Path | None = None) -> dict:
     """One workload read by ``scenario.system`` (:class:`.plan.Scenario`), as a complete result: the
-    reader (``system``), its expected result, the verdict, the anomalies, the replay."""
+    reader (``system``), its expected result, the verdict, the anomalies, the replay; with ``directory`` (a
+    campaign's scenario), its history too (``directory/history.jsonl``, :mod:`.at_scale`: what was sent, read and
+    where each log ended), which a campaign on Spark writes as Parquet for ``eos-harness check``."""
+    from .at_scale import record_history
     from .plan import expected
 
     result = run_workload(parse(scenario.opened or scenario.broker), scenario.seed, transactions=scenario.transactions,
                           partitions=scenario.partitions, abort_ratio=scenario.abort_ratio,
                           isolation=scenario.system)
+    history = None
+    if directory is not None:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        fields = {"system": scenario.system, "seed": scenario.seed, "topic": result.topic,
+                  "transactions": scenario.transactions, "partitions": scenario.partitions,
+                  "abort_ratio": scenario.abort_ratio}
+        history = str(record_history(Path(directory) / "history.jsonl", fields, result.transactions, result.reads,
+                                     result.ends))
     return {"suite": "kafka-log", "system": scenario.system,
             "expected": "fail" if expected(scenario.system)[0] else "pass", "seed": scenario.seed,
             "broker": scenario.broker, "kafka_version": version_of(scenario.opened or scenario.broker),
-            "repro": scenario.repro(), **result.to_json()}
+            "repro": scenario.repro(), **result.to_json(), "history": history}
 
 
 def error_result(scenario, exc: BaseException) -> dict:

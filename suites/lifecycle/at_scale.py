@@ -138,8 +138,8 @@ def lifecycle_histories(run_dir: Path) -> Path:
     if not Path(run_dir).is_dir():
         raise HistoryError(f"{run_dir}: no such directory")
     if not path.is_dir() or not any(path.glob("suite=lifecycle/**/*.parquet")):
-        raise HistoryError(f"{run_dir} holds no Parquet histories of the lifecycle suite ({path}/suite=lifecycle): "
-                           "a lifecycle campaign run with --engine spark writes them "
+        raise HistoryError(f"{run_dir} holds no Parquet histories of the lifecycle suite ({path}/suite=lifecycle) "
+                           "nor of the kafka-log suite: a campaign of either run with --engine spark writes them "
                            "(eos-harness chaos --suite lifecycle --engine spark --out RUN_DIR)")
     return path
 
