@@ -231,7 +231,9 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
                      replay=False))),
     Suite("kafka-log", "Kafka's transactional log", "a Kafka cluster (kafka-local, kafka-quorum or kafka://)",
           "kafka_log", checks_name="ANOMALIES", run=f"{_FACES}.kafka_log:kafka_log_command", chaos=GENERIC_CHAOS,
-          subject="system", tallies="systems", pytest_entry=True, extras=("kafka",), workers=1, options=(
+          subject="system", tallies="systems", pytest_entry=True, extras=("kafka",), workers=1, anywhere=True,
+          on_spark="every scenario, a client of a Kafka --broker the executors reach (one started here, on 127.0.0.1, "
+          "with a master on this machine); its history written as Parquet for eos-harness check", options=(
               Option("transactions", "int", 30, "Transactions of each scenario's workload.", minimum=1),
               Option("partitions", "int", 2, "Partitions of each scenario's topic.", minimum=1),
               Option("abort_ratio", "float", 0.3, "About this share of the transactions is aborted.", minimum=0),

@@ -147,3 +147,35 @@ def test_the_dataframe_checker_gives_the_answer_of_the_in_process_checker(cli, h
     assert spark[2]["scenarios"] == local[2]["scenarios"] == answers
     assert [line.replace(" (spark): ", " (local): ") for line in spark[1].splitlines()
             if not line.startswith("engine:")] == local[1].splitlines()
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_kafka_log_campaign_on_spark_keeps_its_histories_as_parquet_and_check_judges_them_as_it_did(
+        cli, eos_kafka_cluster, tmp_path):
+    """``chaos --suite kafka-log --engine spark`` on a real broker: each scenario a Spark task, its recorded history
+    written as Parquet; ``check`` judges it again, in this process and as DataFrame jobs, with the campaign's own
+    verdicts and anomalies (the uncommitted reader's aborted reads)."""
+    out = tmp_path / "run"
+    done = cli("chaos", "--suite", "kafka-log", "--engine", "spark", "--master", "local[2]", "--broker",
+               eos_kafka_cluster.spec, "--scenarios", "4", "--transactions", "12", "--seed", "5", "--out", out,
+               "--no-report")
+    assert done.returncode == 0, done.stdout + done.stderr
+    campaign = json.loads((out / "chaos.json").read_text())
+    tallies = campaign["summary"]["systems"]
+    assert (tallies["read_committed"]["status"], tallies["read_uncommitted"]["status"]) == ("ok", "caught")
+    assert any((out / "parquet" / "histories" / "suite=kafka-log").rglob("*.parquet"))
+    local = _check(cli, out, tmp_path / "local.json")
+    spark = _check(cli, out, tmp_path / "spark.json", "--engine", "spark", "--master", "local[2]",
+                   "--driver-memory", "1g")
+    assert spark[0] == local[0] == 0, spark[1]  # the uncommitted reader's anomalies are expected
+    assert spark[2]["scenarios"] == local[2]["scenarios"]
+    own = {r["index"]: r for r in campaign["scenarios"]}
+    assert sorted(s["index"] for s in local[2]["scenarios"]) == sorted(own) == [0, 1, 2, 3]
+    for scenario in local[2]["scenarios"]:
+        result = own[scenario["index"]]
+        assert (scenario["system"], scenario["verdict"]) == (result["system"], result["verdict"])
+        assert [(v["check"], v["key"], v["observed"]) for v in scenario["violations"]] == sorted(
+            (v["check"], v["key"], v["observed"]) for v in result["violations"])
+    assert {v["check"] for s in local[2]["scenarios"] for v in s["violations"]} == {"aborted_read"}

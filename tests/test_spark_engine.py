@@ -125,12 +125,14 @@ def test_an_engine_that_cannot_run_the_campaign_is_a_usage_error_before_anything
         (("--suite", "conformance", "--engine", "spark", "--master", "spark://127.0.0.1:1"), "no master answers"),
         (("--suite", "conformance", "--master", "local[2]"), "add --engine spark"),
         (("--suite", "conformance", "--engine", "dask"), "dask"),
-        (("--suite", "kafka-log", "--engine", "spark"), "run only on this machine"),
+        (("--suite", "kafka-streams", "--engine", "spark"), "run only on this machine"),
         (("--suite", "metadata", "--engine", "spark", "--broker", "kafka-quorum"), "embedded broker only"),
     ]
     # A broker listening on this machine only, and executors elsewhere (said before the master is asked).
     cases += [(("--suite", "lifecycle", "--engine", "spark", "--master", "spark://192.0.2.1:7077", "--broker", broker),
                "listening on this machine only") for broker in ("kafka-local", "kafka://127.0.0.1:9092")]
+    cases.append((("--suite", "kafka-log", "--engine", "spark", "--master", "spark://192.0.2.1:7077", "--broker",
+                   "kafka-local"), "listening on this machine only"))
     for args, said in cases:
         done = cli.invoke("chaos", *args, "--scenarios", "1", "--out", out)
         assert done.returncode == 2, (args, done.stdout, done.stderr)

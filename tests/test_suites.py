@@ -31,7 +31,7 @@ def test_suites_says_which_engines_run_each_suite_and_chaos_keeps_to_it(cli, tmp
     other suite is a usage error naming those that Spark runs."""
     listed = {row["name"]: row["engines"] for row in json.loads(cli.invoke("suites", "--json").stdout)}
     on_spark = sorted(name for name, engines in listed.items() if "spark" in engines)
-    assert on_spark == sorted(["conformance", "offsets", "windows", "lifecycle", "metadata"])
+    assert on_spark == sorted(["conformance", "offsets", "windows", "lifecycle", "metadata", "kafka-log"])
     assert all(set(engines) <= {"local", "spark"} and "local" in engines and all(engines.values())
                for engines in listed.values())
     for name in sorted(set(listed) - set(on_spark)):

@@ -11,7 +11,7 @@ from eos_harness.commands import command_line
 
 from ..rotation import in_turn
 
-__all__ = ["READERS", "Scenario", "expected", "campaign", "known_subjects", "subjects"]
+__all__ = ["READERS", "Scenario", "campaign", "engine_problem", "expected", "known_subjects", "subjects"]
 
 # Each reader (the consumer's isolation level): whether it must fail, and the checks that name its mistake.
 READERS = {"read_committed": (False, ()), "read_uncommitted": (True, ("aborted_read",))}
@@ -52,3 +52,11 @@ def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     for system, _, drawn in in_turn(seed, options["systems"]):
         yield Scenario(system, drawn, options["transactions"], options["partitions"], options["abort_ratio"],
                        options["broker"], options.get("opened"))
+
+
+def engine_problem(options: Mapping, master: str) -> str | None:
+    """Why ``chaos --engine spark --master MASTER`` cannot run this campaign's scenarios (a Kafka broker its executors
+    do not reach), or None: each scenario is a client of the campaign's broker."""
+    from eos_harness.engine import kafka_reached
+
+    return kafka_reached("kafka-log", options.get("broker"), master)
