@@ -44,11 +44,11 @@ def check_frames(spark: Any, path: Path) -> list[dict]:
     events = events.join(F.broadcast(planned), "scenario", "left_semi")  # a history without its first event: not judged
 
     txn = (events.where(F.col("type") == "transaction")
-           .select("scenario", F.from_json("event", "id string, outcome string, records array<array<string>>")
-                   .alias("t")))
-    sent = (txn.select("scenario", F.col("t.id").alias("txn"), F.col("t.outcome").alias("outcome"),
+           .select("scenario", F.col("seq").alias("txn_seq"),
+                   F.from_json("event", "id string, outcome string, records array<array<string>>").alias("t")))
+    sent = (txn.select("scenario", "txn_seq", F.col("t.id").alias("txn"), F.col("t.outcome").alias("outcome"),
                        F.posexplode("t.records").alias("ordinal", "r"))
-            .select("scenario", "txn", "outcome", "ordinal", F.col("r")[0].cast("long").alias("partition"),
+            .select("scenario", "txn_seq", "txn", "outcome", "ordinal", F.col("r")[0].cast("long").alias("partition"),
                     F.col("r")[1].alias("value"), F.col("r")[2].cast("long").alias("offset")).cache())
     reads = (events.where(F.col("type") == "read")
              .select("scenario", "seq", F.from_json("event", "partition long, offset long, value string").alias("r"))
@@ -112,7 +112,7 @@ def check_frames(spark: Any, path: Path) -> list[dict]:
 
     # -- all or none of a transaction's records read (whatever its outcome, but an aborted one's are aborted reads) --
     parts = (records.where(F.col("outcome") != "aborted")
-             .groupBy("scenario", "txn", "outcome")
+             .groupBy("scenario", "txn_seq", "txn", "outcome")  # a transaction is its event, whatever its id
              .agg(F.count("*").alias("total"), F.sum((F.col("n") > 0).cast("long")).alias("got"),
                   F.sort_array(F.collect_list(F.when(F.col("n") == 0, F.struct("ordinal", "value")))).alias("missing"))
              .where((F.col("got") > 0) & (F.col("got") < F.col("total"))))
