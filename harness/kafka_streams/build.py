@@ -82,26 +82,22 @@ class Server:
         before Kafka's jars on the class path (beside the folder, as :attr:`jar`)."""
         return self.jar.with_name(self.jar.stem + "-points.jar")
 
-    def command(self, java: str = "java", verify: bool = False, warm: str | None = None,
-                points: bool = True, agent: bool = False) -> list[str]:
+    def command(self, java: str = "java", verify: bool = False, points: bool = True,
+                agent: bool = False) -> list[str]:
         """The command line of one store JVM. ``agent``: one that may open a mutant, started with the store
         server's own agent (``eosharness.Agent``: it keeps the JVM's Instrumentation, no class transformer),
         through which Byteman's agent with the mutant's rules is installed when a request opens it; a JVM
         without (every other: a Java agent at start was a tenth of a JVM life's CPU, 0.025 CPU-s) cannot. The
         crash points are woven into Kafka's classes (``points``: false, for a benchmark, Kafka's classes as they
         are, no point anywhere). ``verify``: the
-        classes loaded from jars are verified (a JVM that may load a user's store), else not (:data:`NO_VERIFY`).
-        ``warm``: a spare JVM (started ahead of its store, :mod:`eos_harness.kafka_streams.pool`), given an
-        empty folder it opens, uses and closes a store of each kind in before it says it is ready
-        (``eosharness.StoreServer``'s ``--warm``)."""
+        classes loaded from jars are verified (a JVM that may load a user's store), else not (:data:`NO_VERIFY`)."""
         archive = self.folder / ARCHIVE
         return [java, *JVM_OPTIONS, *([] if verify else [NO_VERIFY]), f"-Djava.library.path={self.folder / 'native'}",
                 *([f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"] if archive.is_file() else []),
                 "-Dorg.jboss.byteman.compile.to.bytecode=true",  # rules run as bytecode, not interpreted
                 f"-Deosharness.rules={self.rules}", *([f"-javaagent:{self.jar}"] if agent else []),
                 "-cp", os.pathsep.join(str(p) for p in (self.jar, *([self.woven] if points else []), *self.classpath,
-                                                        self.byteman)), MAIN,
-                *(["--warm", warm] if warm else [])]
+                                                        self.byteman)), MAIN]
 
 
 def _digest(version: str) -> str:
@@ -246,7 +242,7 @@ def _archive(server: Server, java: str) -> None:
     # Dumped verifying (a JVM that verifies maps only the classes of an archive dumped so; one that does not, any).
     command = server.command(java, verify=True)
     command.insert(1, f"-XX:ArchiveClassesAtExit={server.folder / ARCHIVE}")
-    with tempfile.TemporaryDirectory(prefix="eos-ks-warm-") as state, \
+    with tempfile.TemporaryDirectory(prefix="eos-ks-archive-") as state, \
             contextlib.suppress(subprocess.SubprocessError, OSError):
         subprocess.run(command, input=WARM_UP.replace("{state}", state), capture_output=True, text=True, timeout=300,
                        env=jvm_environment())

@@ -51,12 +51,6 @@ import org.jboss.byteman.modules.NonModuleSystem;
  * leaving its store as a crash would, when its stdin ends. A crash point (a Byteman rule calling
  * {@link #reach}) asks the harness over the same pipe whether to go on ({"point": name}); the harness
  * kills this process there when the point is armed.
- *
- * <p>{@code --warm DIR} (a spare JVM, started ahead of the store that will borrow it): it opens, writes,
- * commits, reads and closes a transactional RocksDB store and an in-memory one in the empty folder {@code DIR}
- * (then removes what they wrote), so that Kafka's classes and RocksDB's native library are loaded and the
- * JIT has run before a store is opened; then it says it is ready. A spare has opened and closed a store cleanly before its own, as a JVM does
- * that serves the next open after a clean close.
  */
 public final class StoreServer {
     private static final Base64.Encoder B64 = Base64.getEncoder();
@@ -81,15 +75,6 @@ public final class StoreServer {
         in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8), 1 << 16);
         out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), false, StandardCharsets.UTF_8);
         System.setOut(System.err); // whatever Kafka or RocksDB print goes to stderr, never into the protocol
-        String warm = null;
-        for (int i = 0; i < args.length; i++) {
-            if (args[i].equals("--warm") && i + 1 < args.length) {
-                warm = args[++i];
-            }
-        }
-        if (warm != null) {
-            warmUp(new File(warm));
-        }
         out.println("{\"ready\":true}");
         out.flush();
         while (true) {
@@ -186,66 +171,6 @@ public final class StoreServer {
             System.err.flush();
             Runtime.getRuntime().halt(70);
         }
-    }
-
-    /** The requests of a spare's warm-up ({@code --warm}): each kind of key-value store the harness opens most. */
-    private static final String[] WARM_UP = {
-        "{\"op\":\"open\",\"kind\":\"rocksdb\",\"transactional\":true,\"state_dir\":\"%s/r\"}",
-        "{\"op\":\"put\",\"key\":\"YQ==\",\"value\":\"YQ==\"}",
-        "{\"op\":\"put_all\",\"entries\":[[\"Yg==\",\"Yg==\"],[\"YQ==\",null]]}",
-        "{\"op\":\"get\",\"key\":\"Yg==\"}",
-        "{\"op\":\"commit\",\"offsets\":[[\"app-store-changelog\",0,1]]}",
-        "{\"op\":\"delete\",\"key\":\"Yg==\"}",
-        "{\"op\":\"range\",\"lo\":\"YQ==\",\"hi\":\"Yw==\"}",
-        "{\"op\":\"all\"}", "{\"op\":\"rc_all\"}", "{\"op\":\"rc_get\",\"key\":\"YQ==\"}",
-        "{\"op\":\"committed_offset\",\"topic\":\"app-store-changelog\",\"partition\":0}",
-        "{\"op\":\"commit\",\"offsets\":[[\"app-store-changelog\",0,2]]}",
-        "{\"op\":\"close\"}",
-        "{\"op\":\"open\",\"kind\":\"memory\",\"transactional\":true,\"state_dir\":\"%s/m\"}",
-        "{\"op\":\"put\",\"key\":\"YQ==\",\"value\":\"YQ==\"}",
-        "{\"op\":\"commit\",\"offsets\":[[\"app-store-changelog\",0,1]]}",
-        "{\"op\":\"all\"}",
-        "{\"op\":\"close\"}",
-    };
-
-    /**
-     * A spare's warm-up ({@code --warm DIR}): the stores of {@link #WARM_UP} opened in {@code DIR}, used and
-     * closed, no point reported; then what they wrote removed. Best effort: a step that fails ends the
-     * warm-up, the store closed; the JVM serves its store all the same (and the harness removes {@code DIR}).
-     */
-    private static void warmUp(File dir) {
-        String path = Json.quote(dir.getAbsolutePath());
-        path = path.substring(1, path.length() - 1); // the folder as a JSON string's contents
-        try {
-            for (String request : WARM_UP) {
-                handle(Json.parse(request.replace("%s", path)));
-            }
-        } catch (Throwable failed) {
-            System.err.println("eos-harness: the store JVM's warm-up stopped: " + failed);
-        } finally {
-            try {
-                if (store != null || WindowStores.store != null || SessionStores.store != null) {
-                    handle(Json.parse("{\"op\":\"close\"}"));
-                }
-            } catch (Throwable ignored) {
-                store = null;
-                committedView = null;
-            }
-            transactional = false;
-            mutant = "";
-            File[] made = dir.listFiles();
-            for (File each : made == null ? new File[0] : made) {
-                delete(each);
-            }
-        }
-    }
-
-    private static void delete(File file) {
-        File[] inside = file.isDirectory() && !java.nio.file.Files.isSymbolicLink(file.toPath()) ? file.listFiles() : null;
-        for (File each : inside == null ? new File[0] : inside) {
-            delete(each);
-        }
-        file.delete();
     }
 
     /** The rules of a Byteman script by name ("RULE name" ... "ENDRULE"), in order. */
