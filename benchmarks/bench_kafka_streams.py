@@ -11,9 +11,14 @@
    the user runs it (``eos-harness verify``, a fresh process). Issue 23's target: at most 3x.
 4. ``eos-harness chaos --scenarios N --seed 7`` (the lifecycle suite) on ``kafka-streams-4.4.0-rocksdb-tx``
    against ``rocksdb-indexed``: scenarios per second. Issue 23's target: at least 0.5.
+5. ``verify`` of Kafka's transactional RocksDB window store and session store (the window suite: its matrix
+   and Hypothesis examples) against ``verify`` of the built-in ``rocksdb-window-txn``, the same seed and
+   examples, the baseline before and after them (their mean), each with the findings the README reports on
+   Kafka's persistent window and session stores waived (``--allow``), so that each runs every case.
 
-``python -m benchmarks.bench_kafka_streams [--commits 2000] [--cycles 20] [--examples 10] [--scenarios 12]``
-(``--examples 0`` leaves out 3, ``--scenarios 0`` leaves out 4).
+``python -m benchmarks.bench_kafka_streams [--commits 2000] [--cycles 20] [--examples 10] [--scenarios 12]
+[--window-examples 3]`` (``--examples 0`` leaves out 3, ``--scenarios 0`` leaves out 4, ``--window-examples 0``
+leaves out 5).
 """
 
 from __future__ import annotations
@@ -34,6 +39,11 @@ from benchmarks.common import parse_options, scratch_directory
 TP = TopicPartition("bench-store-changelog", 0)
 STORE = "kafka-streams-4.4.0-rocksdb-tx"
 BASELINE = "rocksdb-indexed"
+# Kafka's window and session stores of item 5, and the built-in window store they are measured against
+WINDOW_STORES = ("kafka-streams-4.4.0-rocksdb-window-tx", "kafka-streams-4.4.0-rocksdb-session-tx")
+WINDOW_BASELINE = "rocksdb-window-txn"
+# what the window suite finds on Kafka's persistent transactional window and session stores (README): waived
+WINDOW_FINDINGS = ("read_committed_isolation", "fetch_order", "stream_time_rebuilt")
 EOS_BIN = Path(sys.executable).parent / "eos-harness"
 
 
@@ -95,10 +105,11 @@ def crash_restart_cycles(store: str, directory: Path, cycles: int) -> float:
         return rate
 
 
-def verify_seconds(store: str, examples: int, out: Path) -> float:
-    """Wall seconds of ``eos-harness verify STORE --seed 1 --examples N`` (it must pass)."""
+def verify_seconds(store: str, examples: int, out: Path, allow: tuple[str, ...] = ()) -> float:
+    """Wall seconds of ``eos-harness verify STORE --seed 1 --examples N [--allow CHECK ...]`` (it must pass)."""
     started = time.perf_counter()
     proc = subprocess.run([str(EOS_BIN), "verify", store, "--seed", "1", "--examples", str(examples),
+                           *[arg for check in allow for arg in ("--allow", check)],
                            "--json", str(out / f"verify-{store}.json")], capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
@@ -121,7 +132,8 @@ def main() -> None:
                          ("--commits", 2000, "put+commit pairs per measurement"),
                          ("--cycles", 20, "crash-restart-check cycles per store"),
                          ("--examples", 10, "verify's Hypothesis examples (0: no verify comparison)"),
-                         ("--scenarios", 12, "chaos scenarios per store (0: no chaos comparison)"))
+                         ("--scenarios", 12, "chaos scenarios per store (0: no chaos comparison)"),
+                         ("--window-examples", 3, "the window suite's Hypothesis examples (0: no window comparison)"))
     server = ensure_built("4.4.0")
     with scratch_directory("kafka-streams") as root, children_output(root / "children.log"):
         rates: dict[bool, list[float]] = {False: [], True: []}
@@ -149,6 +161,15 @@ def main() -> None:
             ours_rate = chaos_rate(STORE, args.scenarios, root / "chaos-kafka")
             print(f"eos-harness chaos --scenarios {args.scenarios} --seed 7: {BASELINE} {base_rate:.2f} scenarios/s, "
                   f"{STORE} {ours_rate:.2f}/s (ratio {ours_rate / base_rate:.2f}; target >= 0.5)", flush=True)
+        if args.window_examples:
+            before = verify_seconds(WINDOW_BASELINE, args.window_examples, root)
+            kafka_s = {store: verify_seconds(store, args.window_examples, root, WINDOW_FINDINGS) for store in WINDOW_STORES}
+            after = verify_seconds(WINDOW_BASELINE, args.window_examples, root)
+            base_s = (before + after) / 2
+            print(f"eos-harness verify --seed 1 --examples {args.window_examples} (the window suite): {WINDOW_BASELINE} "
+                  f"{before:.1f} s and {after:.1f} s, " + ", ".join(
+                      f"{store} {seconds:.1f} s ({seconds / base_s:.1f}x)" for store, seconds in kafka_s.items()),
+                  flush=True)
 
 
 if __name__ == "__main__":

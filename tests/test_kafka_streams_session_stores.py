@@ -8,7 +8,11 @@ and leave no JVM behind."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,6 +45,27 @@ def test_kafkas_session_stores_are_listed_as_window_stores_with_their_system_and
     from eos_harness.suites.windows.plan import subjects
 
     assert not (set(SESSION_STORES) | {MUTANT}) & set(subjects(None))  # a JVM per store process: run when named
+
+
+def test_a_chaos_campaign_plans_kafkas_session_stores_on_windowed_workloads_crashed_at_their_own_points(cli):
+    """``chaos --stores`` takes the session stores: its plan gives each one scenario per crash point of its own
+    (as a probe of the store finds them; given here, no JVM) and of the task lifecycle, on windowed workloads."""
+    from eos_harness.models.workloads import WORKLOADS
+    from eos_harness.suites.lifecycle.plan import LIFECYCLE_POINTS, default_stores, plan
+
+    reached = {name: [p.name for p in points_for(name.split("-", 3)[3].removesuffix("-tx"), tx)]
+               for name, (_, tx, _) in SESSION_STORES.items()}
+    assert reached[TX_MEMORY] == ["ks.session.commit.enter", "ks.session.memory.before_flush",
+                                  "ks.session.memory.after_flush"]
+    coverage = sum(len(LIFECYCLE_POINTS) + len(points) + 1 for points in reached.values())
+    planned = list(itertools.islice(plan(7, list(SESSION_STORES), list(WORKLOADS), reached=reached), coverage))
+    for name, points in reached.items():
+        mine = [scenario for scenario in planned if scenario.store == name]
+        assert mine and all(WORKLOADS[scenario.workload].windowed for scenario in mine), name
+        assert {fault.point for scenario in mine for fault in scenario.schedule} >= {*points, *LIFECYCLE_POINTS}, name
+    assert not set(SESSION_STORES) & set(default_stores())  # a JVM per task instance: run when named
+    refused = cli.invoke("chaos", "--stores", "kafka-streams-9.9.9-rocksdb-session")
+    assert refused.returncode == 2 and all(name in refused.stderr for name in SESSION_STORES), refused.stderr
 
 
 def test_the_session_stores_crash_points_sit_in_kafkas_session_classes():
@@ -131,4 +156,29 @@ def test_verify_and_points_and_a_lifecycle_run_take_kafkas_session_stores(fresh_
                "--seed", "1", "--out", run, "--no-report", env=env, timeout=600)
     assert done.returncode == 0, done.stdout
     assert "crash points hit: ks.session.commit.enter" in done.stdout
+    assert _our_jvms(fresh_build) == []
+
+
+@pytest.mark.jvm
+@pytest.mark.slow
+def test_chaos_and_the_pytest_plugin_take_kafkas_session_stores(fresh_build, cli, tmp_path):  # noqa: F811
+    env = {BUILD_ENV: str(fresh_build)}
+    stores = ["kafka-streams-4.4.0-memory-session", "kafka-streams-4.3.1-memory-session"]
+    out = tmp_path / "chaos"
+    done = cli("chaos", "--stores", ",".join(stores), "--scenarios", "4", "--seed", "7", "--out", out, "--no-report",
+               env=env, timeout=900)
+    campaign = json.loads((out / "chaos.json").read_text())
+    assert done.returncode == 0, done.stdout
+    tally = campaign["summary"]["stores"]
+    assert set(tally) == set(stores), tally
+    assert all(tally[name]["scenarios"] == 2 and tally[name]["status"] == "ok" for name in stores), tally
+    assert "ks.session.commit.enter" in campaign["summary"]["points_hit"], campaign["summary"]
+    # the window suite as a team runs it from pytest, on an in-memory session store of 4.4.0
+    suite = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--pyargs",
+                            "eos_harness.suites.windows", f"--eos-store={stores[0]}", "--eos-examples=1", "--eos-seed=1"],
+                           capture_output=True, text=True, cwd=tmp_path, env={**os.environ, **env}, timeout=900)
+    assert suite.returncode == 0, suite.stdout[-3000:]
+    crashed = [line for line in suite.stdout.splitlines()
+               if line.startswith("test_windows.py::test_crash_matrix[") and "ks.session.commit.enter] PASSED" in line]
+    assert crashed and "test_state_machine" in suite.stdout, suite.stdout[-3000:]
     assert _our_jvms(fresh_build) == []
