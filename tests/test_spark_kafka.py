@@ -154,6 +154,11 @@ def test_kafka_source_restart_mid_batch_finishes_and_output_is_exactly_once(kafk
     assert result["checks"]["exactly_once_output"] == "pass", _explain(result)
     assert result["checks"]["state_matches_model"] == "pass", _explain(result)
     assert result["last_committed_batch"] >= SOURCE_MID_BATCH.batches - 1
+    # the state is read back after each restart: before the kill's restart and at the end (the file-source
+    # case of this pipeline, sink, state and kill is this one: suites/spark/test_spark.py)
+    events = [json.loads(line) for line in Path(result["history"]).read_text().splitlines()]
+    reads = [e for e in events if e["type"] == "state" and e["batch"] is not None]
+    assert len(reads) >= 2 and all(e["rows"] for e in reads), reads
 
 
 def test_no_process_is_left_behind(kafka_results):
