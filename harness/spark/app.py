@@ -163,7 +163,8 @@ def run(config: dict) -> int:
         writer = writer.format("json").option("path", config["output"])
     elif config["sink"] in ("foreach", "foreach-nocheck", "foreach-return-early"):
         sink = StoreSink(config["output"], check_committed=config["sink"] != "foreach-nocheck",
-                         consume_skipped=config["sink"] != "foreach-return-early")
+                         consume_skipped=config["sink"] != "foreach-return-early",
+                         hold_after=config.get("hold_after_sink"))
         writer = writer.foreachBatch(sink)
     elif config["sink"] == "kafka":  # Spark's Kafka sink: at least once
         writer = (writer.format("kafka").option("kafka.bootstrap.servers", config["kafka"]["bootstrap"])

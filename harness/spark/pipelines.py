@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ OUTPUT_MODE = {"count": "update", "window-tumbling": "append", "window-sliding":
 OUTPUT_COLUMNS = {"count": ("key", "count"), "window-tumbling": ("key", "start", "end", "count"),
                   "window-sliding": ("key", "start", "end", "count"), "pandas-state": ("key", "count", "kind"),
                   "tws": ("key", "count", "kind")}
+HOLD_AFTER_SINK_S = 30.0  # a run killed at sink@N: how long the foreachBatch sink waits for the kill after its marker
 BATCH_TP_TOPIC = "spark-batches"  # the offsets key of the foreachBatch sink in the store
 
 
@@ -162,9 +164,13 @@ class StoreSink:
     the query (``STATE_STORE_COMMIT_VALIDATION_FAILED``) when a ``foreachBatch`` returns without
     computing every partition; so a skipped batch is still computed (a ``noop`` write).
     ``consume_skipped=False`` is the naive sink that just returns (the ``foreach-return-early`` sink).
+    ``hold_after=N`` (a run killed at ``sink@N``): after the marker of batch N it waits up to
+    :data:`HOLD_AFTER_SINK_S` for the kill, so the kill lands between the sink and ``commits/N`` on a loaded
+    machine too (the watcher's SIGKILL otherwise races Spark writing ``commits/N``).
     """
 
-    def __init__(self, directory: str, check_committed: bool = True, consume_skipped: bool = True) -> None:
+    def __init__(self, directory: str, check_committed: bool = True, consume_skipped: bool = True,
+                 hold_after: int | None = None) -> None:
         from eos_harness.store import StoreContext, TopicPartition
         from eos_harness.stores.registry import resolve
 
@@ -172,6 +178,7 @@ class StoreSink:
         self.tp = TopicPartition(BATCH_TP_TOPIC, 0)
         self.check_committed = check_committed
         self.consume_skipped = consume_skipped
+        self.hold_after = hold_after
         self.store = resolve("rocksdb-indexed")()
         (self.directory / "_batches").mkdir(parents=True, exist_ok=True)
         self.store.init(StoreContext(directory=self.directory / "store", store_name="spark-sink"))
@@ -194,6 +201,8 @@ class StoreSink:
         tmp = marker.with_name(f".{batch_id}.tmp")
         tmp.write_text(str(len(rows)))
         os.replace(tmp, marker)
+        if batch_id == self.hold_after:  # killed at sink@N: wait here for the kill (the watcher saw the marker)
+            time.sleep(HOLD_AFTER_SINK_S)
 
     def close(self) -> None:
         self.store.close()
