@@ -23,11 +23,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 __all__ = ["BUNDLES", "Bundle", "JarFetchError", "cache_dir", "corrupt_jars", "ensure"]
 
@@ -77,6 +74,8 @@ def cache_dir() -> Path:
 
 
 def _pom(bundle: Bundle) -> str:
+    from xml.sax.saxutils import escape  # on first use: it imports urllib.request (http.client, ssl, email)
+
     deps = []
     for coordinate in bundle.artifacts:
         group, artifact, version = coordinate.split(":")
@@ -108,6 +107,8 @@ def _sha1(path: Path) -> str:
 
 
 def _download(url: str) -> bytes:
+    import urllib.request  # on first use: http.client, ssl and email are not needed to start a command
+
     with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:
         return response.read()
 
@@ -223,6 +224,8 @@ def ensure(name: str, quiet: bool = True) -> list[Path]:
         out.mkdir()
         paths = sorted(layout.rglob("*.jar"))
         urls = [f"{MAVEN_CENTRAL}/{path.relative_to(layout).as_posix()}" for path in paths]
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=SHA1_FETCHES) as pool:  # one round trip each: many at once
             published = [pool.submit(_published_sha1, url) for url in urls]
         checksums = {}

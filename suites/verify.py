@@ -35,8 +35,8 @@ def check_options(allow: Iterable[str] = (), offsets_scenarios: Iterable[str] = 
     """A :class:`VerifyOptionError` for a waived check no suite of ``verify`` has (``window``: the store's
     kind once known, a window store's suite or the key-value suites), or an offsets scenario the offsets
     suite has not (before anything runs)."""
-    from eos_harness.suites.conformance.runner import ALLOWABLE
-    from eos_harness.suites.windows.runner import WAIVABLE
+    from eos_harness.suites.conformance.checks import ALLOWABLE
+    from eos_harness.suites.windows.checks import WAIVABLE
 
     known = {None: (*ALLOWABLE, *WAIVABLE), True: WAIVABLE, False: ALLOWABLE}[window]
     unknown = [c for c in allow if c not in known]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from eos_harness.suites.offsets.checks import PROMISES
 from eos_harness.verdict import Violation
 
 __all__ = [
@@ -75,6 +76,8 @@ CONDITIONS = {
 # The checks about the calls themselves: after one, the store cannot be driven on (never waivable).
 GUARD_CHECKS = frozenset({"store_raised", "store_return_type", "store_hang", "store_error"})
 WAIVABLE = tuple(sorted(set(CHECKS) - GUARD_CHECKS))
+# The checks ``--allow`` may waive: the conformance suite's, and the offsets suite's promises.
+ALLOWABLE = (*WAIVABLE, *PROMISES)
 
 
 def show(data) -> object:

@@ -49,7 +49,7 @@ from eos_harness.stores import StoreRef
 from eos_harness.stores.child_probe import store_ref
 from eos_harness.stores.probe import probe_store
 from eos_harness.stores.registry import not_a_store
-from eos_harness.suites.offsets.checks import CAPABILITIES, PROMISES
+from eos_harness.suites.offsets.checks import CAPABILITIES
 from eos_harness.suites.offsets.runner import replay_command, verify_offsets
 from eos_harness.suites.offsets.runner import scenarios as offsets_scenarios_known
 from eos_harness.verdict import Violation, check_coverage, finding_violation, verdict_of
@@ -61,12 +61,9 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from ..store_faults import crash_then_check, finish_case
 from . import checks
-from .checks import GUARD_CHECKS, WAIVABLE
+from .checks import ALLOWABLE, GUARD_CHECKS
 from .driver import ConformanceViolation, StoreAbandoned, StoreUnderTest, features_and_kind_of, not_applicable
 from .plan import WORKLOADS, machine_for, matrix_cases
-
-# The checks ``--allow`` may waive: the conformance suite's, and the offsets suite's promises.
-ALLOWABLE = (*WAIVABLE, *PROMISES)
 
 __all__ = ["ALLOWABLE", "CHECKS", "MAX_FINDINGS", "PROBE", "ConformanceViolation", "StoreAbandoned", "error_result",
            "machine_for", "matrix_cases", "not_checked", "run_case", "run_one", "verify"]
