@@ -39,17 +39,19 @@ from eos_harness.class_archive import JvmOptions, archive_options, fingerprint, 
 from eos_harness.cluster.watchdog import start_watchdog, stop_watchdog
 from eos_harness.faults.kinds import register_cluster_lookup
 from eos_harness.jars import Bundle, register
+from eos_harness.kafka_versions import (
+    KAFKA_VERSION,
+    KAFKA_VERSIONS,
+    VERSION_ENV,
+    chosen_version,
+    unknown_version,
+)
 from eos_harness.process.wait import WaitTimeout, wait_until
 
 __all__ = ["KAFKA_BUNDLE", "KAFKA_BUNDLES", "KAFKA_VERSION", "KAFKA_VERSIONS", "VERSION_ENV", "ClusterError",
            "KafkaCluster", "LocalKafka", "cluster_for", "dump_log_class", "free_port", "java_hash_code", "kafka_version",
            "log_options", "running_version", "version_of"]
 
-# The Kafka releases whose brokers the harness starts from pinned jars; the first is the default.
-# ``EOS_KAFKA_VERSION=3.9.1`` (the environment of the command, of pytest) selects another.
-KAFKA_VERSIONS = ("4.4.0", "3.9.1")
-KAFKA_VERSION = KAFKA_VERSIONS[0]
-VERSION_ENV = "EOS_KAFKA_VERSION"
 
 
 def _broker_bundle(version: str, extra: tuple[str, ...], **exclusions: tuple[str, ...]) -> Bundle:
@@ -79,16 +81,16 @@ KAFKA_BUNDLES = {
     "3.9.1": _broker_bundle("3.9.1", ("org.slf4j:slf4j-reload4j:1.7.36",)),
 }
 KAFKA_BUNDLE = KAFKA_BUNDLES[KAFKA_VERSION]
+assert tuple(KAFKA_BUNDLES) == KAFKA_VERSIONS, "eos_harness.kafka_versions names the releases pinned here"
 
 
 def kafka_version() -> str:
     """The Kafka version the harness starts: ``$EOS_KAFKA_VERSION`` if set, else :data:`KAFKA_VERSION`.
     A version without pinned jars raises :class:`ClusterError` naming the ones there are."""
-    version = os.environ.get(VERSION_ENV, "").strip() or KAFKA_VERSION
-    if version not in KAFKA_BUNDLES:
-        raise ClusterError(f"{VERSION_ENV}={version!r}: the harness starts Kafka "
-                           f"{' or '.join(KAFKA_VERSIONS)} (default {KAFKA_VERSION})")
-    return version
+    problem = unknown_version()  # the versions of KAFKA_BUNDLES (eos_harness.kafka_versions)
+    if problem is not None:
+        raise ClusterError(problem)
+    return chosen_version()
 
 
 START_TIMEOUT_S = 90.0

@@ -64,13 +64,12 @@ class HarnessGroup(click.Group):
         return name, command, rest
 
     def invoke(self, ctx: click.Context):
-        from eos_harness.cluster.local import ClusterError, kafka_version
+        from eos_harness.kafka_versions import unknown_version
         from eos_harness.session import TempDirTooLong, exit_code_of, session, signal_name
 
-        try:
-            kafka_version()  # $EOS_KAFKA_VERSION names a Kafka the harness has jars for, before anything runs
-        except ClusterError as exc:
-            raise click.UsageError(str(exc)) from None
+        problem = unknown_version()  # $EOS_KAFKA_VERSION names a Kafka the harness has jars for, before anything runs
+        if problem is not None:
+            raise click.UsageError(problem)
         try:
             with session():
                 return super().invoke(ctx)

@@ -39,12 +39,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """A bad ``--eos-store`` or ``$EOS_KAFKA_VERSION`` is a usage error before anything is collected (a
     store's module learned in a child)."""
-    from eos_harness.cluster.local import ClusterError, kafka_version
+    from eos_harness.kafka_versions import unknown_version
 
-    try:
-        kafka_version()  # the Kafka that eos_kafka_cluster and every kafka-local of the session start
-    except ClusterError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    problem = unknown_version()  # the Kafka that eos_kafka_cluster and every kafka-local of the session start
+    if problem is not None:
+        raise pytest.UsageError(problem)
     if config.getoption("eos_store", None):
         store_refs(config)
 
