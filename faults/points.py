@@ -94,23 +94,17 @@ def declared_for_run(name: str) -> bool:
 
 
 # The harness's modules that declare crash points (the task runtime, the built-in stores and mutants,
-# the Kafka adapter, the metadata controller), in the order load_declarations() loads them.
-DECLARING_MODULES = ("eos_harness.runtime", "eos_harness.stores.catalogue", "eos_harness.broker.kafka",
+# the Kafka adapter's, without loading the adapter: none without confluent-kafka; the metadata controller),
+# in the order load_declarations() loads them.
+DECLARING_MODULES = ("eos_harness.runtime", "eos_harness.stores.catalogue", "eos_harness.broker.kafka_points",
                      "eos_harness.metadata.controller", "eos_harness.kafka_streams.app_points")
-# Declaring modules that need an optional dependency: without it, their points do not exist.
-OPTIONAL_MODULES = {"eos_harness.broker.kafka": "confluent_kafka"}
 
 
 def load_declarations(*modules: str) -> list[CrashPoint]:
     """Load every module of :data:`DECLARING_MODULES`, then ``modules`` (a user's), so that their
-    points are declared; returns all declared points. A module whose optional dependency is missing
-    (the Kafka adapter without confluent-kafka) is skipped."""
+    points are declared; returns all declared points."""
     for name in (*DECLARING_MODULES, *modules):
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != OPTIONAL_MODULES.get(name):
-                raise
+        importlib.import_module(name)
     return declared()
 
 

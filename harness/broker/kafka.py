@@ -28,6 +28,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 from eos_harness.broker import kafka_client
 from eos_harness.broker.kafka_client import error_of as _error_of
+from eos_harness.broker.kafka_points import COMMIT_IN_FLIGHT_MEANING
 from eos_harness.broker.port import BrokerError, ProducerFenced, Record, TransactionAborted
 from eos_harness.broker.spec import BrokerSpec, parse
 from eos_harness.faults.kafka import COMMIT_IN_FLIGHT
@@ -42,9 +43,7 @@ OPERATION_TIMEOUT_S = 30.0
 # runs in a thread, and a producer stuck longer than this gives up its transaction.
 STUCK_TIMEOUT_S = 15.0
 READ_TIMEOUT_S = 30.0
-P_COMMIT_IN_FLIGHT = declare(
-    COMMIT_IN_FLIGHT, "Kafka commit in flight: the transaction's records delivered, EndTxn about to be sent"
-)
+P_COMMIT_IN_FLIGHT = declare(COMMIT_IN_FLIGHT, COMMIT_IN_FLIGHT_MEANING)  # eos_harness.broker.kafka_points
 # ``_FATAL``: librdkafka raises it from ``produce()`` once the producer has failed fatally (e.g.
 # fenced by a newer instance) even before the error callback ran, and that error's ``fatal()`` is
 # False: it is the fatal state reported, not the fatal error itself.
