@@ -96,6 +96,10 @@ def test_a_nightly_run_gives_the_verdicts_of_the_local_engine_and_leaves_no_cont
     assert len(kafka["scenarios"]) == SCENARIOS
     assert {r["broker"] for r in kafka["scenarios"]} == {f"kafka://{summary['kafka']}"}
     assert all(r["verdict"] in ("pass", "fail") for r in kafka["scenarios"])  # judged, none an error
+    # on the Spark cluster too: its executors in the worker containers are the brokers' clients
+    assert f"engine: spark on {summary['master']}" in (out / "kafka-lifecycle.log").read_text()
+    assert all(Path(r["history"]).is_file() and Path(r["history"]).is_relative_to(out / "kafka-lifecycle")
+               for r in kafka["scenarios"])
 
 
 @pytest.mark.docker

@@ -62,7 +62,7 @@ def _names(allowed: tuple[str, ...], option: str):
               callback=_names(NIGHTLY_SUITES, "--suites"), help="Campaigns with --engine spark on the cluster.")
 @click.option("--kafka-suites", default=",".join(KAFKA_SUITES), show_default=True,
               callback=_names(KAFKA_SUITES, "--kafka-suites"),
-              help="Campaigns on the three brokers (--engine local in the driver's container); none: no brokers.")
+              help="Campaigns on the three brokers (--engine spark on the same cluster); none: no brokers.")
 @click.option("--scenarios", type=click.IntRange(min=1), default=20, show_default=True,
               help="Scenarios of each campaign.")
 @click.option("--seed", type=int, default=None, help="The campaigns' seed (printed when not given).")

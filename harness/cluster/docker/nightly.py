@@ -46,9 +46,9 @@ __all__ = ["KAFKA_BROKERS", "KAFKA_SUITES", "NIGHTLY_LABEL", "NIGHTLY_SUITES", "
 NIGHTLY_LABEL = "eos-harness.nightly"
 # The suites `chaos --engine spark` runs (eos_harness.suite.Suite.anywhere), each a campaign of its own.
 NIGHTLY_SUITES = ("conformance", "offsets", "windows", "lifecycle", "metadata")
-# The suites run on the three brokers, with `--engine local` in the driver's container, against
-# kafka://127.0.0.1:P1,P2,P3 (`chaos --engine spark` runs the lifecycle suite on a Kafka broker its executors reach
-# too, eos_harness.engine.kafka_reached; the nightly does not use it yet).
+# The suites run on the three brokers, against kafka://127.0.0.1:P1,P2,P3, with `--engine spark` on the same Spark
+# cluster: the workers' executors reach the brokers (every container is on the host's network, every listener on
+# 127.0.0.1 and the master too: eos_harness.engine.kafka_reached).
 KAFKA_SUITES = ("lifecycle",)
 KAFKA_BROKERS = 3
 START_S = 120.0
@@ -215,7 +215,8 @@ def run_nightly(out: Path, suites: Sequence[str] = NIGHTLY_SUITES, scenarios: in
                         phase = time.perf_counter()
                         name = f"kafka-{suite}"
                         args = [*_suite_args(suite, seed, scenarios, extra), "--broker",
-                                f"kafka://{report.bootstrap_servers}", "--out", str(out / name)]
+                                f"kafka://{report.bootstrap_servers}", "--engine", "spark", "--master", report.master,
+                                "--out", str(out / name)]
                         report.exit_codes[name] = nightly.campaign(name, args, echo)
                         report.seconds[f"campaign {name}"] = time.perf_counter() - phase
             finally:
