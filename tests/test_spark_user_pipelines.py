@@ -292,20 +292,29 @@ def test_sparks_own_restart_failure_on_a_users_query_is_reported_with_sparks_err
     assert result["checks"]["exactly_once_output"].startswith("not exercised")  # no output read back to judge
 
 
-def _plain_pyspark(folder: Path) -> Path:
-    """A Python environment with PySpark (and its py4j) and nothing else of this project's: a new venv whose only
-    extra path is a folder of links to the two packages. Returns its python."""
+# What PySpark's pandas functions (applyInPandasWithState, transformWithStateInPandas: its state server speaks
+# protobuf) import: as PySpark's users install them (pyspark[pandas_on_spark], protobuf)
+PANDAS_PACKAGES = ("pandas", "pyarrow", "numpy", "dateutil", "pytz", "tzdata", "google")
+
+
+def _plain_pyspark(folder: Path, pandas: bool = False) -> Path:
+    """A Python environment with PySpark (and its py4j; with ``pandas``, what its pandas functions import) and
+    nothing else of this project's: a new venv whose only extra path is a folder of links to those packages.
+    Returns its python."""
+    import importlib
     import subprocess
     import sys
-
-    import py4j
-    import pyspark
 
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
     packages = folder / "packages"
     packages.mkdir()
-    for module in (pyspark, py4j):
-        (packages / module.__name__).symlink_to(Path(module.__file__).parent)
+    for name in ("pyspark", "py4j", *(PANDAS_PACKAGES if pandas else ())):
+        module = importlib.import_module(name)
+        source = Path(next(iter(module.__path__))) if hasattr(module, "__path__") else Path(module.__file__)
+        (packages / source.name).symlink_to(source)
+        libs = source.parent / f"{name}.libs"  # a wheel's vendored native libraries, found beside it
+        if libs.is_dir():
+            (packages / libs.name).symlink_to(libs)
     site = next((folder / "lib").glob("python3*/site-packages"))
     (site / "plain-pyspark.pth").write_text(f"{packages}\n")
     return folder / "bin" / "python"
@@ -313,7 +322,7 @@ def _plain_pyspark(folder: Path) -> Path:
 
 @pytest.mark.spark
 @pytest.mark.slow  # a Spark finding, opt-in with the others (make test-spark-full)
-@pytest.mark.parametrize("query", ["users", "built-in"])
+@pytest.mark.parametrize("query", ["users", "built-in", "built-in tws", "built-in pandas-state"])
 def test_sparks_own_restart_failure_is_exported_as_a_standalone_pyspark_repro_that_fails_the_same_way(cli, tmp_path,
                                                                                                        query):
     # checkpoint format 2, a file sink, the driver killed after the sink's metadata and before commits/1
@@ -323,8 +332,9 @@ def test_sparks_own_restart_failure_is_exported_as_a_standalone_pyspark_repro_th
         inputs = write_batches(tmp_path / "in", batches=4)
         args = ("--pipeline", "spark_user_dedup:build", "--input", inputs)
         module = "spark_user_dedup.py"
-    else:  # the built-in finding (README: what the full matrix finds), its query written out
-        inputs, args, module = None, ("--pipeline", "window-tumbling", "--sink", "file"), "pipeline.py"
+    else:  # the built-in finding (README: what the full matrix finds, every pipeline with state), its query written out
+        pipeline = query.partition(" ")[2] or "window-tumbling"
+        inputs, args, module = None, ("--pipeline", pipeline, "--sink", "file"), "pipeline.py"
     done = cli("run", "--suite", "spark", *args, "--checkpoint-format", "2", "--crash-at", "sink@1", "--seed", "9",
                "--out", tmp_path / "run", "--export-repro", export, "--no-report", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -336,18 +346,19 @@ def test_sparks_own_restart_failure_is_exported_as_a_standalone_pyspark_repro_th
     assert "eos_harness" not in script and "checkpointFormatVersion': '2'" in script
     readme = (export / "README.md").read_text()
     assert "CheckpointInfo length: 0" in readme and "PySpark 4.2.0" in readme and "python repro.py" in readme
-    ran = _run_exported(tmp_path, export)
+    ran = _run_exported(tmp_path, export, pandas=query.endswith(("tws", "pandas-state")))
     assert "run 0: killed right after output/_spark_metadata/1 appeared" in ran.stdout, ran.stdout
     assert "sink/1 yes, commit/1 no" in ran.stdout  # the kill landed in the window: after the sink, before commits/1
     assert "REPRODUCED: assertion failed: CheckpointInfo length: 0" in ran.stdout, ran.stdout + ran.stderr
 
 
-def _run_exported(tmp_path: Path, export: Path):
-    """``python repro.py`` of ``export`` on plain PySpark (a Python that cannot import the harness), from a folder
-    of its own that it leaves empty; it must exit 1 (reproduced). Returns the finished process."""
+def _run_exported(tmp_path: Path, export: Path, pandas: bool = False):
+    """``python repro.py`` of ``export`` on plain PySpark (a Python that cannot import the harness; with ``pandas``,
+    also pandas and pyarrow), from a folder of its own that it leaves empty; it must exit 1 (reproduced). Returns
+    the finished process."""
     import subprocess
 
-    python = _plain_pyspark(tmp_path / "plain")
+    python = _plain_pyspark(tmp_path / "plain", pandas)
     clean = tmp_path / "elsewhere"
     clean.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}

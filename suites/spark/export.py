@@ -137,19 +137,64 @@ def build(source):
 '''
 
 
-def built_in_query(scenario, run_dir: Path) -> Query | str:
-    """The built-in pipeline's query, inline, or why it cannot be exported."""
-    from eos_harness.models.spark import WATERMARK_DELAY_S
+_BUILT_IN_STATEFUL = '''"""The eos-harness built-in pipeline {pipeline}, written out (the harness's own code, inline): event time
+from ts (unix seconds), a watermark of {delay} s, per key a count and its last event times kept in
+{api}'s state with an event-time timeout, each update and expiry appended as JSON."""
 
-    if scenario.pipeline not in ("window-tumbling", "window-sliding") or scenario.sink != "file" \
-            or scenario.source != "file":
-        return (f"the built-in {scenario.pipeline} with the {scenario.sink} sink and the {scenario.source} source: "
-                "the export writes window-tumbling and window-sliding to the file sink from the file source only")
-    tumbling = scenario.pipeline == "window-tumbling"
-    text = _BUILT_IN.format(pipeline=scenario.pipeline, delay=WATERMARK_DELAY_S,
+from collections.abc import Iterator
+
+from pyspark.sql import functions as F
+
+KEEP_TIMES = {keep_times}  # the last event times kept per key
+TIMEOUT_S = {timeout_s}  # a key expires this long after its last event time (event time, by the watermark)
+
+
+{functions}
+
+def build(source):
+    timed = source.withColumn("et", F.timestamp_seconds("ts")).withWatermark("et", "{delay} seconds")
+    return (timed.groupBy("key").{call}
+            .writeStream.outputMode("append").format("json"))
+'''
+
+_STATEFUL_CALLS = {
+    "pandas-state": ("applyInPandasWithState", ("_timer_ms", "_pandas_state_func"),
+                     'applyInPandasWithState(\n        _pandas_state_func, outputStructType="key string, count long, '
+                     'kind string",\n        stateStructType="count long, times string, timer long", '
+                     'outputMode="append", timeoutConf="EventTimeTimeout")'),
+    "tws": ("transformWithStateInPandas", ("_timer_ms", "_tws_processor"),
+            'transformWithStateInPandas(\n        statefulProcessor=_tws_processor(), outputStructType="key string, '
+            'count long, kind string",\n        outputMode="Append", timeMode="EventTime")'),
+}
+
+
+def _built_in_text(pipeline: str) -> str:
+    """The module text of a built-in pipeline, its functions copied from the harness's own source."""
+    import inspect
+
+    from eos_harness.models.spark import KEEP_TIMES, TIMEOUT_S, WATERMARK_DELAY_S
+    from eos_harness.spark import pipelines
+
+    if pipeline in _STATEFUL_CALLS:
+        api, names, call = _STATEFUL_CALLS[pipeline]
+        functions = "\n\n".join(inspect.getsource(getattr(pipelines, name)) for name in names)
+        return _BUILT_IN_STATEFUL.format(pipeline=pipeline, delay=WATERMARK_DELAY_S, api=api, keep_times=KEEP_TIMES,
+                                         timeout_s=TIMEOUT_S, functions=functions, call=call)
+    tumbling = pipeline == "window-tumbling"
+    return _BUILT_IN.format(pipeline=pipeline, delay=WATERMARK_DELAY_S,
                             window="10-second windows" if tumbling else "20-second windows sliding every 10 s",
                             window_expr='F.window("et", "10 seconds")' if tumbling else
                             'F.window("et", "20 seconds", "10 seconds")')
+
+
+def built_in_query(scenario, run_dir: Path) -> Query | str:
+    """The built-in pipeline's query, inline, or why it cannot be exported."""
+    if scenario.pipeline not in ("window-tumbling", "window-sliding", *_STATEFUL_CALLS) or scenario.sink != "file" \
+            or scenario.source != "file":
+        return (f"the built-in {scenario.pipeline} with the {scenario.sink} sink and the {scenario.source} source: "
+                "the export writes window-tumbling, window-sliding, pandas-state and tws to the file sink from the "
+                "file source only")
+    text = _built_in_text(scenario.pipeline)
     inputs = tuple(sorted((run_dir / "input").glob("part-*.json")))
     if not inputs:
         return f"the run's input files are not in {run_dir / 'input'}"
@@ -371,8 +416,11 @@ def run(number, kill=None):
         wd = libc.inotify_add_watch(fd, str(folder).encode(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE)
         if fd < 0 or wd < 0:
             sys.exit(f"inotify: {{os.strerror(ctypes.get_errno())}}")
+    # the query's module importable by Spark's Python workers too (a Python function in it, a UDF or a stateful
+    # processor, is pickled by reference to its module)
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
     env = {{**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": "127.0.0.1"}}
+           "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": path}}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--driver"], stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
