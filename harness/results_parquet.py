@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["HISTORIES_DATASET", "PARQUET_DIR", "RESULTS_DATASET", "read_results", "run_results", "write_histories",
-           "write_results"]
+__all__ = ["HISTORIES_DATASET", "PARQUET_DIR", "RESULTS_DATASET", "events_by_scenario", "read_results", "run_results",
+           "write_histories", "write_results"]
 
 PARQUET_DIR = "parquet"
 RESULTS_DATASET = "results"
@@ -108,6 +108,22 @@ def write_histories(out_dir: Path, results: list[dict], subject: str) -> Path | 
                      partitioning_flavor="hive", existing_data_behavior="overwrite_or_ignore",
                      basename_template="part-{i}.parquet")
     return target
+
+
+def events_by_scenario(path: Path, suite: str) -> Iterator[tuple[int, str, list[dict]]]:
+    """The histories of ``suite`` in the dataset at ``path`` (as :func:`write_histories` writes it), read back one
+    scenario at a time in plan order: (index, subject, its events in ``seq`` order)."""
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(path, format="parquet", partitioning="hive").to_table(
+        columns=["index", "seq", "event", "subject"], filter=ds.field("suite") == suite)
+    scenarios: dict[int, tuple[str, list[tuple[int, str]]]] = {}
+    for index, seq, event, subject in zip(*(table.column(c).to_pylist() for c in ("index", "seq", "event", "subject")),
+                                          strict=True):
+        scenarios.setdefault(index, (subject, []))[1].append((seq, event))
+    for index in sorted(scenarios):
+        subject, events = scenarios[index]
+        yield index, subject, [json.loads(text) for _, text in sorted(events, key=lambda e: e[0])]
 
 
 def read_results(out_dir: Path) -> list[dict]:

@@ -17,11 +17,11 @@ A history is JSON lines (:class:`eos_harness.history.History`), in this order:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from eos_harness.history import History
+from eos_harness.results_parquet import events_by_scenario
 from eos_harness.suites.kafka_log.checks import ANOMALIES, LogEnd, Read, Sent, Transaction, check
 
 __all__ = ["CHECKS_AT_SCALE", "COUNTED", "EXERCISED", "SUITE", "check_in_process", "counted", "history_events",
@@ -115,25 +115,11 @@ def scenario_answer(index: int, system: str, violations: Iterable[dict], counts:
             "counted": {name: int(counts.get(name, 0)) for name in COUNTED}, "violations": found}
 
 
-def _events_by_scenario(path: Path) -> Iterator[tuple[int, str, list[dict]]]:
-    import pyarrow.dataset as ds
-
-    table = ds.dataset(path, format="parquet", partitioning="hive").to_table(
-        columns=["index", "seq", "event", "subject"], filter=ds.field("suite") == SUITE)
-    scenarios: dict[int, tuple[str, list[tuple[int, str]]]] = {}
-    for index, seq, event, subject in zip(*(table.column(c).to_pylist() for c in ("index", "seq", "event", "subject")),
-                                          strict=True):
-        scenarios.setdefault(index, (subject, []))[1].append((seq, event))
-    for index in sorted(scenarios):
-        subject, events = scenarios[index]
-        yield index, subject, [json.loads(text) for _, text in sorted(events, key=lambda e: e[0])]
-
-
 def check_in_process(path: Path) -> list[dict]:
     """Every kafka-log scenario of the histories at ``path``, judged by the suite's own checker in this process: one
     :func:`scenario_answer` each, in plan order (a history without its ``scenario`` event is not judged)."""
     answers = []
-    for index, subject, events in _events_by_scenario(path):
+    for index, subject, events in events_by_scenario(path, SUITE):
         if not any(e["type"] == "scenario" for e in events):
             continue
         parts = parts_of(events)

@@ -13,13 +13,13 @@ event (workload, seed, number of input records) and the window semantics of its 
 
 from __future__ import annotations
 
-import json
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from eos_harness.models.lifecycle import LifecycleModel
 from eos_harness.models.workloads import workload
+from eos_harness.results_parquet import events_by_scenario
 from eos_harness.suites.lifecycle.checks import CHECKS, check_output, check_reads, check_recovered_state
 from eos_harness.verdict import Violation
 
@@ -144,25 +144,11 @@ def lifecycle_histories(run_dir: Path) -> Path:
     return path
 
 
-def _events_by_scenario(path: Path) -> Iterator[tuple[int, str, list[dict]]]:
-    import pyarrow.dataset as ds
-
-    table = ds.dataset(path, format="parquet", partitioning="hive").to_table(
-        columns=["index", "seq", "event", "subject"], filter=ds.field("suite") == "lifecycle")
-    scenarios: dict[int, tuple[str, list[tuple[int, str]]]] = {}
-    for index, seq, event, subject in zip(*(table.column(c).to_pylist() for c in ("index", "seq", "event", "subject")),
-                                          strict=True):
-        scenarios.setdefault(index, (subject, []))[1].append((seq, event))
-    for index in sorted(scenarios):
-        subject, events = scenarios[index]
-        yield index, subject, [json.loads(text) for _, text in sorted(events, key=lambda e: e[0])]
-
-
 def check_in_process(path: Path, semantics: Callable[[str, str], str | None]) -> list[dict]:
     """Every lifecycle scenario of the histories at ``path``, judged by the suite's own checkers in this
     process: one :func:`scenario_answer` each, in plan order."""
     answers = []
-    for index, subject, events in _events_by_scenario(path):
+    for index, subject, events in events_by_scenario(path, "lifecycle"):
         first = next((e for e in events if e["type"] == "scenario"), None)
         if first is None:
             continue  # a history cut short before its first event: nothing to judge
