@@ -11,6 +11,7 @@ this process, which saves an interpreter start.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -63,12 +64,7 @@ class Cli:
                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         started = time.monotonic()
         proc = self.start(*args, cwd=cwd, env=env, stderr=subprocess.PIPE)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        out, err = self.finish(proc, timeout)
         self.seconds = time.monotonic() - started
         assert session_processes(proc.pid, wait=10) == [], f"eos-harness {' '.join(args)} left processes behind"
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
@@ -80,6 +76,25 @@ class Cli:
         return subprocess.Popen([EOS_BIN, *map(str, args)], stdout=subprocess.PIPE, stderr=stderr, text=True,
                                 cwd=cwd, env={**os.environ, "PYTHONPATH": path, **(env or {})},
                                 start_new_session=True)
+
+    @staticmethod
+    def finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[str, str | None]:
+        """What a started command printed (stdout, stderr) once it ended; its whole session SIGKILLed on the way
+        out when it did not end within ``timeout`` (or the test failed while waiting)."""
+        try:
+            return proc.communicate(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def check(self, run_dir: Path, json_path: Path, *args: str) -> tuple[int, str, dict]:
+        """``eos-harness check RUN_DIR --json JSON ARGS`` to its end: its exit code, what it printed, its JSON;
+        nothing it started left running."""
+        proc = self.start("check", run_dir, "--json", json_path, *args)
+        output, _ = self.finish(proc)
+        assert session_processes(proc.pid, wait=10) == [], f"eos-harness check {' '.join(args)} left processes behind"
+        return proc.returncode, output, json.loads(json_path.read_text())
 
     def invoke(self, *args: str) -> subprocess.CompletedProcess:
         """In this process, for a command that starts nothing: the exit code and what it printed."""

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import session_processes
-
 CAMPAIGN = ("--suite", "lifecycle", "--scenarios", "23", "--seed", "5", "--no-report", "--workers", "2")
 IN_SCOPE = ("no_uncommitted_survives", "committed_rolls_forward", "recovery_idempotent", "state_matches_model",
             "read_your_own_writes", "read_committed_isolation", "exactly_once_output")
@@ -142,18 +140,6 @@ def runs(cli, tmp_path_factory):
     return campaign, injected_dir, results, caught
 
 
-def _answer(cli, run_dir: Path, json_path: Path, *args: str) -> tuple[int, str, dict]:
-    proc = cli.start("check", run_dir, "--json", json_path, *args)
-    try:
-        output, _ = proc.communicate(timeout=900)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert session_processes(proc.pid, wait=10) == [], f"eos-harness check {' '.join(args)} left processes behind"
-    return proc.returncode, output, json.loads(json_path.read_text())
-
-
 def _recorded(result: dict) -> list[tuple]:
     """The campaign's own violations of the per-key checks (without ``atomic_commit``'s, which read the store
     before its replay: said in their observed value)."""
@@ -163,7 +149,7 @@ def _recorded(result: dict) -> list[tuple]:
 
 def test_check_gives_the_campaigns_own_per_key_verdicts_and_catches_each_injected_broken_promise(cli, runs, tmp_path):
     campaign, injected_dir, results, caught = runs
-    code, output, answer = _answer(cli, campaign, tmp_path / "campaign.json")
+    code, output, answer = cli.check(campaign, tmp_path / "campaign.json")
     assert code == 0, output  # the campaign's failures are mutants', expected
     by_index = {s["index"]: s for s in answer["scenarios"]}
     assert sorted(by_index) == sorted(r["index"] for r in results)
@@ -174,7 +160,7 @@ def test_check_gives_the_campaigns_own_per_key_verdicts_and_catches_each_injecte
     mutants = [r for r in results if r["store"].startswith("mutant-") and _recorded(r)]
     assert len(mutants) >= 8, [r["store"] for r in mutants]  # each caught by the same checks as the campaign's
     assert "not exercised (no history held what it judges: not passed): recovery_idempotent" in output
-    code, output, answer = _answer(cli, injected_dir, tmp_path / "injected.json")
+    code, output, answer = cli.check(injected_dir, tmp_path / "injected.json")
     assert code == 1, output
     by_index = {s["index"]: s for s in answer["scenarios"]}
     for index, (check, event) in caught.items():
@@ -187,8 +173,8 @@ def test_check_gives_the_campaigns_own_per_key_verdicts_and_catches_each_injecte
 @pytest.mark.spark
 def test_the_dataframe_checker_gives_the_answer_of_the_in_process_checkers(cli, runs, tmp_path):
     _, injected_dir, results, caught = runs
-    local = _answer(cli, injected_dir, tmp_path / "local.json")
-    spark = _answer(cli, injected_dir, tmp_path / "spark.json", "--engine", "spark", "--master", "local[2]",
+    local = cli.check(injected_dir, tmp_path / "local.json")
+    spark = cli.check(injected_dir, tmp_path / "spark.json", "--engine", "spark", "--master", "local[2]",
                     "--driver-memory", "1g")
     assert spark[0] == local[0] == 1, spark[1]
     assert "engine: spark on local[2]" in spark[1]
@@ -205,8 +191,8 @@ def test_the_dataframe_checker_on_a_standalone_cluster_gives_the_answer_of_the_i
     """``check --engine spark --master spark://…`` on a real standalone cluster (a master and two workers here): its
     jobs run on the workers' executors, and its answer (table, JSON, exit code) is the in-process checkers'."""
     _, injected_dir, _, caught = runs
-    local = _answer(cli, injected_dir, tmp_path / "local.json")
-    spark = _answer(cli, injected_dir, tmp_path / "spark.json", "--engine", "spark", "--master", standalone.url,
+    local = cli.check(injected_dir, tmp_path / "local.json")
+    spark = cli.check(injected_dir, tmp_path / "spark.json", "--engine", "spark", "--master", standalone.url,
                     "--driver-memory", "1g")
     assert spark[0] == local[0] == 1, spark[1]
     assert f"engine: spark on {standalone.url}" in spark[1]

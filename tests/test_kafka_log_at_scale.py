@@ -8,16 +8,12 @@ that every anomaly is found in some and none in others."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 from pathlib import Path
 
 import pytest
 from eos_harness.suites.kafka_log.at_scale import check_in_process, counted, record_history, scenario_answer
 from eos_harness.suites.kafka_log.checks import ANOMALIES, LogEnd, Read, Sent, Transaction, check
-
-from tests.conftest import session_processes
 
 SCENARIOS = 60
 
@@ -111,21 +107,9 @@ def test_the_recorded_histories_read_back_from_parquet_give_the_checkers_own_ano
     assert any(a["checks"]["aborted_read"] == "not exercised" for a in answers)
 
 
-def _check(cli, run_dir: Path, json_path: Path, *args: str) -> tuple[int, str, dict]:
-    proc = cli.start("check", run_dir, "--json", json_path, *args)
-    try:
-        output, _ = proc.communicate(timeout=900)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert session_processes(proc.pid, wait=10) == [], f"eos-harness check {' '.join(args)} left processes behind"
-    return proc.returncode, output, json.loads(json_path.read_text())
-
-
 def test_check_judges_a_kafka_log_campaigns_histories_and_names_the_unexpected_anomalies(cli, histories, tmp_path):
     run_dir, answers = histories
-    code, output, answer = _check(cli, run_dir, tmp_path / "local.json")
+    code, output, answer = cli.check(run_dir, tmp_path / "local.json")
     assert (answer["suite"], answer["subject"]) == ("kafka-log", "system")
     assert answer["scenarios"] == answers
     unexpected = [a for a in answers if a["verdict"] == "fail" and a["system"] == "read_committed"]
@@ -139,8 +123,8 @@ def test_check_judges_a_kafka_log_campaigns_histories_and_names_the_unexpected_a
 @pytest.mark.slow
 def test_the_dataframe_checker_gives_the_answer_of_the_in_process_checker(cli, histories, tmp_path):
     run_dir, answers = histories
-    local = _check(cli, run_dir, tmp_path / "local.json")
-    spark = _check(cli, run_dir, tmp_path / "spark.json", "--engine", "spark", "--master", "local[2]",
+    local = cli.check(run_dir, tmp_path / "local.json")
+    spark = cli.check(run_dir, tmp_path / "spark.json", "--engine", "spark", "--master", "local[2]",
                    "--driver-memory", "1g")
     assert "engine: spark on local[2]" in spark[1]
     assert spark[0] == local[0] == 1, spark[1]
@@ -166,8 +150,8 @@ def test_a_kafka_log_campaign_on_spark_keeps_its_histories_as_parquet_and_check_
     tallies = campaign["summary"]["systems"]
     assert (tallies["read_committed"]["status"], tallies["read_uncommitted"]["status"]) == ("ok", "caught")
     assert any((out / "parquet" / "histories" / "suite=kafka-log").rglob("*.parquet"))
-    local = _check(cli, out, tmp_path / "local.json")
-    spark = _check(cli, out, tmp_path / "spark.json", "--engine", "spark", "--master", "local[2]",
+    local = cli.check(out, tmp_path / "local.json")
+    spark = cli.check(out, tmp_path / "spark.json", "--engine", "spark", "--master", "local[2]",
                    "--driver-memory", "1g")
     assert spark[0] == local[0] == 0, spark[1]  # the uncommitted reader's anomalies are expected
     assert spark[2]["scenarios"] == local[2]["scenarios"]

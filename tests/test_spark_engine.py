@@ -55,12 +55,7 @@ def _run(cli, out: Path, *args: str) -> tuple[int, str, dict]:
     """``chaos ARGS --out OUT`` run to its end: its exit code, what it printed, its JSON; and nothing it started
     left running, in its session or outside it (a scenario's host runs in a session of its own)."""
     proc = cli.start("chaos", *args, "--out", out)
-    try:
-        output, _ = proc.communicate(timeout=900)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    output, _ = cli.finish(proc)
     assert _hosts_of(proc.pid) == [], "a scenario's host outlived its campaign"
     assert session_processes(proc.pid, wait=10) == [], f"eos-harness chaos {' '.join(args)} left processes behind"
     return proc.returncode, output, json.loads((out / "chaos.json").read_text())
