@@ -22,7 +22,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import repeat
 from pathlib import Path
 
@@ -102,39 +102,51 @@ def _scenario_events(index: int, records: int, broken: int) -> Iterator[dict]:
 CHUNK = 200  # scenarios of one Parquet file
 
 
-def _write_chunk(target: Path, chunk: int, first_index: int, records: int, broken: int) -> int:
-    """Scenarios ``first_index + chunk * CHUNK`` onwards as one Parquet file; returns its events."""
+def write_parquet_events(path: Path, events: Iterable[tuple[int, dict]]) -> int:
+    """``events`` (each its scenario's index and the event, with its ``seq`` and ``instance``) as one Parquet file
+    of the histories' columns (:func:`eos_harness.results_parquet.write_histories`); returns how many."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     columns: dict[str, list] = {name: [] for name in ("index", "seq", "instance", "type", "event")}
-    start = first_index + chunk * CHUNK
-    for index in range(start, start + CHUNK):
-        for seq, event in enumerate(_scenario_events(index, records, broken)):
-            event = {"seq": seq, **event}
-            for name, value in (("index", index), ("seq", seq), ("instance", event["instance"]),
-                                ("type", event["type"]), ("event", json.dumps(event))):
-                columns[name].append(value)
+    for index, event in events:
+        for name, value in (("index", index), ("seq", event["seq"]), ("instance", event["instance"]),
+                            ("type", event["type"]), ("event", json.dumps(event))):
+            columns[name].append(value)
     schema = pa.schema([("index", pa.int64()), ("seq", pa.int64()), ("instance", pa.int64()), ("type", pa.string()),
                         ("event", pa.string())])
-    pq.write_table(pa.table(columns, schema=schema), target / f"part-{chunk}.parquet")
+    pq.write_table(pa.table(columns, schema=schema), path)
     return len(columns["index"])
+
+
+def write_chunked(target: Path, events: int, write_chunk: Callable[..., int], *args) -> tuple[int, int]:
+    """Chunk files ``write_chunk(target, chunk, *args)`` (each returns its events) into the new folder ``target``:
+    the first here, the rest by two processes, until at least ``events`` events: (events, chunks) written."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    target.mkdir(parents=True)
+    per_chunk = write_chunk(target, 0, *args)
+    chunks = max(1, -(-events // per_chunk))
+    with ProcessPoolExecutor(2) as pool:
+        rest = range(1, chunks)
+        written = per_chunk + sum(pool.map(write_chunk, repeat(target, len(rest)), rest,
+                                           *(repeat(arg, len(rest)) for arg in args)))
+    return written, chunks
+
+
+def _write_chunk(target: Path, chunk: int, first_index: int, records: int, broken: int) -> int:
+    """Scenarios ``first_index + chunk * CHUNK`` onwards as one Parquet file; returns its events."""
+    start = first_index + chunk * CHUNK
+    return write_parquet_events(target / f"part-{chunk}.parquet",
+                                ((index, {"seq": seq, **event}) for index in range(start, start + CHUNK)
+                                 for seq, event in enumerate(_scenario_events(index, records, broken))))
 
 
 def write_history(run_dir: Path, events: int, records: int, broken: int, first_index: int = 0) -> tuple[int, int]:
     """Scenarios (in files of :data:`CHUNK`, written by two processes) until at least ``events`` events, as
     ``run_dir/parquet/histories``: (events, scenarios) written."""
-    from concurrent.futures import ProcessPoolExecutor
-
     target = run_dir / "parquet" / "histories" / "suite=lifecycle" / "subject=rocksdb-indexed" / "verdict=pass"
-    target.mkdir(parents=True)
-    per_chunk = _write_chunk(target, 0, first_index, records, broken)
-    chunks = max(1, -(-events // per_chunk))
-    with ProcessPoolExecutor(2) as pool:
-        rest = range(1, chunks)
-        written = per_chunk + sum(pool.map(_write_chunk, repeat(target, len(rest)), rest,
-                                           repeat(first_index, len(rest)), repeat(records, len(rest)),
-                                           repeat(broken, len(rest))))
+    written, chunks = write_chunked(target, events, _write_chunk, first_index, records, broken)
     return written, chunks * CHUNK
 
 

@@ -17,15 +17,13 @@ value read at an offset, the last stable offset below the log end), so the check
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
 from collections.abc import Iterator
-from itertools import repeat
 from pathlib import Path
 
-from benchmarks.bench_check_frames import _cpu_seconds
+from benchmarks.bench_check_frames import _cpu_seconds, write_chunked, write_parquet_events
 from benchmarks.common import parse_options, scratch_directory
 
 BREAKS = ("read-twice", "not-read", "last-not-read", "aborted-read", "stranger", "hanging")
@@ -75,36 +73,17 @@ def _scenario_events(index: int, transactions: int, broken: int) -> Iterator[dic
 
 def _write_chunk(target: Path, chunk: int, first_index: int, transactions: int, broken: int) -> int:
     """Scenarios ``first_index + chunk * CHUNK`` onwards as one Parquet file; returns its events."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    columns: dict[str, list] = {name: [] for name in ("index", "seq", "instance", "type", "event")}
     start = first_index + chunk * CHUNK
-    for index in range(start, start + CHUNK):
-        for event in _scenario_events(index, transactions, broken):
-            for name, value in (("index", index), ("seq", event["seq"]), ("instance", 0), ("type", event["type"]),
-                                ("event", json.dumps(event))):
-                columns[name].append(value)
-    schema = pa.schema([("index", pa.int64()), ("seq", pa.int64()), ("instance", pa.int64()), ("type", pa.string()),
-                        ("event", pa.string())])
-    pq.write_table(pa.table(columns, schema=schema), target / f"part-{chunk}.parquet")
-    return len(columns["index"])
+    return write_parquet_events(target / f"part-{chunk}.parquet",
+                                ((index, event) for index in range(start, start + CHUNK)
+                                 for event in _scenario_events(index, transactions, broken)))
 
 
 def write_history(run_dir: Path, events: int, transactions: int, broken: int, first_index: int = 0) -> tuple[int, int]:
     """Scenarios (in files of :data:`CHUNK`, written by two processes) until at least ``events`` events, as
     ``run_dir/parquet/histories``: (events, scenarios) written."""
-    from concurrent.futures import ProcessPoolExecutor
-
     target = run_dir / "parquet" / "histories" / "suite=kafka-log" / "subject=read_committed" / "verdict=pass"
-    target.mkdir(parents=True)
-    per_chunk = _write_chunk(target, 0, first_index, transactions, broken)
-    chunks = max(1, -(-events // per_chunk))
-    with ProcessPoolExecutor(2) as pool:
-        rest = range(1, chunks)
-        written = per_chunk + sum(pool.map(_write_chunk, repeat(target, len(rest)), rest,
-                                           repeat(first_index, len(rest)), repeat(transactions, len(rest)),
-                                           repeat(broken, len(rest))))
+    written, chunks = write_chunked(target, events, _write_chunk, first_index, transactions, broken)
     return written, chunks * CHUNK
 
 
