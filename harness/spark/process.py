@@ -41,6 +41,18 @@ def processes_of(root: Path) -> list[int]:
     return found
 
 
+def _end_the_rest(run_dir: Path, timeout: float = 10.0) -> None:
+    """SIGKILL what is left of the runs under ``run_dir`` and wait until it is gone (at most ``timeout``): PySpark's
+    daemon leaves the driver's process group (``os.setpgid(0, 0)`` in ``pyspark/daemon.py``), so the group's kill
+    does not reach it nor the Python workers it forks; they would end on their own, a while after the JVM."""
+    deadline = time.monotonic() + timeout
+    while (left := processes_of(run_dir)) and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+
+
 class PipelineProcess:
     """``with PipelineProcess(config, run_dir, name) as p: p.wait(timeout)``; ``p.pgid`` is the group to kill.
     ``to_the_end``: the run is not meant to be killed, so it may make the class archive
@@ -103,9 +115,10 @@ class PipelineProcess:
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None:
-            self.kill()  # the JVM and Python workers share the group; kill them even if the driver exited
+            self.kill()  # the JVM shares the group; kill it even if the driver exited
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
+            _end_the_rest(self.config_path.parent)
         self.jvm.finish(self.proc.returncode if self.proc is not None else None)
         self._log.close()
         shutil.rmtree(self.temp, ignore_errors=True)  # the group is dead: nothing writes there any more
