@@ -102,6 +102,14 @@ TRANSACTION_STATE_PARTITIONS = 4
 JVM_PERFORMANCE_OPTIONS = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:TieredStopAtLevel=1",
                            "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true")
 
+# A broker's log cleaner allocates its whole dedupe buffer (``log.cleaner.dedupe.buffer.size``,
+# 128 MiB by default) as one array when the broker starts its LogManager. On a 256 MiB G1 heap that
+# is a humongous allocation of 128 contiguous regions, which fails now and then (seen: CI, a KRaft
+# quorum's broker exited with ``OutOfMemoryError: Java heap space`` in ``SkimpyOffsetMap.<init>``).
+# The suites' compacted topics (``__consumer_offsets``, ``__transaction_state``) are small: 16 MiB
+# holds about 600,000 keys per cleaning.
+SMALL_HEAP_PROPERTIES = {"log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024)}
+
 _LIVE: set[LocalKafka] = set()
 
 
@@ -394,6 +402,7 @@ class KafkaCluster:
             "num.io.threads": "2",
             "background.threads": "2",
             "unclean.leader.election.enable": "false",
+            **SMALL_HEAP_PROPERTIES,
         }
 
     def transaction_coordinator(self, transactional_id: str) -> int:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eos_harness.cluster.local import (
+    SMALL_HEAP_PROPERTIES,
     ClusterError,
     LocalKafka,
     Node,
@@ -254,6 +255,7 @@ class KafkaQuorum(LocalKafka):
                 "log.index.size.max.bytes": "4096",
                 "num.replica.fetchers": "1",
                 "unclean.leader.election.enable": "false",
+                **SMALL_HEAP_PROPERTIES,
             }
         props.update(self.overrides)
         props.update(self.controller_overrides if node.role == "controller" else self.broker_overrides)
