@@ -7,7 +7,8 @@ micro-batch, or a Kafka topic: :func:`kafka_source`) and returns a
 :class:`~pyspark.sql.streaming.DataStreamWriter`, not started. The harness sets its checkpoint location, its
 trigger (``availableNow``) and, for a file sink, its ``path``; the run's output directory is the Spark conf ``eos.output.dir``. A ``foreachBatch`` function is wrapped so that, once it
 returned for batch N, a marker ``_batches/N`` is renamed into place in ``config["marks"]``: the sink's step
-the harness's watcher kills after. At the end of a run meant to end, the output is read back (the module's
+the harness's watcher kills after (in a run killed at ``sink@N``, ``config["hold_after_sink"]``, the wrapper
+then waits for the kill, as the harness's own sink does, so that it lands before ``commits/N``). At the end of a run meant to end, the output is read back (the module's
 ``read_output(spark, output_dir)`` or the function ``config["user"]["reader"]`` names, else the file sink's own
 format) and written as JSON lines
 (``config["rows"]``), and the state after each committed batch (from ``config["user"]["state_from"]``, by
@@ -21,6 +22,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 FILE_SINKS = ("parquet", "json", "csv", "orc", "text", "avro")
@@ -40,8 +42,10 @@ def load(ref: str, python_path: list[str]):
     return module, target
 
 
-def _wrap_writer(marks: Path, seen: dict) -> None:
-    """Record the sink the user's writer names, and mark each batch a ``foreachBatch`` function returned from."""
+def _wrap_writer(marks: Path, seen: dict, hold_after: int | None = None) -> None:
+    """Record the sink the user's writer names, and mark each batch a ``foreachBatch`` function returned from;
+    after the marker of batch ``hold_after`` wait up to :data:`~eos_harness.spark.pipelines.HOLD_AFTER_SINK_S`
+    for the watcher's kill (the user's function has returned: Spark would write ``commits/N`` next)."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     original_format, original_foreach_batch = DataStreamWriter.format, DataStreamWriter.foreachBatch
@@ -61,6 +65,10 @@ def _wrap_writer(marks: Path, seen: dict) -> None:
             tmp = folder / f".{batch_id}.tmp"
             tmp.write_text("")
             os.replace(tmp, folder / str(batch_id))
+            if batch_id == hold_after:
+                from eos_harness.spark.pipelines import HOLD_AFTER_SINK_S
+
+                time.sleep(HOLD_AFTER_SINK_S)
 
         return original_foreach_batch(self, marked)
 
@@ -104,7 +112,7 @@ def run(spark, config: dict, report) -> None:
     """Build the user's query, start it on the run's checkpoint, wait for its end, read its output back."""
     user = config["user"]
     seen: dict = {}
-    _wrap_writer(Path(user["marks"]), seen)
+    _wrap_writer(Path(user["marks"]), seen, config.get("hold_after_sink"))
     module, build = load(user["ref"], user.get("python_path", []))
     spark.conf.set("eos.output.dir", config["output"])
     frame = source(spark, config)
