@@ -43,6 +43,8 @@ BAD_VALUES = [
     (["chaos", "--suite", "spark", "--scenarios", "0"], ["--scenarios", "x>=1"]),
     (["chaos", "--suite", "spark", "--minutes", "-1"], ["--minutes", "x>0"]),
     (["chaos", "--suite", "spark", "--workers", "0"], ["--workers", "x>=1"]),
+    (["run", "--suite", "metadata", "--crash-at", "nope@1"], ["unknown crash point 'nope'", "eos-harness points"]),
+    (["verify", "nope"], ["unknown store 'nope'", "module:function"]),
 ]
 
 
@@ -52,6 +54,7 @@ def test_a_bad_value_is_a_usage_error_that_says_what_is_allowed(cli, args, words
     result = cli.invoke(*args, "--out", str(out)) if args[0] != "verify" else cli.invoke(*args)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Error:" in result.stdout + result.stderr and "Traceback" not in result.stdout + result.stderr
+    assert "seed:" not in result.stdout, "nothing ran: no seed to replay"  # the usage error is all it prints
     for word in words:
         assert word in result.stdout + result.stderr, (word, result.stdout + result.stderr)
     assert not out.exists(), "a usage error must not create the run directory"

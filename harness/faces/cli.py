@@ -297,7 +297,6 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
     except (RunDirError, OSError) as exc:
         raise click.UsageError(str(exc)) from None
     seed = seed_or_drawn(seed)
-    console.print(f"seed: {seed}")
     kept_log = log_path is not None
     if log_path is None:  # in the command's temp root, removed at its end
         fd, log_path = tempfile.mkstemp(prefix="eos-verify-", suffix=".log")
@@ -312,6 +311,7 @@ def verify_command(store: str, seed: int | None, examples: int, steps: int, shri
             check_options(allow, window=ref.window)  # now that its kind is known
         except VerifyOptionError as exc:
             raise click.BadParameter(str(exc), param_hint=exc.option) from None
+        console.print(f"seed: {seed}")  # once the input is known good: a usage error prints nothing else
         result = verify_store(ref, seed, examples=examples, steps=steps, shrink=shrink, store_timeout=store_timeout,
                               log=log_path, allow=allow, max_findings=max_findings, offsets_scenarios=offsets_scenarios)
     except StoreFactoryError as exc:

@@ -34,11 +34,11 @@ def kafka_log_command(broker, seed, transactions, partitions, abort_ratio, isola
 
     require_extra("kafka", "kafka-log")
     seed = seed_or_drawn(seed)
-    console.print(f"seed: {seed}")
     scenario = Scenario(isolation, seed, transactions, partitions, abort_ratio, broker.cli_text)
     started = time.monotonic()
     try:
         check_output_path(json_path)
+        console.print(f"seed: {seed}")
         with open_broker(broker, say=console.print) as opened:
             try:
                 report = run_one(replace(scenario, opened=opened.spec.text))

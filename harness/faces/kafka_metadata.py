@@ -40,13 +40,13 @@ def kafka_metadata_command(seed, topics, partitions, controller_kills, bootstrap
 
     require_extra("kafka", "kafka-metadata")
     seed = seed_or_drawn(seed)
-    console.print(f"seed: {seed}")
     try:
         check_output_path(json_path)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if keep_dir and Path(keep_dir).exists() and any(Path(keep_dir).iterdir()):
         raise click.UsageError(f"--keep {keep_dir}: the directory is not empty; name a new one")
+    console.print(f"seed: {seed}")
     plan = Plan(seed=seed, topics=topics, partitions=partitions, controller_kills=controller_kills,
                 bootstrap_kills=bootstrap_kills, brokers=brokers, heap=heap)
     report = run(plan, Path(keep_dir) if keep_dir else None)

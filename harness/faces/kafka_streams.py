@@ -72,7 +72,6 @@ def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb,
 
     require_extra("kafka", "the kafka-streams suite")
     seed = seed_or_drawn(seed)
-    console.print(f"seed: {seed}")
     started = time.monotonic()
     try:
         broker_faults = parse_broker_faults(",".join(crash_at))
@@ -87,6 +86,7 @@ def kafka_streams_command(app, seed, kills, point, broker, records, memtable_kb,
         out_dir = toolkit.run_outputs(json_path, junit_path, out, "kafka-streams-run", seed, overwrite)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    console.print(f"seed: {seed}")
     console.print("kills: " + (", ".join(f"{p}@{h}" for p, h in scenario.kills) or "none")
                   + "".join(f", {f}@{n}" for f, n in scenario.broker_faults), markup=False)
     try:

@@ -48,7 +48,6 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
 
     toolkit.require_kafka_extra(broker)
     seed = toolkit.seed_or_drawn(seed)
-    console.print(f"seed: {seed}")
     try:
         # The store's module declares its own crash points: load it before reading the schedule (its
         # output is kept for the run's log, off the terminal).
@@ -61,6 +60,7 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
         scenario = runner.Scenario(store, workload, seed, schedule, broker=broker, records=records,
                             commit_interval=commit_interval, store_timeout=store_timeout)
         out_dir = toolkit.run_outputs(json_path, junit_path, out, "run", seed, overwrite)
+        console.print(f"seed: {seed}")  # the input is good: a usage error prints nothing but itself
         with open_broker(broker, say=console.print) as opened:
             scenario = replace(scenario, broker=opened.spec)
             try:

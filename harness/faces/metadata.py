@@ -54,11 +54,11 @@ def metadata_run_command(system, crash_at, max_batch_bytes, commands, broker, se
 
     toolkit.require_kafka_extra(broker)
     seed = toolkit.seed_or_drawn(seed)
-    console.print(f"seed: {seed}")
     try:
         check_options({"broker": broker.cli_text})
         scenario = Scenario(system, seed, parse_metadata_schedule(list(crash_at)), max_batch_bytes, commands)
         out_dir = toolkit.run_outputs(json_path, junit_path, out, "metadata-run", seed, overwrite)
+        console.print(f"seed: {seed}")
         with open_broker(broker, say=console.print) as opened:
             scenario = replace(scenario, broker=opened.spec)
             # The controllers' and readers' output (a fenced zombie's Kafka client logs) is kept in the run

@@ -206,7 +206,6 @@ def spark_run_command(pipeline, sink, input_dir, schema, max_offsets, key, reade
     if "kafka" in (source, sink):
         require_extra("kafka", f"--{'source' if source == 'kafka' else 'sink'} kafka")
     seed = toolkit.seed_or_drawn(seed)
-    console.print(f"seed: {seed}")
     scenario = SparkScenario(pipeline, sink, provider, int(checkpoint_format), changelog, source,
                              tuple(t for t in crash_at.split(",") if t.strip()), seed, batches, strict)
     try:
@@ -215,6 +214,7 @@ def spark_run_command(pipeline, sink, input_dir, schema, max_offsets, key, reade
         run_dir = toolkit.run_outputs(json_path, junit_path, out, "spark-run", seed, overwrite)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    console.print(f"seed: {seed}")
     needed = scenario.uses_kafka and not unsupported(pipeline, sink, provider, int(checkpoint_format))
     try:
         with _kafka(broker, needed) as kafka:
