@@ -10,7 +10,7 @@ RUN_DIR ?= runs/demo
 # The edit loop's tier: no Kafka, no Spark, no JVM (jvm: Kafka Streams' own stores), none of the opt-in tiers, nothing `heavy` (conftest.py).
 CHECK_MARKERS := not slow and not docker and not browser and not install and not kafka and not spark and not heavy and not jvm
 
-.PHONY: demo test check spark-archive test-spark-full test-spark-cluster test-kafka-3.9 test-kafka-streams test-lowest test-beside setup jars lint bench clean docker-image test-docker test-browser
+.PHONY: demo test check bytecode spark-archive test-spark-full test-spark-cluster test-kafka-3.9 test-kafka-streams test-lowest test-beside setup jars lint bench clean docker-image test-docker test-browser
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,17 +34,23 @@ spark-archive: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/eos-harness demo --out $(RUN_DIR)
 
+# The project's own modules compiled to bytecode (__pycache__, git-ignored; only what changed since): an editable
+# install leaves them uncompiled, and where PYTHONDONTWRITEBYTECODE is set (CI images) every Python process the
+# tests start (each command, store zygote, Spark driver and worker) compiled them again: about 0.1 CPU-s each.
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q harness models faults suites tests
+
 # What CI runs: everything but the opt-in tiers (slow, docker, browser, install); the 25 slowest last.
 # On WORKERS pytest-xdist workers, each test file on one worker (--dist loadfile: a file's module
 # fixtures, a Spark matrix or a Kafka cluster, start once); WORKERS=0 runs them in this process.
 # Three on 2 cores: much of a test is waiting (for a broker, a JVM, a timeout to pass); on two workers
 # a clean-clone run kept the cores about 60% busy (about 1000 s of CPU for 13.5 min of pytest).
 WORKERS ?= 3
-test: $(STAMP) jars
+test: $(STAMP) jars bytecode
 	$(BIN)/python -m pytest -q --durations=25 -n $(WORKERS) --dist loadfile
 
 # The edit loop (no jars, no JVM): under 3 minutes on 2 cores, on the WORKERS workers of `make test`.
-check: $(STAMP)
+check: $(STAMP) bytecode
 	$(BIN)/python -m pytest -q -m '$(CHECK_MARKERS)' --durations=10 -n $(WORKERS) --dist loadfile
 
 # Opt-in: every Spark test but the standalone cluster's (make test-spark-cluster), with the `slow` ones `make test` leaves out (the Spark behaviours
