@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from eos_harness.kafka_streams.build import ensure_built
+from eos_harness.kafka_streams.build import JAVA_ENV, ensure_built, store_java
 from eos_harness.kafka_streams.pool import Jvm
 from eos_harness.process.server import StoreServer, children_output
 from eos_harness.store import TopicPartition
@@ -135,12 +135,16 @@ def main() -> None:
                          ("--scenarios", 12, "chaos scenarios per store (0: no chaos comparison)"),
                          ("--window-examples", 3, "the window suite's Hypothesis examples (0: no window comparison)"))
     server = ensure_built("4.4.0")
+    java = store_java()
+    print(f"store JVMs on {java.path} (Java {java.version or 'of unknown version'}, "
+          f"{'its AOT cache' if java.aot else 'the class-data archive'}; {JAVA_ENV} picks another)", flush=True)
     with scratch_directory("kafka-streams") as root, children_output(root / "children.log"):
         rates: dict[bool, list[float]] = {False: [], True: []}
         for i, woven in enumerate((False, True) * 3):  # interleaved, so both see the same machine load; the best of each
             # Neither maps the build's class-data archive: it records the woven classes' jar on the class path,
             # and a JVM without it would load every class from the jars while the other maps them.
-            command = [arg for arg in server.command(points=woven) if not arg.startswith("-XX:SharedArchiveFile=")]
+            command = [arg for arg in server.command(points=woven)
+                       if not arg.startswith(("-XX:SharedArchiveFile=", "-XX:AOTCache="))]
             rates[woven].append(commits_per_second(command, root / f"commits-{i}", args.commits))
         base, ours = max(rates[False]), max(rates[True])
         print(f"{STORE} put+commit/s over its pipe: Kafka's classes as they are {base:,.0f}, every crash point "

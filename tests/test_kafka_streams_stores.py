@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from eos_harness.kafka_streams.build import BUILD_ENV, ensure_built
+from eos_harness.kafka_streams.build import BUILD_ENV, ensure_built, store_java
 from eos_harness.process.server import ChildCrashed, StoreServer
 from eos_harness.store import TopicPartition
 
@@ -70,7 +70,13 @@ def fresh_build(tmp_path_factory):
     started = time.monotonic()
     server = ensure_built("4.4.0")
     print(f"built the Kafka Streams 4.4.0 store server from nothing in {time.monotonic() - started:.1f} s")
-    assert server.jar.is_file() and (server.folder / "native").is_dir() and (server.folder / "server.jsa").is_file()
+    assert server.jar.is_file() and (server.folder / "native").is_dir()
+    java = store_java()  # what its JVMs map: on Java 25 on the AOT cache (none with an agent), else the archive
+    mapped = f"-XX:AOTCache={server.aot_cache(java)}" if java.aot else f"-XX:SharedArchiveFile={server.folder / 'server.jsa'}"
+    assert mapped in server.command()
+    if java.aot:
+        assert mapped not in server.command(agent=True)
+    assert (server.aot_cache(java) if java.aot else server.folder / "server.jsa").is_file()
     try:
         yield build
     finally:

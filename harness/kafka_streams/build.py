@@ -9,7 +9,9 @@ and the Byteman rules of the mutants (:mod:`eos_harness.kafka_streams.mutant_rul
 ``<cache>/kafka-streams/server-<version>-<digest of the source and rules>/`` (or under
 ``$EOS_HARNESS_KAFKA_STREAMS_BUILD``), written in a temp folder
 and renamed into place, so a build that stops half way leaves nothing that looks built, and two
-processes building at once both end with the same folder.
+processes building at once both end with the same folder. Then, once per JDK the store JVMs run on
+(:func:`store_java`), what they map instead of loading their classes: on Java 25 on an AOT cache, else a
+class-data-sharing archive (:func:`_shared_classes`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from pathlib import Path
 from eos_harness import jars
 from eos_harness.kafka_streams import bundles, points
 
-__all__ = ["BUILD_ENV", "JAVA_SOURCE", "BuildError", "Server", "ensure_built", "jvm_environment", "publish"]
+__all__ = ["BUILD_ENV", "JAVA_ENV", "JAVA_SOURCE", "BuildError", "Java", "Server", "ensure_built", "jvm_environment",
+           "publish", "store_java"]
 
 JAVA_SOURCE = Path(__file__).resolve().parent / "java"
 NATIVE = "librocksdbjni-linux64.so"  # what rocksdbjni's loader looks for on java.library.path first
@@ -48,6 +51,74 @@ JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:CompileThresholdScaling=3", "-XX:
 # JDK's own are not: each crash costs a JVM start, and verifying was a fifth of a start with a point armed
 # (0.50 -> 0.40 CPU-s per JVM life). A JVM that loads a user's store (``verify=True``) verifies them all.
 NO_VERIFY = "-XX:-BytecodeVerificationRemote"
+
+
+JAVA_ENV = "EOS_HARNESS_STORE_JAVA"  # the java store JVMs run on: a java binary, or a JDK's home
+AOT_FEATURE = 25  # from this Java on, a store JVM maps an AOT cache (JEP 483 and 515) instead of the CDS archive
+JVM_HOMES = "/usr/lib/jvm"  # where Debian's and Adoptium's packages install JDKs (looked at for a Java 25)
+
+
+@dataclass(frozen=True)
+class Java:
+    """A java binary and the runtime version its JDK's ``release`` file names ("" when it has none)."""
+
+    path: str
+    version: str
+
+    @property
+    def feature(self) -> int:
+        head = self.version.split(".")[0].split("+")[0].split("-")[0]
+        return int(head) if head.isdigit() else 0
+
+    @property
+    def aot(self) -> bool:
+        """Whether its store JVMs map an AOT cache (Java 25 on), trained once per build and Java."""
+        return self.feature >= AOT_FEATURE
+
+
+def _java_at(path: str | None) -> Java | None:
+    """The Java of the binary ``path`` (a name on PATH, or a path), None when there is none."""
+    found = shutil.which(path) if path else None
+    if found is None:
+        return None
+    real = Path(found).resolve()
+    release: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in (real.parent.parent / "release").read_text().splitlines():
+            key, _, value = line.partition("=")
+            release[key.strip()] = value.strip().strip('"')
+    return Java(str(real), release.get("JAVA_RUNTIME_VERSION") or release.get("JAVA_VERSION", ""))
+
+
+_java: dict[tuple[str, str, str], Java] = {}
+
+
+def store_java() -> Java:
+    """The java the store JVMs run on. ``$EOS_HARNESS_STORE_JAVA`` (a java binary or a JDK's home) when set;
+    else the first Java 25 or later of the ``java`` on PATH, ``$JAVA_HOME``'s and those under /usr/lib/jvm
+    (its AOT cache cuts a store JVM's life, and every crash is one: 0.25 -> 0.19-0.21 CPU-s); else the ``java``
+    on PATH (17 or later), with the class-data archive. Kafka's stores are the same jars on either. Raises
+    :class:`BuildError` for an ``$EOS_HARNESS_STORE_JAVA`` that is no java, or no java at all."""
+    given = os.environ.get(JAVA_ENV, "")
+    key = (given, os.environ.get("PATH", ""), os.environ.get("JAVA_HOME", ""))
+    if key in _java:
+        return _java[key]
+    if given:
+        home = Path(given)
+        found = _java_at(str(home / "bin" / "java") if home.is_dir() else given)
+        if found is None:
+            raise BuildError(f"{JAVA_ENV}={given}: no java there (give a java binary or a JDK's home)")
+    else:
+        on_path = _java_at("java")
+        homes = [os.environ["JAVA_HOME"]] if os.environ.get("JAVA_HOME") else []
+        homes += sorted(str(p) for p in Path(JVM_HOMES).glob("*") if p.is_dir()) if Path(JVM_HOMES).is_dir() else []
+        candidates = [on_path, *(_java_at(str(Path(home) / "bin" / "java")) for home in homes)]
+        found = next((java for java in candidates if java is not None and java.aot), on_path)
+        if found is None:
+            raise BuildError("Kafka Streams' stores need a JDK (java and javac, 17 or later) on PATH; install one "
+                             "(apt-get install openjdk-17-jdk-headless)")
+    _java[key] = found
+    return found
 
 
 def jvm_environment() -> dict[str, str]:
@@ -82,7 +153,12 @@ class Server:
         before Kafka's jars on the class path (beside the folder, as :attr:`jar`)."""
         return self.jar.with_name(self.jar.stem + "-points.jar")
 
-    def command(self, java: str = "java", verify: bool = False, points: bool = True,
+    def aot_cache(self, java: Java) -> Path:
+        """The AOT cache of this build's store JVMs on ``java`` (one per JDK build: a cache maps only there)."""
+        digest = hashlib.sha256(f"{java.path} {java.version}".encode()).hexdigest()[:12]
+        return self.folder / f"server-{digest}.aot"
+
+    def command(self, java: str | None = None, verify: bool = False, points: bool = True,
                 agent: bool = False) -> list[str]:
         """The command line of one store JVM. ``agent``: one that may open a mutant, started with the store
         server's own agent (``eosharness.Agent``: it keeps the JVM's Instrumentation, no class transformer),
@@ -92,8 +168,15 @@ class Server:
         are, no point anywhere). ``verify``: the
         classes loaded from jars are verified (a JVM that may load a user's store), else not (:data:`NO_VERIFY`)."""
         archive = self.folder / ARCHIVE
+        shared = [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"] if archive.is_file() else []
+        if java is None:  # the store JVMs' java: on Java 25 on its AOT cache (none with an agent: it maps none then)
+            runtime = store_java()
+            java = runtime.path
+            if runtime.aot:
+                cache = self.aot_cache(runtime)
+                shared = [f"-XX:AOTCache={cache}"] if cache.is_file() and not agent else []
         return [java, *JVM_OPTIONS, *([] if verify else [NO_VERIFY]), f"-Djava.library.path={self.folder / 'native'}",
-                *([f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"] if archive.is_file() else []),
+                *shared,
                 "-Dorg.jboss.byteman.compile.to.bytecode=true",  # rules run as bytecode, not interpreted
                 f"-Deosharness.rules={self.rules}", *([f"-javaagent:{self.jar}"] if agent else []),
                 "-cp", os.pathsep.join(str(p) for p in (self.jar, *([self.woven] if points else []), *self.classpath,
@@ -126,11 +209,14 @@ def ensure_built(version: str) -> Server:
     saying what is missing."""
     if version not in bundles.VERSIONS:
         raise BuildError(f"unknown Kafka Streams version {version!r}; known: {', '.join(bundles.VERSIONS)}")
-    key = (str(_root()), version)
+    java = store_java()
+    key = (str(_root()), version, java.path)
     known = _checked.get(key)
     if known is not None and (known.folder / ".complete").is_file() and known.jar.is_file() and known.woven.is_file():
         return known
-    _checked[key] = server = _ensure_built(version)
+    server = _ensure_built(version)
+    _shared_classes(server, java)
+    _checked[key] = server
     return server
 
 
@@ -154,7 +240,6 @@ def _ensure_built(version: str) -> Server:
     try:
         _build(version, work, (*classpath, byteman), javac, jar)
         _weave(Server(version, work, classpath, byteman, jar), java)
-        _archive(Server(version, work, classpath, byteman, jar), java)
         publish(work, folder)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -233,26 +318,41 @@ WARM_UP = "".join(json.dumps(request) + "\n" for request in (
     {"op": "close"}, {"op": "exit"}))
 
 
-def _archive(server: Server, java: str) -> None:
-    """The class-data-sharing archive of the classes a store JVM loads (each kind of store opened, written,
-    committed, read and closed once), so that each start maps them instead of loading them. Dumped without
-    the Byteman agent (a JVM with an agent dumps none); one started with the agent still maps every class the
-    agent leaves alone. Checked by a start that must map it (``-Xshare:on``): an archive no JVM would map is
-    removed. Best effort: without it a JVM starts all the same, only slower."""
-    # Dumped verifying (a JVM that verifies maps only the classes of an archive dumped so; one that does not, any).
-    command = server.command(java, verify=True)
-    command.insert(1, f"-XX:ArchiveClassesAtExit={server.folder / ARCHIVE}")
-    with tempfile.TemporaryDirectory(prefix="eos-ks-archive-") as state, \
-            contextlib.suppress(subprocess.SubprocessError, OSError):
-        subprocess.run(command, input=WARM_UP.replace("{state}", state), capture_output=True, text=True, timeout=300,
-                       env=jvm_environment())
-    archive = server.folder / ARCHIVE
-    if archive.is_file():
-        check = [("-Xshare:on" if arg == "-Xshare:auto" else arg) for arg in server.command(java, verify=True)]
-        try:
-            mapped = subprocess.run(check, input='{"op": "exit"}\n', capture_output=True, text=True, timeout=300,
-                                    env=jvm_environment())
-        except (subprocess.SubprocessError, OSError):
-            mapped = None
-        if mapped is None or mapped.returncode != 0:
-            archive.unlink()
+def _shared_classes(server: Server, java: Java) -> None:
+    """What a store JVM on ``java`` maps instead of loading its classes, made once per build and JDK into the
+    build folder, by a training run of the classes a store JVM loads (each kind of store opened, written,
+    committed, read and closed once): on Java 25 on its AOT cache (:meth:`Server.aot_cache`: the classes
+    linked, and their methods' profiles; JEP 483 and 515: a store JVM's life 0.25 -> 0.19-0.21 CPU-s), else
+    the class-data-sharing archive (:data:`ARCHIVE`). Trained without the Byteman agent (a JVM with an agent
+    dumps none; with one, a JVM maps the archive's classes the agent leaves alone, and no AOT cache) and
+    verifying (a JVM that verifies maps only what was dumped so; one that does not, any). Written under a temp
+    name, checked by a start that must map it, and renamed into place. Best effort: what cannot be made leaves
+    a marker (no JVM tries again), and the JVMs start all the same, only slower."""
+    target = server.aot_cache(java) if java.aot else server.folder / ARCHIVE
+    failed = target.with_name(target.name + ".failed")
+    if target.is_file() or failed.is_file():
+        return
+    temp = target.with_name(f".{target.name}.{os.getpid()}")
+    dump, use = ((f"-XX:AOTCacheOutput={temp}",), (f"-XX:AOTCache={temp}", "-XX:AOTMode=on")) if java.aot else \
+        ((f"-XX:ArchiveClassesAtExit={temp}",), (f"-XX:SharedArchiveFile={temp}", "-Xshare:on"))
+    base = [arg for arg in server.command(java.path, verify=True)
+            if not arg.startswith("-XX:SharedArchiveFile=") and arg != "-Xshare:auto"]
+    made = False
+    try:
+        with tempfile.TemporaryDirectory(prefix="eos-ks-archive-") as state, \
+                contextlib.suppress(subprocess.SubprocessError, OSError):
+            subprocess.run([base[0], *dump, *base[1:]], input=WARM_UP.replace("{state}", state), capture_output=True,
+                           text=True, timeout=300, env=jvm_environment())
+            if temp.is_file():
+                mapped = subprocess.run([base[0], *use, *base[1:]], input='{"op": "exit"}\n', capture_output=True,
+                                        text=True, timeout=300, env=jvm_environment())
+                if mapped.returncode == 0:
+                    os.replace(temp, target)
+                    made = True
+    finally:
+        for leftover in (temp, temp.with_name(temp.name + ".config")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+    if not made:
+        with contextlib.suppress(OSError):
+            failed.write_text(f"none could be made with {java.path} ({java.version or 'unknown version'})\n")
