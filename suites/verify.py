@@ -95,7 +95,7 @@ def verify_store(store: str | StoreRef, seed: int, *, examples: int = 40, steps:
         ref = store_ref(store, store_timeout)
     # One pool of store JVMs (Kafka Streams' stores) for every case: a JVM whose store closed cleanly serves
     # the next case's store instead of a fresh start, and a spare, booted, waits for the next crash's restart.
-    with shared(lambda: forkserver_context().output, spare=True):
+    with shared(lambda: forkserver_context().output, spare=1):
         window = ref.window
         if window:
             from eos_harness.suites.windows.runner import verify

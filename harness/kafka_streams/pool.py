@@ -13,14 +13,18 @@ store killed inside a JVM that lived on could not lose what a process death lose
 flushes and compactions run to their end when a database is closed, and one still open cannot be opened
 again in the same process; Kafka's threads and objects of the dead store would stay). What a crash costs is
 kept off the store's way instead: for each JVM killed the pool starts the next one at once, so that it boots
-while the store's restart is on its way. A pool with spares (``spare``: ``verify``'s, whose cases run one
-after another, each waiting for its store's JVM) does more: it keeps one JVM per key booted ahead, started
-when the last idle one is taken, so that the next store's open does not wait for a JVM's start. A spare
-does no more than boot: a warm-up (a store of each kind opened, used and closed before it was lent) cost
-more CPU than it saved its store (a JVM's life, a transactional RocksDB store opened, written, committed and
-read: 0.20 CPU-s cold, 0.26 warmed up; ``verify kafka-streams-4.4.0-rocksdb-tx --seed 1 --examples 10``
-38.9-41.3 CPU-s with the warm-up, 28.9-34.8 without, interleaved). A campaign of the lifecycle, whose
-scenarios run side by side and keep the cores busy, starts a JVM ahead only after a kill.
+while the store's restart is on its way. A pool with spares (``spare``: one for each user of the shared pool
+that asks, ``verify`` and each lifecycle scenario running) does more: it keeps that many JVMs per key booted
+ahead, started as idle ones are taken, so that the next store's open does not wait for a JVM's start: the
+JVM boots beside the store before it, whose process and JVM take turns on one core. A campaign of the
+lifecycle on two workers keeps two (``chaos --stores kafka-streams-4.4.0-rocksdb-tx --scenarios 12 --seed 7``
+on Java 25, 3 rounds interleaved at load 8-10: 0.76, 0.63, 0.64 scenarios per second with a JVM started
+ahead only after a kill, 1.15, 0.72, 0.82 with two spares; 8.9-9.4 CPU-s against 9.3-10.4: the spares
+left at its end). A spare does no more than boot: a warm-up (a store of each kind opened, used and closed
+before it was lent) cost more CPU than it saved its store (a JVM's life, a transactional RocksDB store
+opened, written, committed and read: 0.20 CPU-s cold, 0.26 warmed up; ``verify
+kafka-streams-4.4.0-rocksdb-tx --seed 1 --examples 10`` 38.9-41.3 CPU-s with the warm-up, 28.9-34.8
+without, interleaved).
 """
 
 from __future__ import annotations
@@ -178,13 +182,13 @@ class Jvm:
 
 
 class JvmPool:
-    """The store JVMs of one store server: idle ones by key, and one spare per key started ahead."""
+    """The store JVMs of one store server: idle ones by key, and ``spare`` per key started ahead."""
 
-    def __init__(self, output, spare: bool = False) -> None:
+    def __init__(self, output, spare: int = 0) -> None:
         """``output``: a callable giving where the JVMs' stdout and stderr go now (the store server's
-        children's output); ``spare``: keep a JVM per key booted ahead (see the module)."""
+        children's output); ``spare``: how many JVMs per key to keep booted ahead (see the module)."""
         self._output = output
-        self.spare = spare
+        self.spare = int(spare)
         self._idle: dict[str, list[Jvm]] = {}
         self._all: list[Jvm] = []
         self._lock = threading.Lock()
@@ -204,16 +208,17 @@ class JvmPool:
         return jvm
 
     def _spare(self, key: str) -> None:
-        """Start a spare of ``key`` unless one is idle already or the pool is shut down (under the lock)."""
+        """Start spares of ``key`` until ``spare`` of them (at least one) are idle, unless the pool is shut
+        down (under the lock)."""
         idle = self._idle.setdefault(key, [])
-        if not self._closed and not any(j.alive for j in idle):
+        while not self._closed and sum(j.alive for j in idle) < max(1, self.spare):
             idle.append(self._start(key))
 
     def take(self, key: str) -> Jvm:
         """An idle JVM of ``key`` (a version, :data:`VERIFYING` after it for one that verifies the classes it
         loads, :data:`AGENT` for one started with the agent a mutant's rules are installed through), ready
-        (started now when none is idle); in a pool with spares, the next one is started as a spare when it was
-        the last."""
+        (started now when none is idle); in a pool with spares, as many are started as it took below
+        ``spare``."""
         with self._lock:
             idle = self._idle.setdefault(key, [])
             while idle and not idle[0].alive:
@@ -260,22 +265,27 @@ def current() -> JvmPool | None:
 
 
 @contextlib.contextmanager
-def shared(output, spare: bool = False):
+def shared(output, spare: int = 0):
     """Within: every store server of this process (and every lifecycle task instance) lends from one pool,
     so that a JVM whose store closed cleanly serves the next store (a suite makes a server per case)
     instead of dying with its server; a server's exit still kills the JVMs of its children, as a crash
     would. Nested, or entered by several threads at once (a campaign's scenarios): one pool, whose every
-    JVM dies when the last of them leaves (``spare``, see :class:`JvmPool`: the first entry's)."""
+    JVM dies when the last of them leaves. ``spare``: how many JVMs this entry keeps booted ahead, for as long
+    as it is inside (see :class:`JvmPool`: the pool keeps the sum of its users')."""
     global _shared, _users
     with _shared_lock:
         if _shared is None:
-            _shared = JvmPool(output, spare)
+            _shared = JvmPool(output)
         _users += 1
         pool = _shared
+        with pool._lock:
+            pool.spare += spare
     try:
         yield pool
     finally:
         with _shared_lock:
+            with pool._lock:
+                pool.spare -= spare
             _users -= 1
             last = _users == 0
             if last:

@@ -93,9 +93,9 @@ def run_scenario(scenario: Scenario, run_dir: Path, keep: bool = True, log: str 
         cluster = cluster_for(scenario.broker)
     claim(run_dir)
     # One pool of store JVMs (Kafka Streams' stores) for the scenario's task instances, and for a campaign's
-    # scenarios running at once: each instance's store borrows one already started (the pool starts the
-    # next as one dies), and one whose store closed cleanly serves the next instance.
-    with shared(lambda: forkserver_context().output):
+    # scenarios running at once: each instance's store borrows one already started (the pool keeps one booted
+    # ahead for each scenario running), and one whose store closed cleanly serves the next instance.
+    with shared(lambda: forkserver_context().output, spare=1):
         if log is None:
             return _run_claimed(scenario, run_dir, keep, scheduled, cluster, faults_must_fire=faults_must_fire)
         with children_output(run_dir / log) as log_file:
