@@ -10,7 +10,8 @@
    seed and examples, the baseline run before and after it (its mean: the machine's load drifts), each as
    the user runs it (``eos-harness verify``, a fresh process). Issue 23's target: at most 3x.
 4. ``eos-harness chaos --scenarios N --seed 7`` (the lifecycle suite) on ``kafka-streams-4.4.0-rocksdb-tx``
-   against ``rocksdb-indexed``: scenarios per second. Issue 23's target: at least 0.5.
+   against ``rocksdb-indexed``, the baseline run before and after it (its mean), scenarios per second. Issue
+   23's target: at least 0.5.
 5. ``verify`` of Kafka's transactional RocksDB window store and session store (the window suite: its matrix
    and Hypothesis examples) against ``verify`` of the built-in ``rocksdb-window-txn``, the same seed and
    examples, the baseline before and after them (their mean), each with the findings the README reports on
@@ -161,10 +162,13 @@ def main() -> None:
             print(f"eos-harness verify --seed 1 --examples {args.examples}: {BASELINE} {before:.1f} s and {after:.1f} s, "
                   f"{STORE} {ours_s:.1f} s ({ours_s / base_s:.1f}x their mean; target <= 3x)", flush=True)
         if args.scenarios:
-            base_rate = chaos_rate(BASELINE, args.scenarios, root / "chaos-indexed")
+            before = chaos_rate(BASELINE, args.scenarios, root / "chaos-indexed")
             ours_rate = chaos_rate(STORE, args.scenarios, root / "chaos-kafka")
-            print(f"eos-harness chaos --scenarios {args.scenarios} --seed 7: {BASELINE} {base_rate:.2f} scenarios/s, "
-                  f"{STORE} {ours_rate:.2f}/s (ratio {ours_rate / base_rate:.2f}; target >= 0.5)", flush=True)
+            after = chaos_rate(BASELINE, args.scenarios, root / "chaos-indexed-after")
+            ratio = ours_rate / ((before + after) / 2)
+            print(f"eos-harness chaos --scenarios {args.scenarios} --seed 7: {BASELINE} {before:.2f} and {after:.2f} "
+                  f"scenarios/s, {STORE} {ours_rate:.2f}/s (ratio {ratio:.2f} to their mean; target >= 0.5: "
+                  f"{'met' if ratio >= 0.5 else 'not met'})", flush=True)
         if args.window_examples:
             before = verify_seconds(WINDOW_BASELINE, args.window_examples, root)
             kafka_s = {store: verify_seconds(store, args.window_examples, root, WINDOW_FINDINGS) for store in WINDOW_STORES}
