@@ -152,6 +152,19 @@ def build(spark, pipeline: str, source):
     raise ValueError(f"unknown pipeline {pipeline!r}; known: {', '.join(PIPELINES)}")
 
 
+def mark_sink_step(folder: Path, batch_id: int, text: str = "", hold: bool = False) -> None:
+    """A ``foreachBatch`` sink is done with ``batch_id``: its marker ``folder/<batch_id>`` is renamed into place
+    (the sink's step the harness's watcher kills after). ``hold`` (a run killed at ``sink@N``, this batch): then
+    wait up to :data:`HOLD_AFTER_SINK_S` for the kill, so that it lands between the sink and ``commits/N`` on a
+    loaded machine too (the watcher's SIGKILL otherwise races Spark writing ``commits/N``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{batch_id}.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, folder / str(batch_id))
+    if hold:
+        time.sleep(HOLD_AFTER_SINK_S)
+
+
 class StoreSink:
     """``foreachBatch`` into the ``rocksdb-indexed`` store, idempotent by batch id.
 
@@ -164,9 +177,8 @@ class StoreSink:
     the query (``STATE_STORE_COMMIT_VALIDATION_FAILED``) when a ``foreachBatch`` returns without
     computing every partition; so a skipped batch is still computed (a ``noop`` write).
     ``consume_skipped=False`` is the naive sink that just returns (the ``foreach-return-early`` sink).
-    ``hold_after=N`` (a run killed at ``sink@N``): after the marker of batch N it waits up to
-    :data:`HOLD_AFTER_SINK_S` for the kill, so the kill lands between the sink and ``commits/N`` on a loaded
-    machine too (the watcher's SIGKILL otherwise races Spark writing ``commits/N``).
+    ``hold_after=N`` (a run killed at ``sink@N``): after the marker of batch N it waits for the kill
+    (:func:`mark_sink_step`).
     """
 
     def __init__(self, directory: str, check_committed: bool = True, consume_skipped: bool = True,
@@ -197,12 +209,7 @@ class StoreSink:
             self.store.put(b"out/%08d/%s" % (batch_id, json.dumps(list(row)).encode()), b"1")
         self.store.put(applied_key, str(applied).encode())
         self.store.commit({self.tp: batch_id})
-        marker = self.directory / "_batches" / str(batch_id)
-        tmp = marker.with_name(f".{batch_id}.tmp")
-        tmp.write_text(str(len(rows)))
-        os.replace(tmp, marker)
-        if batch_id == self.hold_after:  # killed at sink@N: wait here for the kill (the watcher saw the marker)
-            time.sleep(HOLD_AFTER_SINK_S)
+        mark_sink_step(self.directory / "_batches", batch_id, str(len(rows)), hold=batch_id == self.hold_after)
 
     def close(self) -> None:
         self.store.close()

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
-import time
 from pathlib import Path
 
 FILE_SINKS = ("parquet", "json", "csv", "orc", "text", "avro")
@@ -44,8 +42,9 @@ def load(ref: str, python_path: list[str]):
 
 def _wrap_writer(marks: Path, seen: dict, hold_after: int | None = None) -> None:
     """Record the sink the user's writer names, and mark each batch a ``foreachBatch`` function returned from;
-    after the marker of batch ``hold_after`` wait up to :data:`~eos_harness.spark.pipelines.HOLD_AFTER_SINK_S`
-    for the watcher's kill (the user's function has returned: Spark would write ``commits/N`` next)."""
+    after the marker of batch ``hold_after`` wait for the watcher's kill (the user's function has returned:
+    Spark would write ``commits/N`` next; :func:`~eos_harness.spark.pipelines.mark_sink_step`)."""
+    from eos_harness.spark.pipelines import mark_sink_step
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     original_format, original_foreach_batch = DataStreamWriter.format, DataStreamWriter.foreachBatch
@@ -60,15 +59,7 @@ def _wrap_writer(marks: Path, seen: dict, hold_after: int | None = None) -> None
 
         def marked(frame, batch_id: int) -> None:
             func(frame, batch_id)
-            folder = marks / "_batches"
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f".{batch_id}.tmp"
-            tmp.write_text("")
-            os.replace(tmp, folder / str(batch_id))
-            if batch_id == hold_after:
-                from eos_harness.spark.pipelines import HOLD_AFTER_SINK_S
-
-                time.sleep(HOLD_AFTER_SINK_S)
+            mark_sink_step(marks / "_batches", batch_id, hold=batch_id == hold_after)
 
         return original_foreach_batch(self, marked)
 

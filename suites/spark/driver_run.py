@@ -72,7 +72,11 @@ def run_driver(config: dict, run_dir: Path, name: str, roots: dict[str, Path], t
                clock_zero: float, watch: bool = True) -> DriverRun:
     """Run the driver of ``config`` once (process ``name`` in ``run_dir``), watching ``roots`` (label: folder)
     with ``target`` to kill it at (None: a run to the end, watched only when ``watch``); times are seconds
-    since ``clock_zero`` (monotonic)."""
+    since ``clock_zero`` (monotonic). Killed at ``sink@N``, a ``foreachBatch`` sink (the harness's, or the
+    wrapper around a user's) holds after its marker of batch N for the kill (``config["hold_after_sink"]``), so
+    that the kill lands after the sink and before ``commits/N`` however loaded the machine is."""
+    if target is not None and target.kind == "sink":
+        config = {**config, "hold_after_sink": target.number}
     committed_before = committed_batches(final_files(roots)["checkpoint"])
     watcher_cm = FileWatcher(roots, target, clock_zero=clock_zero) if watch or target else _NoWatcher()
     with watcher_cm as watcher, PipelineProcess(config, run_dir, name, to_the_end=target is None) as process:

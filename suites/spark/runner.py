@@ -180,10 +180,6 @@ def _run_all(scenario: SparkScenario, run_dir: Path, roots: dict[str, Path], his
         if kafka_config is not None:
             config["kafka"] = kafka_config
             config["jars"] = kafka_jars()
-        if target is not None and target.kind == "sink":
-            # the harness's own foreachBatch sink waits after its marker of that batch for the watcher's kill, so
-            # that the kill lands after the sink and before commits/N however loaded the machine is
-            config["hold_after_sink"] = target.number
         run = {"run": number, "target": str(target) if target else None}
         if number >= len(scenario.schedule) + 1:
             run["recovery"] = True  # restarted after Spark failed, not after a kill

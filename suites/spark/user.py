@@ -699,10 +699,6 @@ def _run_all(scenario: UserScenario, run_dir: Path, roots: dict[str, Path],
     for number, target in enumerate(targets):
         name = f"run-{number}"
         config = _config(scenario, run_dir, name, read_output=target is None)
-        if target is not None and target.kind == "sink":
-            # a foreachBatch's wrapper waits after its marker of that batch for the watcher's kill (as the harness's
-            # own sink does): the kill lands after the user's function returned and before commits/N under load too
-            config["hold_after_sink"] = target.number
         run: dict = {"run": number, "target": str(target) if target else None}
         driver = run_driver(config, run_dir, name, roots, target, started)
         proc = driver.process
