@@ -20,9 +20,11 @@ from eos_harness.campaign import UNTIL_FAILURE, error_lines, points_hit
 from eos_harness.commands import command_line
 from eos_harness.verdict import ERROR, FAIL, exit_code
 
-__all__ = ["Tally", "campaign_exit_code", "campaign_repro", "summarize"]
+__all__ = ["NOT_EXERCISED", "Tally", "campaign_exit_code", "campaign_repro", "summarize", "waived_lines"]
 
 Judge = Callable[[dict], str]  # a result -> its verdict (Spark's judges at-least-once duplicates under --strict)
+NOT_EXERCISED = "not exercised"  # the status of a mutant every check naming its mistake was allowed (not judged)
+REPEATED = frozenset({"allow"})  # kept options given once per value (``--allow A --allow B``), not comma-joined
 
 
 def _recorded(result: dict) -> str:
@@ -55,10 +57,19 @@ class Tally:
     first_catch: int | None = None  # how many of its scenarios ran, in plan order, up to its first failure
     exercised: Counter = field(default_factory=Counter)  # check -> scenarios that met its condition
     not_applicable: dict[str, str] = field(default_factory=dict)  # check -> why it cannot fire on the subject
+    allowed: tuple[str, ...] = ()  # the checks the campaign waived (``--allow``)
+    waived: Counter = field(default_factory=Counter)  # allowed check -> times it fired (waived)
+    waived_in: Counter = field(default_factory=Counter)  # allowed check -> scenarios it fired in
+    # a mutant every check that names its mistake was allowed: why no scenario could catch it (not judged)
+    allowed_out: str | None = None
 
     def add(self, result: dict, verdict: str) -> None:
         self.total += 1
         self.exercised.update(result.get("exercised", []))
+        for check, times in (result.get("waived") or {}).items():
+            if times:
+                self.waived[check] += times
+                self.waived_in[check] += 1
         self.not_applicable.update(not_applicable_checks(result.get("not_applicable")))
         if verdict == ERROR:
             self.errors += 1
@@ -79,13 +90,18 @@ class Tally:
     @property
     def unexpected(self) -> bool:
         """Judged only over the scenarios that ran to their end: a subject whose every scenario ended in
-        ``error`` was not tested (the campaign exits 3, not 1)."""
+        ``error`` was not tested (the campaign exits 3, not 1); a mutant whose checks were all allowed is
+        not judged (no scenario could catch it)."""
+        if self.expected_fail and self.allowed_out:
+            return False
         return self.total > self.errors and (not self.caught if self.expected_fail else self.failed > 0)
 
     @property
     def status(self) -> str:
         if not self.total:
             return "not run"
+        if self.expected_fail and self.allowed_out:
+            return NOT_EXERCISED
         if self.expected_fail:
             if self.caught:
                 return "caught"
@@ -104,25 +120,50 @@ class Tally:
                     "not_exercised": [c for c in applying if self.total and not self.exercised[c]],
                     "not_applicable": not_applicable} if checks else {}
         caught_by = self.caught_by if not isinstance(self.caught_by, tuple) else " or ".join(self.caught_by)
+        waived = {"waived": {c: self.waived[c] for c in self.allowed if self.waived[c]},
+                  "waived_scenarios": {c: self.waived_in[c] for c in self.allowed if self.waived_in[c]}} \
+            if self.allowed else {}
         return {"expected": "fail" if self.expected_fail else "pass", "caught_by": caught_by,
                 "scenarios": self.total, "failed": self.failed, "caught_by_its_check": self.caught_by_its_check,
-                "errors": self.errors, "status": self.status, "checks": self.checks, **coverage,
+                "errors": self.errors, "status": self.status, "checks": self.checks, **coverage, **waived,
+                **({"not_exercised_why": self.allowed_out} if self.expected_fail and self.allowed_out else {}),
                 **({"scenarios_to_first_catch": self.first_catch} if self.expected_fail else {})}
+
+
+def _allowing(caught_by: str | tuple[str, ...] | None, allowed: tuple[str, ...]) -> tuple[object, str | None]:
+    """A mutant's ``caught_by`` with the ``allowed`` checks left out, and, when every check that names its
+    mistake was allowed, why it is not judged (None when some check may still catch it)."""
+    named = (caught_by,) if isinstance(caught_by, str) else tuple(caught_by or ())
+    left = tuple(c for c in named if c not in allowed)
+    if not named or left == named:
+        return caught_by, None
+    if left:
+        return (left[0] if len(left) == 1 else left), None
+    return caught_by, (f"its check{'s' if len(named) > 1 else ''} {' and '.join(named)} "
+                       f"{'were' if len(named) > 1 else 'was'} allowed (--allow), so no scenario of this campaign "
+                       "could catch it: not exercised, not judged")
 
 
 def summarize(results: list[dict], subjects: Iterable[str], subject: str, tallies_key: str,
               expected_to_fail: Callable[[str], bool],
               caught_by: Callable[[str], str | tuple[str, ...] | None] = lambda s: None,
               judge: Judge = _recorded, checks: Iterable[str] = (),
-              not_applicable: Mapping[str, Mapping[str, str]] | None = None) -> dict:
+              not_applicable: Mapping[str, Mapping[str, str]] | None = None, allowed: Iterable[str] = ()) -> dict:
     """A campaign's ``summary``: counts, the crash points hit, the faults that could not be injected,
     the scenarios that could not be run to their end (``errors``: a line each, with its replay), the
     tally of each of ``subjects`` (under ``tallies_key``; ``subject``: the results' field naming it;
     with the suite's ``checks``, the scenarios whose result lists each in its ``exercised``), the
     ``unexpected`` subjects and those ``not_run``; ``not_applicable``: per subject, the checks that cannot
-    fire on it, with why (what it declares), besides those its scenarios' results name)."""
-    tallies = {s: Tally(s, expected_to_fail(s), caught_by(s) if expected_to_fail(s) else None,
-                        not_applicable=dict((not_applicable or {}).get(s, {}))) for s in subjects}
+    fire on it, with why (what it declares), besides those its scenarios' results name). ``allowed``: the
+    checks the campaign waived (``--allow``): their totals (``waived``: times each fired; ``waived_scenarios``:
+    scenarios it fired in), and a mutant every check naming its mistake was allowed is not exercised (not
+    judged: ``not_exercised``, subject -> why)."""
+    allowed = tuple(allowed)
+    tallies = {}
+    for s in subjects:
+        named, out = _allowing(caught_by(s), allowed) if expected_to_fail(s) else (None, None)
+        tallies[s] = Tally(s, expected_to_fail(s), named, not_applicable=dict((not_applicable or {}).get(s, {})),
+                           allowed=allowed, allowed_out=out)
     checks = list(checks)
     fault_errors: list[str] = []
     verdicts = [judge(r) for r in results]
@@ -138,7 +179,19 @@ def summarize(results: list[dict], subjects: Iterable[str], subject: str, tallie
         tallies_key: {s: t.to_json(checks) for s, t in tallies.items()},
         "unexpected": sorted(s for s, t in tallies.items() if t.unexpected),
         "not_run": sorted(s for s, t in tallies.items() if not t.total),  # not reached: not judged
+        **(_waived_totals(tallies.values(), allowed) if allowed else {}),
     }
+
+
+def _waived_totals(tallies: Iterable[Tally], allowed: tuple[str, ...]) -> dict:
+    """What a campaign with ``--allow`` waived, in total: the checks allowed, the times each fired and the
+    scenarios it fired in, and the mutants not exercised because their checks were allowed."""
+    tallies = list(tallies)
+    times = {c: sum(t.waived[c] for t in tallies) for c in allowed}
+    scenarios = {c: sum(t.waived_in[c] for t in tallies) for c in allowed}
+    return {"allowed": list(allowed), "waived": {c: n for c, n in times.items() if n},
+            "waived_scenarios": {c: n for c, n in scenarios.items() if n},
+            "not_exercised": {t.subject: t.allowed_out for t in tallies if t.expected_fail and t.allowed_out and t.total}}
 
 
 def campaign_exit_code(campaign: dict, tallies_key: str, judge: Judge = _recorded) -> int:
@@ -166,5 +219,21 @@ def campaign_repro(state: dict, options: tuple[str, ...]) -> str:
         if value is None or value is False or value == []:
             continue
         flag = "--" + name.replace("_", "-")
+        if name in REPEATED:
+            words += [word for item in value for word in (flag, item)]
+            continue
         words += [flag] if value is True else [flag, ",".join(map(str, value)) if isinstance(value, list) else value]
     return command_line(*words)
+
+
+def waived_lines(summary: dict) -> list[str]:
+    """What a campaign with ``--allow`` waived, in total, and the mutants it left not exercised, a line each (the
+    terminal and the report say the same)."""
+    lines = []
+    for check in summary.get("allowed", []):
+        times, scenarios = summary["waived"].get(check, 0), summary["waived_scenarios"].get(check, 0)
+        lines.append(f"waived: {check} (--allow; fired {times} time{'s' if times != 1 else ''} in {scenarios} of "
+                     f"{summary['total']} scenarios)")
+    for subject, why in summary.get("not_exercised", {}).items():
+        lines.append(f"not exercised: {subject}: {why}")
+    return lines

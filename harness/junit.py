@@ -108,15 +108,20 @@ def check_cases(classname: str, checks: Iterable[str], scenarios: Sequence[Scena
                 expected_to_fail: bool = False, unit: str = "scenario", coverage: Mapping | None = None) -> list[Case]:
     """A case per check (``checks`` first, in their order, then any other check that fired): passed
     when no scenario broke it, else failed (``expected-failure`` for a store expected to fail) with
-    the first violation and its replay command in the message. With the run's ``coverage``
+    the first violation and its replay command in the message; a check ``--allow`` waived (the coverage's
+    ``waived``: check -> what was waived) is skipped, never passed. With the run's ``coverage``
     (:func:`eos_harness.verdict.check_coverage`), a check no case exercised is skipped, never passed,
     with its condition; one that does not apply to the store, skipped with why."""
     names = list(dict.fromkeys([*checks, *(v.get("check") for s in scenarios for v in s.violations)]))
     unexercised = dict((coverage or {}).get("not_exercised", {}))
     not_applicable = dict((coverage or {}).get("not_applicable", {}))
+    waived = dict((coverage or {}).get("waived", {}))  # check -> what --allow waived of it (never passed)
     cases = []
     for check in names:
         broke = [s for s in scenarios if any(v.get("check") == check for v in s.violations)]
+        if not broke and check in waived:
+            cases.append(Case(check, classname, SKIPPED, f"waived: {waived[check]}"))
+            continue
         if not broke and check in not_applicable:
             cases.append(Case(check, classname, SKIPPED, f"not applicable: {not_applicable[check]}"))
             continue
@@ -155,11 +160,21 @@ def result_scenario(result: dict, label: str) -> Scenario:
     return Scenario(label, result["repro"], result["violations"], "; ".join(problems) or None)
 
 
+def _waived(campaign: dict, tally: dict) -> dict[str, str]:
+    """The checks a campaign's ``--allow`` waived, each with how often it fired in a subject's scenarios."""
+    fired, scenarios = tally.get("waived", {}), tally.get("waived_scenarios", {})
+    return {check: f"--allow {check}: fired {fired.get(check, 0)} time(s) in {scenarios.get(check, 0)} of "
+                   f"{tally['scenarios']} scenario(s); not judged" for check in campaign.get("allow") or ()}
+
+
 def _caught_case(classname: str, name: str, tally: dict, cut_short: bool) -> Case:
     """The testcase ``caught`` of a subject expected to fail: passed when its tally's status is
-    ``caught``; skipped when it was not judged; else failed (a hole in the harness)."""
+    ``caught``; skipped when it was not judged (its checks allowed, every scenario an error, the campaign
+    stopped first); else failed (a hole in the harness)."""
     if tally["status"] == "caught":
         return Case("caught", classname)
+    if tally.get("not_exercised_why"):
+        return Case("caught", classname, SKIPPED, f"{name}: not exercised: {tally['not_exercised_why']}")
     if tally["failed"] and tally.get("caught_by"):
         return Case("caught", classname, FAILED,
                     f"{name} failed {tally['failed']} scenario(s), but never {tally['caught_by']}, the check that "
@@ -195,7 +210,7 @@ def tally_suites(campaign: dict, checks: Iterable[str], subject: str, tallies: d
         # a check no scenario of this subject exercised is skipped with its condition, never passed
         meanings = checks if isinstance(checks, Mapping) else {}
         coverage = {"not_exercised": {c: f"the condition of: {meanings[c]}" if c in meanings else "its condition" for c in tally.get("not_exercised", [])},
-                    "not_applicable": tally.get("not_applicable", {})}
+                    "not_applicable": tally.get("not_applicable", {}), "waived": _waived(campaign, tally)}
         cases = check_cases(classname, checks, scenarios, len(results), expected_to_fail=expected_fail,
                             coverage=coverage)
         cases.append(completed_case(classname, scenarios, len(results)))

@@ -87,7 +87,7 @@ RESULT_REQUIRED = ("verdict", "violations")
 OPTION_TYPES: dict[str, Check] = {
     "suite": TEXT,
     "seed": INT,
-    "stores": TEXTS, "workloads": TEXTS, "systems": TEXTS, "sinks": TEXTS,
+    "stores": TEXTS, "workloads": TEXTS, "systems": TEXTS, "sinks": TEXTS, "allow": TEXTS,
     "minutes": ("a positive number or null", _or_none(lambda value: _is_number(value) and value > 0)),
     "scenarios": ("a positive integer or null", _or_none(lambda value: _is_int(value) and value > 0)),
     "broker": ("a string or null", _or_none(_is_str)),

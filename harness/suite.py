@@ -31,6 +31,10 @@ The contract every suite keeps, so that a campaign is written once (:mod:`eos_ha
   ``campaign_fields(campaign)``, what the campaign JSON says besides, from its scenarios (per-store
   metrics; Spark's matrix size); ``CHILDREN_LOG`` (the file in the run directory that the processes its
   scenarios start write to) and ``FATAL`` (exceptions that mean the campaign's input is wrong).
+- a suite with ``allowable_name`` (a store suite: its runs are ``verify``'s, whose replays take ``--allow``):
+  ``chaos --allow CHECK`` puts the checks under the option ``allow`` (a list, only when given), its plan runs
+  each scenario with them and its runner waives them: its result names them (``allowed``) and how often each
+  fired (``waived``), its ``repro`` carries ``--allow``.
 - optionally ``suites/<package>/junit.py``: ``campaign_suites(campaign)``, its campaign as JUnit testsuites
   when a testsuite per subject (:func:`eos_harness.junit.tally_suites`) is not what it reports.
 
@@ -84,6 +88,9 @@ class Suite:
     runs_on: str  # what a user points it at
     package: str  # eos_harness.suites.<package>
     checks_name: str = "CHECKS"  # the checks' table in its checks module (name -> meaning)
+    # the table (in its checks module) of the checks ``chaos --allow`` may waive, as ``verify --allow`` does: a
+    # difference a user knows about; None: its campaign has no ``--allow`` (its replays could not waive them)
+    allowable_name: str | None = None
     run: str | None = None  # "module:attribute" of the click command that runs one scenario (or the suite)
     chaos: str | None = None  # … that runs a campaign; None: the suite has none
     subject: str | None = None  # the field of a result naming what it ran (``store``, ``system``, ``sink``)
@@ -126,6 +133,13 @@ class Suite:
         module = importlib.import_module(f"eos_harness.suites.{self.package}.checks")
         return dict(getattr(module, self.checks_name))
 
+    def allowable(self) -> tuple[str, ...]:
+        """The checks ``chaos --allow`` may waive on this suite (empty: it has no ``--allow``)."""
+        if self.allowable_name is None:
+            return ()
+        module = importlib.import_module(f"eos_harness.suites.{self.package}.checks")
+        return tuple(getattr(module, self.allowable_name))
+
     def command(self, which: str):
         """The suite's ``run`` or ``chaos`` click command; None when it has none."""
         found = self.function(self.run if which == "run" else self.chaos)
@@ -150,7 +164,8 @@ class Suite:
         return {"name": self.name, "title": self.title, "runs_on": self.runs_on,
                 "package": f"eos_harness.suites.{self.package}", "subject": self.subject,
                 "commands": {"run": self.run is not None, "chaos": self.chaos is not None},
-                "engines": self.engines, "pytest_entry": self.pytest_entry, "checks": self.checks()}
+                "engines": self.engines, "pytest_entry": self.pytest_entry, "checks": self.checks(),
+                "allowable": list(self.allowable())}
 
 
 _FACES = "eos_harness.faces"
@@ -182,14 +197,15 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("conformance", "store conformance (KIP-844/KIP-892)", "a key-value store (a built-in name or "
           "module:function)", "conformance", run=f"{_FACES}.cli:verify_command", chaos=GENERIC_CHAOS,
           subject="store", tallies="stores", pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT),
-          forks_children=True, anywhere=True),
+          forks_children=True, anywhere=True, allowable_name="ALLOWABLE"),
     Suite("offsets", "offsets in the store (KIP-892/KIP-1035)", "a key-value store that manages its offsets (run "
           "by verify beside conformance)", "offsets", checks_name="PROMISES", run=f"{_FACES}.cli:verify_command",
           chaos=GENERIC_CHAOS, subject="store", tallies="stores", pytest_entry=True, options=(_STORE_TIMEOUT,),
-          forks_children=True, anywhere=True),
+          forks_children=True, anywhere=True, allowable_name="PROMISES"),
     Suite("windows", "window store (KIP-428)", "a window store (a built-in window store or module:function)",
           "windows", run=f"{_FACES}.cli:verify_command", chaos=GENERIC_CHAOS, subject="store", tallies="stores",
-          pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT), forks_children=True, anywhere=True),
+          pytest_entry=True, options=(_EXAMPLES, _STEPS, _STORE_TIMEOUT), forks_children=True, anywhere=True,
+          allowable_name="WAIVABLE"),
     Suite("metadata", "metadata transactions (KIP-868)", "a metadata system: the controller and its readers over "
           "a metadata log (embedded or Kafka), or a mutant", "metadata",
           run=f"{_FACES}.metadata:metadata_run_command", chaos=GENERIC_CHAOS,

@@ -48,16 +48,18 @@ def defaults(entry: Suite) -> dict:
 
 
 def summarize(entry: Suite, results: list[dict], subjects: Iterable[str],
-              not_applicable: Mapping[str, Mapping[str, str]] | None = None) -> dict:
+              not_applicable: Mapping[str, Mapping[str, str]] | None = None, allowed: Iterable[str] = ()) -> dict:
     """The campaign's ``summary`` (:func:`eos_harness.campaign_summary.summarize`): a tally per subject, each
     result judged as the suite judges it; a mutant caught only by one of the checks its plan names; with the
     scenarios that met each check's condition when the suite's results say (``coverage``), and per subject
-    the checks that cannot fire on it (``not_applicable``)."""
+    the checks that cannot fire on it (``not_applicable``); ``allowed``: the checks waived (``--allow``), whose
+    totals it names (a mutant caught only by them is not exercised, not judged)."""
     expected = entry.part("plan").expected
     return campaign_summary.summarize(results, subjects, entry.subject, entry.tallies,
                                       lambda subject: expected(subject)[0],
                                       lambda subject: tuple(expected(subject)[1]) or None, judge=judge_of(entry),
-                                      checks=entry.checks() if entry.coverage else (), not_applicable=not_applicable)
+                                      checks=entry.checks() if entry.coverage else (), not_applicable=not_applicable,
+                                      allowed=allowed)
 
 
 def exit_code(entry: Suite, campaign: dict) -> int:
@@ -138,10 +140,12 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
     stopped = run.stop_json or ({"why": UNTIL_FAILURE, "message": stopped_before} if stopped_before else None)
     kept.end(stopped=stopped is not None)
     results = found.results + kept.results(run)
-    plan_options = ("seed", entry.tallies, *(o.name for o in entry.options if o.replay), "minutes", "scenarios")
+    plan_options = ("seed", entry.tallies, *(o.name for o in entry.options if o.replay), "allow", "minutes",
+                    "scenarios")
     campaign = {"suite": entry.name, "seed": seed, "subject": entry.subject, **options,
                 "minutes": minutes, "repro": campaign_summary.campaign_repro(kept.state, plan_options),
-                "scenarios": results, "summary": summarize(entry, results, subjects, found.not_applicable),
+                "scenarios": results, "summary": summarize(entry, results, subjects, found.not_applicable,
+                                                           options.get("allow") or ()),
                 "seconds": round(kept.seconds, 1), **({"log": str(log)} if log is not None else {}), **found.fields}
     if found.left_out:
         campaign["left_out"] = found.left_out

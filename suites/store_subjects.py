@@ -48,7 +48,8 @@ class StoreSubjects:
 @dataclass(frozen=True)
 class StoreRun:
     """One scenario of a store suite's campaign: the suite run once on ``store`` from ``seed`` (``examples``
-    and ``steps``: its state machine's; ``name``: the one scenario of the suite it runs, if it has several)."""
+    and ``steps``: its state machine's; ``name``: the one scenario of the suite it runs, if it has several;
+    ``allow``: the checks it waives)."""
 
     store: str
     seed: int
@@ -56,6 +57,7 @@ class StoreRun:
     steps: int = 0
     store_timeout: float | None = None
     name: str = ""
+    allow: tuple[str, ...] = ()  # the checks waived (``chaos --allow``), as ``verify --allow`` waives them
 
 
 def store_runs(seed: int, options: Mapping, names: Sequence[str] = ("",)) -> Iterator[StoreRun]:
@@ -63,4 +65,4 @@ def store_runs(seed: int, options: Mapping, names: Sequence[str] = ("",)) -> Ite
     from ``seed`` (and the next of ``names`` on each pass), with the options that decide each run."""
     for store, name, drawn in in_turn(seed, options["stores"], names):
         yield StoreRun(store, drawn, options.get("examples", 0), options.get("steps", 0),
-                       options.get("store_timeout"), name)
+                       options.get("store_timeout"), name, tuple(options.get("allow") or ()))

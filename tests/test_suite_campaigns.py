@@ -50,6 +50,45 @@ def test_a_store_suites_campaign_passes_its_store_and_catches_its_mutant(cli, tm
     assert caught is not None and len(caught) == 0  # passed: the mutant was caught
     report = cli.invoke("report", tmp_path / "run")  # from the run's files: no history to draw, none missing
     assert report.returncode == 0 and "No unexpected result" in report.stdout, report.stdout
+    # without --allow nothing is waived, and no replay waives anything
+    assert "allowed" not in campaign["summary"] and "waived" not in tallies[mutant]
+    assert "--allow" not in campaign["repro"] + "".join(r["repro"] for r in campaign["scenarios"])
+
+
+def test_a_campaign_that_allows_a_known_difference_passes_and_says_what_it_waived(cli, tmp_path):
+    """``chaos --allow CHECK`` as ``verify --allow``: a campaign of a mutant caught by one check, that check
+    allowed. The mutant whose mistake only that check names, is not exercised (neither caught nor
+    a hole in the harness: its JUnit testcase ``caught`` skipped with why); the summary, the terminal and the
+    report say what was waived and how often; every replay carries --allow and a scenario's replay waives the
+    same. A check the suite cannot waive is a usage error before anything runs."""
+    mutant = "mutant-read-committed-range-sees-overlay"  # caught by read_committed_isolation alone
+    campaign, junit = _campaign(cli, tmp_path, "conformance", "--stores", mutant, "--scenarios", "1",
+                                "--examples", "1", "--steps", "5", "--allow", "read_committed_isolation")
+    summary = campaign["summary"]
+    tally = summary["stores"][mutant]
+    assert tally["status"] == "not exercised" and "read_committed_isolation was allowed" in tally["not_exercised_why"]
+    assert tally["failed"] == 0 and tally["checks"] == {}  # its only violations were waived: its scenario passed
+    assert summary["allowed"] == ["read_committed_isolation"] and summary["waived"]["read_committed_isolation"] > 0
+    assert summary["waived_scenarios"] == {"read_committed_isolation": 1} and list(summary["not_exercised"]) == [mutant]
+    assert "--allow read_committed_isolation" in campaign["repro"]
+    mutants = campaign["scenarios"]
+    assert mutants[0]["repro"].endswith(" --allow read_committed_isolation")
+    assert mutants[0]["waived"]["read_committed_isolation"] == summary["waived"]["read_committed_isolation"]
+    caught = junit.find(f"./testsuite[@name='{mutant}']/testcase[@name='caught']/skipped")
+    assert caught is not None and "read_committed_isolation was allowed" in caught.get("message")
+    waived = junit.find(f"./testsuite[@name='{mutant}']/testcase[@name='read_committed_isolation']/skipped")
+    assert waived is not None and waived.get("message").startswith("waived: --allow read_committed_isolation")
+    report = cli.invoke("report", tmp_path / "run")
+    assert report.returncode == 0 and "waived: read_committed_isolation (--allow; fired" in \
+        (tmp_path / "run" / "report.html").read_text()
+    replay = cli(*mutants[0]["repro"].split()[1:])  # the scenario again: the same verdict, the same check waived
+    assert mutants[0]["verdict"] == "pass" and replay.returncode == 0, replay.stdout + replay.stderr
+    assert f"waived: read_committed_isolation (--allow; fired {mutants[0]['waived']['read_committed_isolation']} " \
+           "times)" in replay.stdout
+    wrong = cli.invoke("chaos", "--suite", "conformance", "--stores", "memory", "--allow", "store_hang", "--out",
+                       tmp_path / "no")
+    assert wrong.returncode == 2 and "seed:" not in wrong.stdout and not (tmp_path / "no").exists()
+    assert "store's own calls" in wrong.stderr and "read_committed_isolation, read_your_own_writes" in wrong.stderr
 
 
 def test_a_campaign_stopped_at_its_first_failure_is_resumed_with_its_plan(cli, tmp_path):
@@ -63,6 +102,9 @@ def test_a_campaign_stopped_at_its_first_failure_is_resumed_with_its_plan(cli, t
     assert f"eos-harness chaos --suite offsets --resume {out}" in first.stdout
     refused = cli("chaos", "--suite", "offsets", "--resume", out, "--stores", "memory")
     assert refused.returncode == 2 and "--stores" in refused.stderr
+    refused = cli("chaos", "--suite", "offsets", "--resume", out, "--allow", "partition_offset_survives_reopen")
+    assert refused.returncode == 2 and "started with no --allow, this command gives --allow partition_offset_" \
+        "survives_reopen" in refused.stderr
     resumed = cli("chaos", "--suite", "offsets", "--resume", out, "--no-report")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     again = json.loads((out / "chaos.json").read_text())

@@ -18,6 +18,12 @@ def test_suites_lists_every_suite_of_the_registry_with_its_checks_and_its_comman
         chaos = cli.invoke("chaos", "--suite", row["name"], "--help")  # every suite has a campaign
         assert row["commands"]["chaos"] and chaos.returncode == 0, (row["name"], chaos.stdout)
         assert "--resume" in chaos.stdout and "--until-failure" in chaos.stdout and "--junit" in chaos.stdout
+        # chaos --allow on the store suites, whose replays (verify) waive what it waived; never a guard check
+        assert ("--allow CHECK" in chaos.stdout) == bool(row["allowable"]), row["name"]
+        assert not {"store_hang", "store_raised", "store_return_type", "store_error"} & set(row["allowable"])
+    allowing = {row["name"]: row["allowable"] for row in listed if row["allowable"]}
+    assert sorted(allowing) == ["conformance", "offsets", "windows"]
+    assert "read_committed_isolation" in allowing["conformance"] and "read_committed_isolation" in allowing["windows"]
     text = cli.invoke("suites").stdout
     assert all(f"{name}:" in text for name in SUITES) and "no_partial_publish" in text
     assert "engines: local (" in text

@@ -63,6 +63,7 @@ def chaos_command_for(entry: Suite) -> click.Command:
                 until_failure, resume_dir, no_report, engine_name, master, **given) -> None:
         for extra in entry.extras:
             require_extra(extra, f"--suite {entry.name}")
+        allow = tuple(dict.fromkeys(given.pop("allow", ())))
         values = {o.name: _value(o, given[o.name]) for o in own}
         if resume_dir is not None:
             state = toolkit.resumed_state(ctx, resume_dir, entry.name,
@@ -83,6 +84,9 @@ def chaos_command_for(entry: Suite) -> click.Command:
             master = toolkit.given_or_kept(ctx, state, "master", master) if engine_name == "spark" else master
             until_failure = until_failure or state.get("until_failure", False)
             json_path, junit_path = json_path or state.get("json"), junit_path or state.get("junit")
+            allow = _resumed_allow(ctx, entry, resume_dir, state, allow)
+        if allow:  # kept only when given: a campaign without --allow keeps (and digests) what it always did
+            values["allow"] = list(allow)
         for option in entry.options:
             if option.kind == "broker":  # a broker that must be Kafka is the suite's: its extras say so
                 toolkit.require_kafka_extra(parse(values[option.name]))
@@ -118,10 +122,67 @@ def chaos_command_for(entry: Suite) -> click.Command:
                                        **({"minutes": "Stop starting scenarios after this long (default: none).",
                                            "scenarios": "Run this many scenarios (default: the whole plan)."}
                                           if whole else {}))(command)
+    if entry.allowable():
+        command = click.option("--allow", "allow", multiple=True, metavar="CHECK", callback=_check_allow(entry),
+                               help=allow_help(entry))(command)
     command = click.option("--master", default=None, metavar="URL", help=MASTER_HELP)(command)
     command = click.option("--engine", "engine_name", type=click.Choice(ENGINES), default="local", show_default=True,
                            help=ENGINE_HELP)(command)
     return click.command("chaos")(command)
+
+
+def allow_help(entry: Suite) -> str:
+    """The help of ``chaos --allow`` on ``entry``'s campaign."""
+    return ("Waive CHECK, a difference you know about (repeatable), as verify --allow does: each scenario's result "
+            "names the checks it waived and how often each fired, the campaign's summary their totals, and every "
+            "replay carries --allow. A mutant whose every check is allowed is not exercised (not judged). The checks "
+            f"the {entry.name} suite can allow: {', '.join(entry.allowable())}.")
+
+
+def _check_allow(entry: Suite):
+    """``--allow``'s callback: a check the suite cannot waive is a usage error, before anything runs."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+        allowable = entry.allowable()
+        for name in value:
+            if name not in allowable:
+                raise click.BadParameter(f"{name!r} is not a check the {entry.name} suite can allow"
+                                         f"{_why_not(entry, name)}; the checks it can allow: {', '.join(allowable)}",
+                                         ctx, param)
+        return value
+
+    return check
+
+
+def _why_not(entry: Suite, name: str) -> str:
+    from eos_harness.suites.offsets.checks import GUARD_CHECKS
+
+    if name in GUARD_CHECKS:
+        return " (it is about the store's own calls: after one the store cannot be driven on, so it is never waived)"
+    if name in entry.checks():
+        return " (a finding of it ends the case it fires in)"
+    return f" (not a check of the {entry.name} suite)"
+
+
+def _resumed_allow(ctx: click.Context, entry: Suite, resume_dir: str, state: Mapping,
+                   given: tuple[str, ...]) -> tuple[str, ...]:
+    """The checks a resumed campaign waives: those it started with (its results were judged with them); a
+    usage error when ``--allow`` names others, or when what it kept is not what the suite can allow."""
+    from click.core import ParameterSource
+
+    kept = tuple(state.get("allow") or ())
+    unknown = [c for c in kept if c not in entry.allowable()]
+    if unknown:
+        raise click.UsageError(f"--resume {resume_dir}: its --allow {unknown[0]} is not a check the {entry.name} suite "
+                               "can allow; the campaign cannot be resumed as it started: start a new one")
+    if ctx.get_parameter_source("allow") is ParameterSource.COMMANDLINE and set(given) != set(kept):
+        def said(checks):
+            return " ".join(f"--allow {c}" for c in checks) if checks else "no --allow"
+
+        raise click.UsageError(f"--resume {resume_dir}: the campaign started with {said(kept)}, this command gives "
+                               f"{said(given)}: a resumed campaign waives the checks it started with (its results "
+                               "were judged with them); give the same --allow or none, or start a new campaign")
+    return kept
 
 
 def engine_of(entry: Suite, name: str, master: str | None, values: Mapping):
@@ -232,17 +293,23 @@ def _junit_suites(entry: Suite):
 
 
 def _show(entry: Suite, campaign: dict) -> None:
-    """The tallies, what the suite shows besides (its ``show``), the warnings, the subjects left out, the count."""
+    """The tallies, what the suite shows besides (its ``show``), the warnings, what ``--allow`` waived, the subjects
+    left out, the count."""
+    from eos_harness import campaign_summary
+
     console.print(toolkit.tallies_table(campaign))
     show = entry.function(entry.show)
     if show is not None:
         show(campaign)
     for warning in campaign.get("warnings", []):
         console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
+    summary, seconds = campaign["summary"], campaign["seconds"]
+    for line in campaign_summary.waived_lines(summary):
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
     for subject, why in campaign.get("left_out", {}).items():
         console.print(f"left out: {subject}: {why}, so no scenario of this campaign could catch it",
                       soft_wrap=True, highlight=False, markup=False)
-    summary, seconds = campaign["summary"], campaign["seconds"]
     points = f"; crash points hit: {len(summary['points_hit'])}" if summary["points_hit"] else ""
     console.print(f"{summary['total']} scenarios in {seconds} s ({summary['total'] / max(seconds, 1e-9):.1f}/s)"
                   f"{points}", soft_wrap=True, highlight=False)
+

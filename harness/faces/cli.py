@@ -102,6 +102,8 @@ def suites_command(as_json: bool) -> None:
                    + ("; pytest --pyargs " + row["package"] if row["pytest_entry"] else ""))
         if row["commands"]["chaos"]:
             click.echo("  engines: " + "; ".join(f"{name} ({what})" for name, what in row["engines"].items()))
+        if row["allowable"]:
+            click.echo("  chaos --allow (and verify --allow) can waive: " + ", ".join(row["allowable"]))
         for check, meaning in row["checks"].items():
             click.echo(f"    {check:<34} {meaning}")
 

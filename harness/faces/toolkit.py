@@ -299,9 +299,10 @@ def tallies_table(campaign: dict):
     for subject, t in tallies.items():
         if not t["scenarios"]:
             continue
-        colour = "green" if t["status"] in ("ok", "caught") else "red"
+        colour = "green" if t["status"] in ("ok", "caught") else "yellow" if t["status"] == "not exercised" else "red"
         checks = ", ".join(f"{c}×{n}" for c, n in sorted(t["checks"].items(), key=lambda kv: -kv[1]))
-        caught = [f"{t['caught_by']}×{t['caught_by_its_check']}" if t.get("caught_by") else "-"] if named else []
+        caught = [f"{t['caught_by']} (allowed)" if t.get("not_exercised_why") else
+                  f"{t['caught_by']}×{t['caught_by_its_check']}" if t.get("caught_by") else "-"] if named else []
         table.add_row(subject, t["expected"], str(t["scenarios"]), str(t["failed"]), f"[{colour}]{t['status']}[/]",
                       *caught, checks)
     return table

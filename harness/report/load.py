@@ -16,6 +16,7 @@ them; they are checked against the scenarios list, and a disagreement is a probl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eos_harness.campaign_summary import waived_lines
 from eos_harness.records import (
     CAMPAIGN_TYPES,
     OPTION_TYPES,
@@ -155,6 +157,7 @@ class RunView:
     scenarios: list[ScenarioView] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)  # stores / repro commands whose result was unexpected
     not_run: list[str] = field(default_factory=list)
+    waived: list[str] = field(default_factory=list)  # what the campaign's --allow waived, a line each
     stopped: dict | None = None
     problems: list[Problem] = field(default_factory=list)
     timelines_left_out: int = 0
@@ -520,6 +523,8 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
                                             str(t.get("status", "")), dict(t.get("checks", {}))))
         view.unexpected = list(summary.get("unexpected", []))
         view.not_run = list(summary.get("not_run", []))
+        with contextlib.suppress(AttributeError, KeyError, TypeError):  # an older or damaged summary: none shown
+            view.waived = waived_lines(summary)
         _compare(view, summary, computed, directory / "chaos.json", problems)
     else:
         # As the campaign's own summary judges a store: over all its scenarios (a mutant is caught when one
@@ -544,6 +549,9 @@ def _lifecycle_campaign(campaign: dict, directory: Path, problems: list[Problem]
     fallback = ["eos-harness", "chaos", *([] if suite == "lifecycle" else ["--suite", suite]), listed, ",".join(stores)]
     if view.broker and view.broker != "embedded":
         fallback += ["--broker", str(view.broker)]
+    allowed = campaign.get("allow")
+    if isinstance(allowed, list):
+        fallback += [word for check in allowed for word in ("--allow", str(check))]
     view.command = reproduce_command(typed if typed and " chaos" in typed else None, view.seed, len(scenarios),
                                      fallback)
     return view

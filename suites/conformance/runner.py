@@ -238,14 +238,15 @@ def run_one(scenario, directory: Path) -> dict:
     started = time.monotonic()
     directory.mkdir(exist_ok=True)
     result = verify(scenario.store, scenario.seed, scenario.examples, scenario.steps,
-                    store_timeout=scenario.store_timeout, log=directory / "store.log")
+                    store_timeout=scenario.store_timeout, log=directory / "store.log", allow=scenario.allow)
     return {"suite": "conformance", **result, "seconds": round(time.monotonic() - started, 3)}
 
 
 def error_result(scenario, exc: BaseException) -> dict:
     """The result of a campaign's scenario that could not be run to its end."""
     return verdict_error_result({"store": scenario.store}, scenario.seed, verify_repro(
-        scenario.store, scenario.seed, scenario.examples, scenario.steps, scenario.store_timeout), exc)
+        scenario.store, scenario.seed, scenario.examples, scenario.steps, scenario.store_timeout,
+        scenario.allow), exc)
 
 
 _OFFSETS_VIEW = ("verdict", "cases", "checks", "not_applicable", "not_checked", "notes")

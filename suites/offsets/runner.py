@@ -220,9 +220,12 @@ def _once_per_check(spec: str, seed: int, store_timeout: float, allowed: tuple[s
 def run_one(scenario, directory: Path) -> dict:
     """One scenario of a campaign (:class:`eos_harness.suites.store_subjects.StoreRun`): the offsets scenario it names, alone."""
     started = time.monotonic()
-    result = verify_offsets(scenario.store, scenario.seed, scenario.store_timeout, only=[scenario.name],
-                            repro=replay_command(scenario.store, scenario.seed, scenario.store_timeout, scenario.name))
-    return {**result, "scenario": scenario.name, "seconds": round(time.monotonic() - started, 3)}
+    result = verify_offsets(scenario.store, scenario.seed, scenario.store_timeout, allow=scenario.allow,
+                            only=[scenario.name], repro=replay_command(scenario.store, scenario.seed,
+                                                                       scenario.store_timeout, scenario.name,
+                                                                       scenario.allow))
+    allowed = {"allowed": list(scenario.allow)} if scenario.allow else {}
+    return {**result, **allowed, "scenario": scenario.name, "seconds": round(time.monotonic() - started, 3)}
 
 
 def error_result(scenario, exc: BaseException) -> dict:
@@ -230,5 +233,5 @@ def error_result(scenario, exc: BaseException) -> dict:
     from eos_harness.verdict import error_result as verdict_error_result
 
     return verdict_error_result({"store": scenario.store, "scenario": scenario.name}, scenario.seed,
-                                replay_command(scenario.store, scenario.seed, scenario.store_timeout, scenario.name),
-                                exc)
+                                replay_command(scenario.store, scenario.seed, scenario.store_timeout, scenario.name,
+                                               scenario.allow), exc)

@@ -643,7 +643,7 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
 def run_one(scenario, directory: Path) -> dict:
     """One scenario of a campaign (:class:`eos_harness.suites.store_subjects.StoreRun`): :func:`verify`."""
     started = time.monotonic()
-    result = verify(scenario.store, scenario.seed, scenario.examples, scenario.steps,
+    result = verify(scenario.store, scenario.seed, scenario.examples, scenario.steps, allow=scenario.allow,
                     **({} if scenario.store_timeout is None else {"store_timeout": scenario.store_timeout}))
     return {**result, "seconds": round(time.monotonic() - started, 3)}
 
@@ -652,7 +652,7 @@ def error_result(scenario, exc: BaseException) -> dict:
     """The result of a campaign's scenario that could not be run to its end."""
     return verdict_error_result({"store": scenario.store}, scenario.seed, verify_repro(
         scenario.store, scenario.seed, scenario.examples, scenario.steps,
-        *([] if scenario.store_timeout is None else [scenario.store_timeout])), exc)
+        STORE_TIMEOUT_S if scenario.store_timeout is None else scenario.store_timeout, scenario.allow), exc)
 
 
 def _kind_of(server: WindowStoreServer, spec: str) -> WindowStoreModel | None:
