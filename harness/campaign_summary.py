@@ -141,7 +141,7 @@ def _allowing(caught_by: str | tuple[str, ...] | None, allowed: tuple[str, ...])
         return (left[0] if len(left) == 1 else left), None
     return caught_by, (f"its check{'s' if len(named) > 1 else ''} {' and '.join(named)} "
                        f"{'were' if len(named) > 1 else 'was'} allowed (--allow), so no scenario of this campaign "
-                       "could catch it: not exercised, not judged")
+                       "could catch it (not judged)")
 
 
 def summarize(results: list[dict], subjects: Iterable[str], subject: str, tallies_key: str,

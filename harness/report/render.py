@@ -24,6 +24,7 @@ def headline(view: RunView) -> tuple[str, str]:
     """(``ok`` | ``bad`` | ``warn``, the sentence at the top of the page), from the run's fields."""
     failed, errors = view.count(FAIL), view.count(ERROR)
     stopped = f" The campaign stopped early: {view.stopped.get('message')}." if view.stopped else ""
+    stopped += "".join(f" {line[0].upper()}{line[1:]}." for line in view.waived)  # what its --allow waived
     if not view.total:
         return "bad", "Nothing to judge: the run holds no finished scenario." + stopped
     if view.kind == "run":
