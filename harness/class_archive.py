@@ -21,7 +21,7 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["JvmOptions", "LOCK_STALE_S", "QUIET", "archive_options", "fingerprint", "supported"]
+__all__ = ["JvmOptions", "LOCK_STALE_S", "QUIET", "archive_options", "fingerprint", "java_property", "supported"]
 
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xshare:auto"
 C1 = "-XX:TieredStopAtLevel=1"
@@ -29,14 +29,39 @@ LOCK_STALE_S = 1800.0  # a lock older than this is left over (a JVM that makes t
 
 
 @lru_cache(maxsize=4)
+def _flags_and_properties(java: str) -> tuple[str, dict[str, str]]:
+    """This JVM's flags (``-XX:+PrintFlagsFinal``) and system properties (``-XshowSettings:properties``), asked in
+    one start; ("", {}) when it will not say (not HotSpot, or no Java)."""
+    try:
+        done = subprocess.run([java, "-XX:+PrintFlagsFinal", "-XshowSettings:properties", "-version"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return "", {}
+    if done.returncode != 0:
+        return "", {}
+    properties: dict[str, str] = {}
+    name = None
+    for line in done.stderr.splitlines():  # "    name = value", a list's further values on lines of their own
+        if line.startswith("    ") and not line.startswith("     ") and " = " in line:
+            name, _, value = line.strip().partition(" = ")
+            properties[name] = value
+        elif name is not None and line.startswith("        ") and line.strip():
+            properties[name] += os.pathsep + line.strip()
+        else:
+            name = None
+    return done.stdout, properties
+
+
 def supported(java: str) -> bool:
     """Whether this JVM has HotSpot's dynamic archive flags (another JVM would refuse to start)."""
-    try:
-        flags = subprocess.run([java, "-XX:+PrintFlagsFinal", "-version"], capture_output=True, text=True,
-                               timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
+    flags = _flags_and_properties(java)[0]
     return "ArchiveClassesAtExit" in flags and "TieredStopAtLevel" in flags
+
+
+def java_property(java: str, name: str) -> str | None:
+    """A system property of this JVM as it starts with no options (``java.library.path``,
+    ``java.specification.version``); None when it will not say."""
+    return _flags_and_properties(java)[1].get(name)
 
 
 @lru_cache(maxsize=8)
@@ -61,6 +86,11 @@ class JvmOptions:
         self._archive = archive
         self._lock = lock
         self._clean_exits = clean_exits
+
+    def add(self, *arguments: str) -> None:
+        """More options for the same JVM (after the archive's)."""
+        self.arguments = [*self.arguments, *arguments]
+        self.options = " ".join(self.arguments)
 
     @property
     def making(self) -> bool:
@@ -119,15 +149,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def archive_options(archive: Path, make: bool = True, clean_exits: tuple[int, ...] = (0,)) -> JvmOptions:
+def archive_options(archive: Path, make: bool = True, clean_exits: tuple[int, ...] = (0,),
+                    quiet: tuple[str, ...] = tuple(QUIET.split())) -> JvmOptions:
     """The options of a JVM about to start whose archive is (or will be) ``archive``; ``make=False``:
-    this run will not make it when there is none yet (it is to be killed, or too short to be worth it)."""
+    this run will not make it when there is none yet (it is to be killed, or too short to be worth it).
+    ``quiet``: the options that keep the archive's messages out of the JVM's output."""
     folder = archive.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
         return JvmOptions([C1])
-    using = [C1, f"-XX:SharedArchiveFile={archive}", *QUIET.split()]
+    using = [C1, f"-XX:SharedArchiveFile={archive}", *quiet]
     if archive.exists():
         return JvmOptions(using)
     lock = archive.with_suffix(".lock")
@@ -137,5 +169,4 @@ def archive_options(archive: Path, make: bool = True, clean_exits: tuple[int, ..
         lock.unlink(missing_ok=True)
         return JvmOptions(using)
     pending = archive.with_name(f"{archive.stem}.{os.getpid()}-{id(folder):x}-{os.urandom(3).hex()}.jsa.tmp")
-    return JvmOptions([C1, f"-XX:ArchiveClassesAtExit={pending}", *QUIET.split()], pending, archive, lock,
-                      clean_exits)
+    return JvmOptions([C1, f"-XX:ArchiveClassesAtExit={pending}", *quiet], pending, archive, lock, clean_exits)

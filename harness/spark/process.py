@@ -3,7 +3,9 @@ and always leave no process behind (the whole group is SIGKILLed on the way out)
 the JVM ignores ``TMPDIR``, so the run's driver gets its own temp directory (under the command's temp
 root) as ``java.io.tmpdir`` and ``spark.local.dir`` before its JVM starts (Spark's
 ``spark-*``, ``blockmgr-*``, ``artifacts-*`` and lz4's ``liblz4*`` go there, not to /tmp, and a killed
-driver cannot leave them behind), removed when the run ends."""
+driver cannot leave them behind), removed when the run ends. The driver starts with the options of
+:mod:`eos_harness.spark.jvm`: its JVM's, and in the environment of ``spark-submit`` its launcher JVM's and
+RocksDB's loader's."""
 
 from __future__ import annotations
 
@@ -59,9 +61,11 @@ class PipelineProcess:
     (:mod:`eos_harness.spark.jvm`; a killed run could not)."""
 
     def __init__(self, config: dict, directory: Path, name: str, to_the_end: bool = True) -> None:
-        from eos_harness.spark.jvm import driver_options
+        from eos_harness.spark.jvm import driver_environment, driver_options, launcher_options
 
         self.jvm = driver_options(make=to_the_end)
+        self.launcher = launcher_options()  # spark-submit's first JVM (it builds the driver's command line)
+        self.environment = driver_environment(self.launcher)
         # in the command's temp root (TMPDIR), removed at the run's end (__exit__)
         self.temp = Path(tempfile.mkdtemp(prefix=f"eos-spark-{name}-"))
         java_options = f"{self.jvm.options} -Djava.io.tmpdir={shlex.quote(str(self.temp))}".strip()
@@ -83,7 +87,8 @@ class PipelineProcess:
                "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1",
                # inherited by the JVM and the Python workers: finds whatever a run left behind
                RUN_ENV: str(self.config_path.parent),
-               "TMPDIR": str(self.temp)}  # the driver's and the Python workers' own temp files
+               "TMPDIR": str(self.temp),  # the driver's and the Python workers' own temp files
+               **self.environment}
         if self.python_path:
             env["PYTHONPATH"] = os.pathsep.join([*self.python_path, *filter(None, [os.environ.get("PYTHONPATH")])])
         env.pop("PYSPARK_SUBMIT_ARGS", None)
@@ -120,6 +125,10 @@ class PipelineProcess:
                 self.proc.wait(timeout=10)
             _end_the_rest(self.config_path.parent)
         self.jvm.finish(self.proc.returncode if self.proc is not None else None)
+        # the launcher had exited (its archive written) before the driver's JVM started, which was up once the run
+        # reported its Spark session
+        report = self.report_path.read_text(errors="replace") if self.report_path.exists() else ""
+        self.launcher.finish(0 if '"event": "session"' in report else None)
         self._log.close()
         shutil.rmtree(self.temp, ignore_errors=True)  # the group is dead: nothing writes there any more
 
