@@ -61,7 +61,7 @@ class Tally:
     waived: Counter = field(default_factory=Counter)  # allowed check -> times it fired (waived)
     waived_in: Counter = field(default_factory=Counter)  # allowed check -> scenarios it fired in
     # a mutant every check that names its mistake was allowed: why no scenario could catch it (not judged)
-    allowed_out: str | None = None
+    allowed_reason: str | None = None
 
     def add(self, result: dict, verdict: str) -> None:
         self.total += 1
@@ -82,6 +82,19 @@ class Tally:
                 self.checks[check] = self.checks.get(check, 0) + 1
             named = (self.caught_by,) if isinstance(self.caught_by, str) else self.caught_by or ()
             self.caught_by_its_check += bool(set(fired).intersection(named))
+
+    @property
+    def allowed_out(self) -> str | None:
+        """Why a mutant is not judged because of ``--allow``: every check that names its mistake was allowed;
+        or, caught by any check, it failed no scenario but an allowed check fired in some (its mistake showed
+        only there). None: it is judged."""
+        if self.allowed_reason or not self.expected_fail or self.caught_by or self.failed:
+            return self.allowed_reason
+        fired = [c for c in self.allowed if self.waived[c]]
+        if not fired:
+            return None
+        return (f"its mistake showed only in {' and '.join(fired)}, allowed (--allow), so no scenario of this "
+                "campaign could catch it (not judged)")
 
     @property
     def caught(self) -> bool:
@@ -163,7 +176,7 @@ def summarize(results: list[dict], subjects: Iterable[str], subject: str, tallie
     for s in subjects:
         named, out = _allowing(caught_by(s), allowed) if expected_to_fail(s) else (None, None)
         tallies[s] = Tally(s, expected_to_fail(s), named, not_applicable=dict((not_applicable or {}).get(s, {})),
-                           allowed=allowed, allowed_out=out)
+                           allowed=allowed, allowed_reason=out)
     checks = list(checks)
     fault_errors: list[str] = []
     verdicts = [judge(r) for r in results]

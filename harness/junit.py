@@ -226,7 +226,10 @@ def run_suites(result: dict, checks: Iterable[str], subject: str) -> list[Suite]
     ``coverage``) is skipped with its condition, never passed."""
     classname = f"run.{result[subject]}"
     scenario = result_scenario(result, "scenario")
-    cases = check_cases(classname, checks, [scenario], 1, coverage=result.get("coverage"))
+    waived = {c: f"--allow {c}: fired {result.get('waived', {}).get(c, 0)} time(s); not judged"
+              for c in result.get("allowed") or ()}
+    coverage = {**(result.get("coverage") or {}), **({"waived": waived} if waived else {})}
+    cases = check_cases(classname, checks, [scenario], 1, coverage=coverage or result.get("coverage"))
     cases.append(completed_case(classname, [scenario], 1))
     return [Suite(result[subject], cases, {"seed": result["seed"], "verdict": result["verdict"]})]
 

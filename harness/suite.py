@@ -31,7 +31,7 @@ The contract every suite keeps, so that a campaign is written once (:mod:`eos_ha
   ``campaign_fields(campaign)``, what the campaign JSON says besides, from its scenarios (per-store
   metrics; Spark's matrix size); ``CHILDREN_LOG`` (the file in the run directory that the processes its
   scenarios start write to) and ``FATAL`` (exceptions that mean the campaign's input is wrong).
-- a suite with ``allowable_name`` (a store suite: its runs are ``verify``'s, whose replays take ``--allow``):
+- a suite with ``allowable_name`` (a store suite, whose replays, ``verify`` or ``run``, take ``--allow``):
   ``chaos --allow CHECK`` puts the checks under the option ``allow`` (a list, only when given), its plan runs
   each scenario with them and its runner waives them: its result names them (``allowed``) and how often each
   fired (``waived``), its ``repro`` carries ``--allow``.
@@ -88,8 +88,8 @@ class Suite:
     runs_on: str  # what a user points it at
     package: str  # eos_harness.suites.<package>
     checks_name: str = "CHECKS"  # the checks' table in its checks module (name -> meaning)
-    # the table (in its checks module) of the checks ``chaos --allow`` may waive, as ``verify --allow`` does: a
-    # difference a user knows about; None: its campaign has no ``--allow`` (its replays could not waive them)
+    # the table (in its checks module) of the checks ``chaos --allow`` may waive, as ``verify``/``run --allow``
+    # do: a difference a user knows about; None: its campaign has no ``--allow`` (its replays could not waive)
     allowable_name: str | None = None
     run: str | None = None  # "module:attribute" of the click command that runs one scenario (or the suite)
     chaos: str | None = None  # … that runs a campaign; None: the suite has none
@@ -183,6 +183,7 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           "EOS task runtime, its task killed between commit steps", "lifecycle",
           run=f"{_FACES}.lifecycle:run_command", chaos=GENERIC_CHAOS, subject="store", tallies="stores",
           pytest_entry=True, forks_children=True, coverage=True, show=f"{_FACES}.lifecycle:show_campaign", anywhere=True,
+          allowable_name="WAIVABLE",
           on_spark="every scenario: on the embedded broker, or on a Kafka --broker the executors reach (one started "
                    "here, on 127.0.0.1, with a master on this machine); a scenario whose fault kills or stops a broker "
                    "runs in the driver, which started it",

@@ -9,6 +9,7 @@ harness judges a ``module:function`` store as a user's store, expected to pass.
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import time
@@ -193,6 +194,45 @@ def test_until_failure_goes_past_caught_mutants_and_stops_at_a_real_store_failin
         assert real[0]["repro"] in failure.text
     assert all(not isinstance(r, Failure) for (suite, _), case in cases.items()
                if suite == "mutant-read-committed-sees-overlay" for r in results_of(case))
+
+
+def test_a_lifecycle_campaign_that_allows_a_known_difference_stays_green_and_its_replays_waive_the_same(cli, tmp_path):
+    """``chaos --allow CHECK`` on the lifecycle suite (a mutant there is caught by any check): without it the mutant
+    is caught; with it, the mutant whose mistake shows only in that check is not exercised (not a hole in the
+    harness, not caught; JUnit ``caught`` skipped with why), the campaign passes, the summary and the terminal say
+    how often the check fired, and a scenario's replay (``run … --allow``) waives the same. ``run --allow`` of a
+    check the suite cannot waive is a usage error."""
+    mutant = "mutant-read-committed-sees-overlay"
+    args = ("chaos", "--stores", f"memory,{mutant}", "--scenarios", "4", "--seed", "1", "--no-report")
+    plain = cli(*args, "--out", tmp_path / "plain")
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    before = json.loads((tmp_path / "plain" / "chaos.json").read_text())
+    assert before["summary"]["stores"][mutant]["status"] == "caught" and "allowed" not in before["summary"]
+    out, junit = tmp_path / "chaos", tmp_path / "chaos.xml"
+    done = cli(*args, "--out", out, "--junit", junit, "--allow", "read_committed_isolation")
+    assert done.returncode == 0, done.stdout + done.stderr
+    campaign = json.loads((out / "chaos.json").read_text())
+    summary, scenarios = campaign["summary"], campaign["scenarios"]
+    tally = summary["stores"][mutant]
+    assert (tally["status"], tally["failed"], summary["unexpected"]) == ("not exercised", 0, [])
+    fired = sum(r["waived"].get("read_committed_isolation", 0) for r in scenarios)
+    assert fired > 0 and summary["waived"] == {"read_committed_isolation": fired}
+    assert f"waived: read_committed_isolation (--allow; fired {fired} times in " in done.stdout
+    assert f"not exercised: {mutant}: its mistake showed only in read_committed_isolation" in done.stdout
+    assert "--allow read_committed_isolation" in campaign["repro"]
+    assert all("--allow read_committed_isolation" in r["repro"] for r in scenarios)
+    cases = junit_cases(junit)
+    (skipped,) = results_of(cases[(mutant, "caught")])
+    assert isinstance(skipped, Skipped) and "not exercised" in skipped.message
+    (waived,) = results_of(cases[("memory", "read_committed_isolation")])
+    assert isinstance(waived, Skipped) and waived.message.startswith("waived: --allow read_committed_isolation")
+    first = next(r for r in scenarios if r["store"] == mutant and r["waived"])
+    replay = cli(*shlex.split(first["repro"])[1:], "--out", tmp_path / "replay", "--no-report")
+    assert replay.returncode == 0, replay.stdout + replay.stderr  # passes as its scenario did, the same fired
+    assert f"waived: read_committed_isolation (--allow; fired {first['waived']['read_committed_isolation']} " \
+           "time" in replay.stdout
+    wrong = cli.invoke("run", "--store", "memory", "--allow", "task_finishes", "--out", tmp_path / "no")
+    assert wrong.returncode == 2 and "seed:" not in wrong.stdout and "read_committed_isolation" in wrong.stderr
 
 
 def test_junit_path_is_checked_before_anything_runs(cli, tmp_path):

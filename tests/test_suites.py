@@ -22,7 +22,8 @@ def test_suites_lists_every_suite_of_the_registry_with_its_checks_and_its_comman
         assert ("--allow CHECK" in chaos.stdout) == bool(row["allowable"]), row["name"]
         assert not {"store_hang", "store_raised", "store_return_type", "store_error"} & set(row["allowable"])
     allowing = {row["name"]: row["allowable"] for row in listed if row["allowable"]}
-    assert sorted(allowing) == ["conformance", "offsets", "windows"]
+    assert sorted(allowing) == ["conformance", "lifecycle", "offsets", "windows"]
+    assert "task_finishes" not in allowing["lifecycle"]  # past it nothing is judged
     assert "read_committed_isolation" in allowing["conformance"] and "read_committed_isolation" in allowing["windows"]
     text = cli.invoke("suites").stdout
     assert all(f"{name}:" in text for name in SUITES) and "no_partial_publish" in text

@@ -123,45 +123,11 @@ def chaos_command_for(entry: Suite) -> click.Command:
                                            "scenarios": "Run this many scenarios (default: the whole plan)."}
                                           if whole else {}))(command)
     if entry.allowable():
-        command = click.option("--allow", "allow", multiple=True, metavar="CHECK", callback=_check_allow(entry),
-                               help=allow_help(entry))(command)
+        command = toolkit.allow_option(entry, CHAOS_ALLOW_HELP)(command)
     command = click.option("--master", default=None, metavar="URL", help=MASTER_HELP)(command)
     command = click.option("--engine", "engine_name", type=click.Choice(ENGINES), default="local", show_default=True,
                            help=ENGINE_HELP)(command)
     return click.command("chaos")(command)
-
-
-def allow_help(entry: Suite) -> str:
-    """The help of ``chaos --allow`` on ``entry``'s campaign."""
-    return ("Waive CHECK, a difference you know about (repeatable), as verify --allow does: each scenario's result "
-            "names the checks it waived and how often each fired, the campaign's summary their totals, and every "
-            "replay carries --allow. A mutant whose every check is allowed is not exercised (not judged). The checks "
-            f"the {entry.name} suite can allow: {', '.join(entry.allowable())}.")
-
-
-def _check_allow(entry: Suite):
-    """``--allow``'s callback: a check the suite cannot waive is a usage error, before anything runs."""
-
-    def check(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-        allowable = entry.allowable()
-        for name in value:
-            if name not in allowable:
-                raise click.BadParameter(f"{name!r} is not a check the {entry.name} suite can allow"
-                                         f"{_why_not(entry, name)}; the checks it can allow: {', '.join(allowable)}",
-                                         ctx, param)
-        return value
-
-    return check
-
-
-def _why_not(entry: Suite, name: str) -> str:
-    from eos_harness.suites.offsets.checks import GUARD_CHECKS
-
-    if name in GUARD_CHECKS:
-        return " (it is about the store's own calls: after one the store cannot be driven on, so it is never waived)"
-    if name in entry.checks():
-        return " (a finding of it ends the case it fires in)"
-    return f" (not a check of the {entry.name} suite)"
 
 
 def _resumed_allow(ctx: click.Context, entry: Suite, resume_dir: str, state: Mapping,
@@ -211,6 +177,10 @@ def engine_of(entry: Suite, name: str, master: str | None, values: Mapping):
     return SparkEngine(master)
 
 
+CHAOS_ALLOW_HELP = ("Waive CHECK, a difference you know about (repeatable), as verify --allow does: each scenario's "
+                    "result names the checks it waived and how often each fired, the campaign's summary their totals, "
+                    "and every replay carries --allow. A mutant whose every check is allowed is not exercised (not "
+                    "judged).")
 ENGINE_HELP = ("Where the scenarios run: local (a pool of this process, --workers at once) or spark (each scenario "
                "a Spark task on --master; the same plan, verdicts, tables and exit code).")
 MASTER_HELP = ("The Spark master of --engine spark: local[*] (every core here, the default), local[N], or "

@@ -17,7 +17,7 @@ from eos_harness.faces.params import (
 )
 from eos_harness.faces.toolkit import console
 from eos_harness.models.workloads import WORKLOADS
-from eos_harness.suite import BROKER_FORMS
+from eos_harness.suite import BROKER_FORMS, SUITES
 from eos_harness.verdict import ERROR
 
 
@@ -34,9 +34,11 @@ from eos_harness.verdict import ERROR
 @click.option("--commit-interval", type=AT_LEAST_ONE, default=10, show_default=True,
               help="Records processed between two commits of the task.")
 @toolkit.store_timeout_option
+@toolkit.allow_option(SUITES["lifecycle"], "Waive CHECK, a difference you know about (repeatable): the verdict names "
+                      "the checks waived and how often each fired, and the replay carries --allow.")
 @toolkit.starts_store_processes
 def run_command(store, workload, crash_at, broker, records, commit_interval, seed, json_path, junit_path, out,
-                overwrite, store_timeout, no_report):
+                overwrite, store_timeout, allow, no_report):
     """Run one scenario: an EOS task under a crash schedule, checked against the model."""
     from eos_harness.cluster import ClusterError
     from eos_harness.process.server import held_output
@@ -58,7 +60,8 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
         if warning:
             console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
         scenario = runner.Scenario(store, workload, seed, schedule, broker=broker, records=records,
-                            commit_interval=commit_interval, store_timeout=store_timeout)
+                                   commit_interval=commit_interval, store_timeout=store_timeout,
+                                   allow=tuple(dict.fromkeys(allow)))
         out_dir = toolkit.run_outputs(json_path, junit_path, out, "run", seed, overwrite)
         console.print(f"seed: {seed}")  # the input is good: a usage error prints nothing but itself
         with open_broker(broker, say=console.print) as opened:
@@ -89,6 +92,10 @@ def run_command(store, workload, crash_at, broker, records, commit_interval, see
         console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
     for line in result["fault_errors"]:
         console.print(f"[red]a scheduled fault could not be injected:[/] {line}", soft_wrap=True)
+    for check in result.get("allowed", []):
+        times = result["waived"].get(check, 0)
+        console.print(f"waived: {check} (--allow; fired {times} time{'s' if times != 1 else ''})", markup=False,
+                      highlight=False)
     for rec in result["recovery"]:
         console.print(f"  recovery of instance {rec['instance']}: replayed {rec['replayed_records']} changelog records "
                       f"(uncommitted tail {rec['uncommitted_tail']}, changelog length {rec['changelog_length']}, "

@@ -22,7 +22,7 @@ from eos_harness.faces.params import require_extra
 from eos_harness.verdict import EXIT_INCOMPLETE
 from rich.console import Console
 
-__all__ = ["JUNIT_HELP", "OVERWRITE_HELP", "STORE_TIMEOUT_HELP", "campaign_exit", "campaign_options",
+__all__ = ["JUNIT_HELP", "OVERWRITE_HELP", "STORE_TIMEOUT_HELP", "allow_option", "campaign_exit", "campaign_options",
            "campaign_progress", "check_output_path", "console", "given_or_kept", "finish_campaign",
            "incomplete", "interrupted_exit_code", "kept_outputs", "print_stopped", "print_violations",
            "refuse_with_resume", "require_kafka_extra", "resumed_state", "run_options", "run_outputs", "campaign_outputs", "seed_or_drawn",
@@ -427,3 +427,31 @@ def finish_campaign(campaign: dict, out_dir: Path, json_path: str | None, junit_
     from eos_harness.commands import command_line
 
     print_stopped(campaign, command_line("chaos", "--suite", name, "--resume", out_dir))
+
+
+def allow_option(entry, help: str):
+    """``--allow CHECK`` (repeatable) of a command of ``entry``'s suite (``chaos``, the lifecycle's ``run``), its help
+    ``help`` followed by the checks the suite can waive: a check it cannot waive is a usage error, before anything
+    runs, listing those it can."""
+    allowable = entry.allowable()
+
+    def check(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if name not in allowable:
+                raise click.BadParameter(f"{name!r} is not a check the {entry.name} suite can allow"
+                                         f"{_why_not(entry, name)}; the checks it can allow: {', '.join(allowable)}",
+                                         ctx, param)
+        return value
+
+    return click.option("--allow", "allow", multiple=True, metavar="CHECK", callback=check,
+                        help=f"{help} The checks the {entry.name} suite can allow: {', '.join(allowable)}.")
+
+
+def _why_not(entry, name: str) -> str:
+    from eos_harness.suites.offsets.checks import GUARD_CHECKS
+
+    if name in GUARD_CHECKS:
+        return " (it is about the store's own calls: after one the store cannot be driven on, so it is never waived)"
+    if name in entry.checks():
+        return " (a finding of it ends what it fires in: nothing past it is judged)"
+    return f" (not a check of the {entry.name} suite)"

@@ -380,7 +380,7 @@ def needs_this_process(scenario: Scenario) -> bool:
 def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
     """:func:`campaign_plan` of the campaign's ``stores`` and ``workloads`` on its broker (``opened``: the
     broker opened for it; ``reached``: the crash points each store's probe reached, else probed here), with
-    its Kafka faults (``broker_faults``, else those its broker meets) and its ``store_timeout``; the
+    its Kafka faults (``broker_faults``, else those its broker meets), its ``store_timeout`` and ``allow``; the
     ``task_stores`` (each declares ``Capabilities(several_changelog_partitions=False)``) without a workload of
     a global store."""
     broker = parse(options.get("opened") or options.get("broker") or EMBEDDED, internal=True)
@@ -393,5 +393,7 @@ def campaign(seed: int, options: Mapping) -> Iterator[Scenario]:
                             task_stores=tasks)
     if tasks:  # a task's store runs no workload of a global store (several changelog partitions)
         planned = (s for s in planned if s.store not in tasks or WORKLOADS[s.workload].changelog_partitions < 2)
-    timeout = options.get("store_timeout")
+    timeout, allow = options.get("store_timeout"), tuple(options.get("allow") or ())
+    if allow:  # --allow: every scenario waives them, and its replay says so
+        planned = (replace(scenario, allow=allow) for scenario in planned)
     return planned if timeout is None else (replace(scenario, store_timeout=timeout) for scenario in planned)

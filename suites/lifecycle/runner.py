@@ -25,6 +25,7 @@ import random
 import shutil
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -162,8 +163,10 @@ def _run_claimed(scenario: Scenario, run_dir: Path, keep: bool, scheduled: list[
         broker.close()
     model = LifecycleModel(workload(scenario.workload), records, store_ref(config.store, scenario.store_timeout).semantics)
     violations = check_all(history.events, model)
+    waived = Counter(v.check for v in violations if v.check in scenario.allow)  # --allow: counted, not judged
+    violations = [v for v in violations if v.check not in scenario.allow]
     result = verdict(scenario, history.events, violations, recovery_report(history.events, model),
-                     error=broker_failure(history.events))
+                     error=broker_failure(history.events), waived=waived)
     if faults_must_fire:
         result = unfired_is_error(result)
     result["seconds"] = round(time.perf_counter() - started, 3)
@@ -205,9 +208,10 @@ def _check_needs(scheduled: list[kinds.FaultKind], broker: BrokerSpec) -> None:
 
 
 def verdict(scenario: Scenario, events: list[dict], violations: list[Violation], recovery: list[dict],
-            error: str | None = None) -> dict:
+            error: str | None = None, waived: Mapping[str, int] | None = None) -> dict:
     """The scenario's verdict object. ``error``: why the scenario could not be run to its end (the
-    verdict is then ``error``, with this reason, unless a violation was found before)."""
+    verdict is then ``error``, with this reason, unless a violation was found before); ``waived``: the
+    violations of the scenario's allowed checks (``--allow``), counted per check (named with ``allowed``)."""
     hit = [e["point"] if e["type"] == "crash" else kinds.FREEZE.prefix + e["point"]
            for e in events if e["type"] in ("crash", "frozen")]
     hit += [e["fault"] for e in events if e["type"] == "broker_fault" and "error" not in e]
@@ -238,6 +242,9 @@ def verdict(scenario: Scenario, events: list[dict], violations: list[Violation],
         "metrics": metrics_of(events),  # KIP-892 commit metrics per store and instance (harness/runtime/metrics.py)
         "warnings": warnings_of(events),
     }
+    if scenario.allow:
+        result["allowed"] = list(scenario.allow)
+        result["waived"] = {check: (waived or {})[check] for check in scenario.allow if (waived or {}).get(check)}
     if scenario.broker.is_kafka:
         result["kafka_version"] = version_of(scenario.broker)  # the broker's Kafka release (None: not ours to ask)
     if error is not None:
@@ -298,7 +305,8 @@ def campaign_session(options: Mapping, say: Callable[[str], object] = lambda tex
         reached, probed, warnings = probe_stores(stores, options["seed"], timeout, broker, options["workers"])
         yield CampaignSession(
             {"stores": [s for s in stores if s in reached], "workloads": workloads, "opened": broker,
-             "reached": reached, "broker_faults": faults, "store_timeout": timeout, "task_stores": task_stores},
+             "reached": reached, "broker_faults": faults, "store_timeout": timeout, "task_stores": task_stores,
+             **({"allow": options["allow"]} if options.get("allow") else {})},
             results=probed, left_out=outside, fields={"kafka_faults": faults, "warnings": warnings},
             not_applicable={s: declared_not_applicable(refs[s].window, s in task_stores) for s in stores})
 

@@ -26,6 +26,7 @@ class Scenario:
     records: int | None = None
     commit_interval: int = 10
     store_timeout: float = STORE_TIMEOUT_S  # bound on one call into the store (a longer one: store_hang)
+    allow: tuple[str, ...] = ()  # the checks waived (``--allow``): counted, not judged
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "broker", parse(self.broker, internal=True))
@@ -44,4 +45,5 @@ class Scenario:
             words += ["--commit-interval", self.commit_interval]
         if self.store_timeout != STORE_TIMEOUT_S:
             words += ["--store-timeout", f"{self.store_timeout:g}"]
+        words += [word for check in self.allow for word in ("--allow", check)]
         return command_line(*words, "--seed", self.seed)
