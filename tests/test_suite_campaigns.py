@@ -57,10 +57,10 @@ def test_a_store_suites_campaign_passes_its_store_and_catches_its_mutant(cli, tm
 
 def test_a_campaign_that_allows_a_known_difference_passes_and_says_what_it_waived(cli, tmp_path):
     """``chaos --allow CHECK`` as ``verify --allow``: a campaign of a mutant caught by one check, that check
-    allowed. The mutant whose mistake only that check names, is not exercised (neither caught nor
-    a hole in the harness: its JUnit testcase ``caught`` skipped with why); the summary, the terminal and the
-    report say what was waived and how often; every replay carries --allow and a scenario's replay waives the
-    same. A check the suite cannot waive is a usage error before anything runs."""
+    allowed. The mutant whose mistake only that check names is not exercised (neither caught nor a hole in the
+    harness: its JUnit testcase ``caught`` skipped with why); the summary, the terminal and the report say what
+    was waived and how often; every replay carries --allow. A check the suite cannot waive is a usage error
+    before anything runs."""
     mutant = "mutant-read-committed-range-sees-overlay"  # caught by read_committed_isolation alone
     campaign, junit = _campaign(cli, tmp_path, "conformance", "--stores", mutant, "--scenarios", "1",
                                 "--examples", "1", "--steps", "5", "--allow", "read_committed_isolation")
@@ -81,10 +81,7 @@ def test_a_campaign_that_allows_a_known_difference_passes_and_says_what_it_waive
     report = cli.invoke("report", tmp_path / "run")
     assert report.returncode == 0 and "Waived: read_committed_isolation (--allow; fired" in report.stdout
     assert "waived: read_committed_isolation (--allow; fired" in (tmp_path / "run" / "report.html").read_text()
-    replay = cli(*mutants[0]["repro"].split()[1:])  # the scenario again: the same verdict, the same check waived
-    assert mutants[0]["verdict"] == "pass" and replay.returncode == 0, replay.stdout + replay.stderr
-    assert f"waived: read_committed_isolation (--allow; fired {mutants[0]['waived']['read_committed_isolation']} " \
-           "times)" in replay.stdout
+    assert mutants[0]["verdict"] == "pass"  # its only violations were waived (a replay: the lifecycle's test)
     wrong = cli.invoke("chaos", "--suite", "conformance", "--stores", "memory", "--allow", "store_hang", "--out",
                        tmp_path / "no")
     assert wrong.returncode == 2 and "seed:" not in wrong.stdout and not (tmp_path / "no").exists()
