@@ -13,11 +13,14 @@ from pathlib import Path
 
 import pytest
 
+NOISE = "slow_noisy_store: heavy dependency loaded"  # what tests/fixtures/slow_noisy_store.py writes as it is imported
+
 
 def _campaign(cli, tmp_path: Path, suite: str, *args: str) -> tuple[dict, ET.Element]:
     out, junit = tmp_path / "run", tmp_path / "junit.xml"
     done = cli("chaos", "--suite", suite, "--seed", "5", "--out", out, "--junit", junit, "--no-report", *args)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert NOISE not in done.stdout + done.stderr  # a store's output is in its scenario's log (see below)
     campaign = json.loads((out / "chaos.json").read_text())
     assert campaign["suite"] == suite and isinstance(campaign["seconds"], float)
     assert campaign["summary"]["errors"] == [] and campaign["summary"]["unexpected"] == []
@@ -33,7 +36,9 @@ def _campaign(cli, tmp_path: Path, suite: str, *args: str) -> tuple[dict, ET.Ele
      ("--examples", "3", "--steps", "10")),
     ("windows", "memory-window,mutant-window-grace-off-by-one", "late_write_dropped",
      ("--examples", "3", "--steps", "10")),
-    ("offsets", "rocksdb-indexed,mutant-offsets-first-partition-only", "partition_offset_survives_reopen", ()),
+    # (a user's store that prints and warns as it is imported: rocksdb-indexed underneath)
+    ("offsets", "slow_noisy_store:make_store,mutant-offsets-first-partition-only", "partition_offset_survives_reopen",
+     ()),
 ])
 def test_a_store_suites_campaign_passes_its_store_and_catches_its_mutant(cli, tmp_path, suite, stores,
                                                                          mutant_check, args):
@@ -53,6 +58,11 @@ def test_a_store_suites_campaign_passes_its_store_and_catches_its_mutant(cli, tm
     # without --allow nothing is waived, and no replay waives anything
     assert "allowed" not in campaign["summary"] and "waived" not in tallies[mutant]
     assert "--allow" not in campaign["repro"] + "".join(r["repro"] for r in campaign["scenarios"])
+    # what the stores' processes (and JVMs) write goes to each scenario's log, never to the terminal
+    for result in campaign["scenarios"]:
+        assert result["log"] == str(tmp_path / "run" / f"scenario-{result['index']:05d}" / "store.log"), result
+    if real.startswith("slow_noisy_store"):
+        assert any(NOISE in Path(r["log"]).read_text() for r in campaign["scenarios"] if r["store"] == real)
 
 
 def test_a_campaign_that_allows_a_known_difference_passes_and_says_what_it_waived(cli, tmp_path):

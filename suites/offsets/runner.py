@@ -25,7 +25,7 @@ from pathlib import Path
 
 from eos_harness.commands import command_line
 from eos_harness.process.guard import STORE_TIMEOUT_S
-from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang
+from eos_harness.process.server import ChildCrashed, StoreCallError, StoreHang, children_output
 from eos_harness.process.zygote import ZygoteError
 from eos_harness.verdict import (
     FAIL,
@@ -220,12 +220,15 @@ def _once_per_check(spec: str, seed: int, store_timeout: float, allowed: tuple[s
 def run_one(scenario, directory: Path) -> dict:
     """One scenario of a campaign (:class:`eos_harness.suites.store_subjects.StoreRun`): the offsets scenario it names, alone."""
     started = time.monotonic()
-    result = verify_offsets(scenario.store, scenario.seed, scenario.store_timeout, allow=scenario.allow,
-                            only=[scenario.name], repro=replay_command(scenario.store, scenario.seed,
-                                                                       scenario.store_timeout, scenario.name,
-                                                                       scenario.allow))
+    directory.mkdir(exist_ok=True)
+    with children_output(directory / "store.log"):  # the store's output (its JVM's for Kafka's), not the terminal
+        result = verify_offsets(scenario.store, scenario.seed, scenario.store_timeout, allow=scenario.allow,
+                                only=[scenario.name], repro=replay_command(scenario.store, scenario.seed,
+                                                                           scenario.store_timeout, scenario.name,
+                                                                           scenario.allow))
     allowed = {"allowed": list(scenario.allow)} if scenario.allow else {}
-    return {**result, **allowed, "scenario": scenario.name, "seconds": round(time.monotonic() - started, 3)}
+    return {**result, **allowed, "scenario": scenario.name, "log": str(directory / "store.log"),
+            "seconds": round(time.monotonic() - started, 3)}
 
 
 def error_result(scenario, exc: BaseException) -> dict:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from eos_harness.models.windows import KIP428_PROPOSAL, NO_TIMESTAMP, WindowConfig, WindowStoreModel
 from eos_harness.process.guard import STORE_TIMEOUT_S
-from eos_harness.process.server import ChildCrashed, StoreCallError
+from eos_harness.process.server import ChildCrashed, StoreCallError, children_output
 from eos_harness.process.window_server import WindowStoreServer
 from eos_harness.seeding import seed_only
 from eos_harness.store import StoreContext
@@ -641,11 +641,14 @@ def verify(spec: str | StoreRef, seed: int, examples: int = 40, steps: int = 25,
 # -- a campaign's scenario (``eos-harness chaos --suite windows``) -------------------------------------
 
 def run_one(scenario, directory: Path) -> dict:
-    """One scenario of a campaign (:class:`eos_harness.suites.store_subjects.StoreRun`): :func:`verify`."""
+    """One scenario of a campaign (:class:`eos_harness.suites.store_subjects.StoreRun`): :func:`verify`, the store's
+    output (its processes', and its JVM's for Kafka's stores) in ``directory/store.log``, not on the terminal."""
     started = time.monotonic()
-    result = verify(scenario.store, scenario.seed, scenario.examples, scenario.steps, allow=scenario.allow,
-                    **({} if scenario.store_timeout is None else {"store_timeout": scenario.store_timeout}))
-    return {**result, "seconds": round(time.monotonic() - started, 3)}
+    directory.mkdir(exist_ok=True)
+    with children_output(directory / "store.log"):
+        result = verify(scenario.store, scenario.seed, scenario.examples, scenario.steps, allow=scenario.allow,
+                        **({} if scenario.store_timeout is None else {"store_timeout": scenario.store_timeout}))
+    return {**result, "log": str(directory / "store.log"), "seconds": round(time.monotonic() - started, 3)}
 
 
 def error_result(scenario, exc: BaseException) -> dict:
