@@ -9,7 +9,13 @@ import zipfile
 from pathlib import Path
 
 import pyspark
-from eos_harness.spark.jvm import driver_environment, driver_options, launcher_options, native_library
+from eos_harness.spark.jvm import (
+    driver_environment,
+    driver_options,
+    launcher_options,
+    native_library,
+    session_options,
+)
 
 
 def test_the_first_clean_run_leaves_a_class_archive_that_later_runs_use(tmp_path):
@@ -93,3 +99,18 @@ def test_one_run_at_a_time_makes_the_archive_and_a_dead_makers_lock_is_taken_ove
     lock = next((tmp_path / "spark-cds").glob("*.lock"))
     lock.write_text("999999999")  # what a maker killed before it could finish leaves (no such process)
     assert "-XX:ArchiveClassesAtExit=" in driver_options(tmp_path).options
+
+
+def test_a_driver_in_the_harnesss_own_process_maps_the_pipeline_drivers_archive_and_never_makes_one(tmp_path,
+                                                                                                   monkeypatch):
+    """check --engine spark's session and chaos --engine spark's driver: the archive when it is there, nothing made
+    (their JVM never exits on its own), the compiler left to the caller."""
+    assert "Archive" not in session_options(tmp_path).options and not (tmp_path / "spark-cds").exists()
+    maker = driver_options(tmp_path)
+    Path(maker.options.split("-XX:ArchiveClassesAtExit=")[1].split()[0]).write_bytes(b"archive")
+    maker.finish(0)
+    options = session_options(tmp_path).arguments
+    assert Path(options[0].split("=", 1)[1]).read_bytes() == b"archive" and "-XX:TieredStopAtLevel=1" not in options
+    assert launcher_options(tmp_path, make=False).arguments == ["-XX:TieredStopAtLevel=1"]  # none made here
+    monkeypatch.setenv("EOS_HARNESS_SPARK_JVM", "plain")
+    assert session_options(tmp_path).options == ""

@@ -57,6 +57,7 @@ class SparkEngine:
 
     @contextlib.contextmanager
     def start(self, suite, out_dir: Path, log: Path | None, say: Callable[[str], object]) -> Iterator[_SparkRun]:
+        from eos_harness.spark.jvm import driver_environment, launcher_options, session_options
         from pyspark import SparkConf, SparkContext
         from pyspark.java_gateway import launch_gateway
 
@@ -66,13 +67,16 @@ class SparkEngine:
                 .set("spark.scheduler.mode", "FAIR"))  # every scenario's job gets a core as soon as one frees
         # The driver JVM's temp files (it ignores TMPDIR) in the command's temp root, removed at its end; on a local
         # master its executors' too.
-        conf.set("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={shlex.quote(tempfile.gettempdir())}")
+        # It starts from the pipeline drivers' class archive when there is one (eos_harness.spark.jvm.session_options).
+        conf.set("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={shlex.quote(tempfile.gettempdir())} "
+                 f"{session_options().options}".rstrip())
         if self.master.startswith("local"):
             conf.set("spark.local.dir", tempfile.gettempdir())
         loopback = _loopback(self.master)
         if loopback:
             conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
-        with open(out_dir / SPARK_LOG, "ab") as spark_log, _environment(SPARK_LOCAL_IP="127.0.0.1" if loopback else None):
+        with open(out_dir / SPARK_LOG, "ab") as spark_log, _environment(
+                SPARK_LOCAL_IP="127.0.0.1" if loopback else None, **driver_environment(launcher_options(make=False))):
             gateway = launch_gateway(conf, popen_kwargs={"stdout": spark_log, "stderr": spark_log})
         context = None
         try:

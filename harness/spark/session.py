@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eos_harness.spark.engine import _environment, _loopback, _stop
+from eos_harness.spark.jvm import driver_environment, launcher_options, session_options
 
 __all__ = ["DRIVER_MEMORY", "dataframe_session"]
 
@@ -24,7 +25,8 @@ DRIVER_MEMORY = "2g"
 def dataframe_session(master: str, log: Path, app: str, driver_memory: str = DRIVER_MEMORY,
                       small: bool = False) -> Iterator[Any]:
     """``small``: the input is small (start-up matters more than peak speed): the driver JVM compiles with the client
-    compiler only, and each shuffle has two partitions."""
+    compiler only, and each shuffle has two partitions. The driver JVM and its launcher start from the pipeline drivers'
+    class archives when they are there (:func:`eos_harness.spark.jvm.session_options`)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
@@ -36,13 +38,14 @@ def dataframe_session(master: str, log: Path, app: str, driver_memory: str = DRI
             # a partition's value is a name (a store called 1234 stays a string)
             .set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
             .set("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={shlex.quote(tempfile.gettempdir())}"
-                 + " -XX:TieredStopAtLevel=1" * small))
+                 + " -XX:TieredStopAtLevel=1" * small + f" {session_options().options}".rstrip()))
     if master.startswith("local"):
         conf.set("spark.local.dir", tempfile.gettempdir())
     loopback = _loopback(master)
     if loopback:
         conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
-    with open(log, "ab") as out, _environment(SPARK_LOCAL_IP="127.0.0.1" if loopback else None):
+    with open(log, "ab") as out, _environment(SPARK_LOCAL_IP="127.0.0.1" if loopback else None,
+                                              **driver_environment(launcher_options(make=False))):
         gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
     context = None
     try:
