@@ -9,6 +9,13 @@ right after the first final file matching a :class:`CrashTarget` appears (names 
 dot, ``.tmp`` and ``.crc`` are never final), or at a random time. The kill lands a little after
 the file, so :func:`classify` decides the crash window from what is really on disk afterwards.
 
+On a loaded machine the watcher may see the file late, and the driver may be past the next step by then
+(``commit@3`` landing after ``offsets/4``): so once the step just before the target appears (the sink of
+batch N for ``commit@N``, ``offsets/N`` for ``state@N``, ``commits/N-1`` for ``offsets@N``), the watcher lowers
+the driver's process group to the lowest priority (nice 19): the step to the target and the kill come at once,
+and the driver, which dies at the target, is not slowed before it (a ``sink@N`` kill needs none: the sink holds
+after its marker for the kill, :func:`eos_harness.spark.pipelines.mark_sink_step`).
+
 Nothing here knows what a pipeline or a store is: only directories, file names and a process group.
 """
 
@@ -84,6 +91,17 @@ def step_of(root: str, relative: str) -> tuple[str, int] | None:
     return None
 
 
+def _approach(target: CrashTarget) -> tuple[str, int] | None:
+    """The step just before ``target`` (kind, batch), after which its driver is slowed; None: none is."""
+    if target.kind == "commit":
+        return "sink", target.number
+    if target.kind == "state":
+        return "offsets", target.number
+    if target.kind == "offsets" and target.number > 0:
+        return "commit", target.number - 1
+    return None
+
+
 def final_files(roots: dict[str, Path]) -> dict[str, list[str]]:
     """Every final file under each root, relative, sorted (what a restart will find)."""
     out: dict[str, list[str]] = {}
@@ -138,6 +156,7 @@ class FileWatcher:
     events: list[tuple[float, str, str]] = field(default_factory=list)
     killed: dict | None = None
     pgid: int | None = None
+    slowed: str | None = None  # the file after which the driver was lowered to nice 19 (see the module)
     clock_zero: float = 0.0  # event times are time.monotonic() - clock_zero
 
     def __post_init__(self) -> None:
@@ -203,6 +222,19 @@ class FileWatcher:
             self._first_offsets = time.monotonic()
         if self.target and self.killed is None and step == (self.target.kind, self.target.number):
             self._kill(f"{label}/{rel}")
+        elif self.target and self.killed is None and step is not None and step == _approach(self.target):
+            self._slow(f"{label}/{rel}")
+
+    def _slow(self, reason: str) -> None:
+        """The driver's group at the lowest priority, from the step before the target on (see the module)."""
+        with self._lock:
+            if self.pgid is None or self.slowed is not None:
+                return
+            try:
+                os.setpriority(os.PRIO_PGRP, self.pgid, 19)
+            except OSError:
+                return
+            self.slowed = reason
 
     def _kill(self, reason: str) -> None:
         with self._lock:

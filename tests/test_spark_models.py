@@ -135,6 +135,36 @@ def test_watcher_kills_the_process_group_right_after_the_target_file(tmp_path):
     assert _live_members(proc.pid) == []  # nothing of the group is left (zombies await their reaper)
 
 
+def test_the_watcher_lowers_the_driver_to_nice_19_at_the_step_before_its_target(tmp_path):
+    """A late watcher must not let the driver get past the step after the target: from the step before it (the
+    sink of batch 3 for commit@3) the driver's group runs at nice 19, the kill follows at the target."""
+    checkpoint, output = tmp_path / "checkpoint", tmp_path / "output"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        with FileWatcher({"checkpoint": checkpoint, "output": output}, CrashTarget("commit", 3),
+                         clock_zero=time.monotonic()) as watcher:
+            watcher.attach(proc.pid)
+            (checkpoint / "commits").mkdir()
+            (output / "_spark_metadata").mkdir()
+            (checkpoint / "commits" / "2").write_text("v1")  # an earlier batch: nothing happens
+            (output / "_spark_metadata" / "2").write_text("v1")
+            time.sleep(0.3)
+            assert os.getpriority(os.PRIO_PROCESS, proc.pid) == 0 and watcher.slowed is None
+            (output / "_spark_metadata" / "3").write_text("v1")  # batch 3's sink: the step before commit@3
+            deadline = time.monotonic() + 10
+            while watcher.slowed is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert watcher.slowed == "output/_spark_metadata/3" and watcher.killed is None
+            assert os.getpriority(os.PRIO_PROCESS, proc.pid) == 19
+            (checkpoint / "commits" / "3").write_text("v1")
+            assert proc.wait(timeout=10) == -9
+        assert watcher.killed["after"] == "checkpoint/commits/3"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        proc.wait()
+
+
 def _live_members(pgid: int) -> list[int]:
     import psutil
 
