@@ -13,14 +13,18 @@ On a loaded machine the watcher may see the file late, and the driver may be pas
 (``commit@3`` landing after ``offsets/4``): so once the step just before the target appears (the sink of
 batch N for ``commit@N``, ``offsets/N`` for ``state@N``, ``commits/N-1`` for ``offsets@N``), the watcher lowers
 the driver's process group to the lowest priority (nice 19): the step to the target and the kill come at once,
-and the driver, which dies at the target, is not slowed before it (a ``sink@N`` kill needs none: the sink holds
-after its marker for the kill, :func:`eos_harness.spark.pipelines.mark_sink_step`).
+and the driver, which dies at the target, is not slowed before it (a ``sink@N`` kill of a ``foreachBatch`` sink
+needs none: the sink holds after its marker for the kill, :func:`eos_harness.spark.pipelines.mark_sink_step`).
+And the watcher's own thread runs at nice -15 where the harness may raise a priority (root, or CAP_SYS_NICE; else
+at its process's): it sleeps until a file appears, and then it must run before the driver writes the next one
+(a file sink's ``sink@N``: Spark writes ``commits/N`` a few milliseconds after ``_spark_metadata/N``).
 
 Nothing here knows what a pipeline or a store is: only directories, file names and a process group.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -31,8 +35,9 @@ from pathlib import Path
 
 from eos_harness.faults import kinds
 
-__all__ = ["CrashTarget", "FileWatcher", "classify", "final_files", "parse_target", "step_of"]
+__all__ = ["WATCHER_NICE", "CrashTarget", "FileWatcher", "classify", "final_files", "parse_target", "step_of"]
 
+WATCHER_NICE = -15  # the watcher thread's priority where it may be raised (see the module)
 _STATE_FILE = re.compile(r"^(\d+)(?:_[0-9a-fA-F-]+)?\.(delta|snapshot|changelog|zip)$")
 
 
@@ -248,6 +253,8 @@ class FileWatcher:
 
     def _loop(self) -> None:
         f = self._flags
+        with contextlib.suppress(OSError):  # a higher priority for this thread alone, where permitted (see the module)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WATCHER_NICE)
         while not self._stop.is_set():
             for event in self._inotify.read(timeout=20):
                 if event.wd not in self._watches:
