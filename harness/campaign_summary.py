@@ -88,8 +88,14 @@ class Tally:
         """Why a mutant is not judged because of ``--allow``: every check that names its mistake was allowed;
         or, caught by any check, it failed no scenario but an allowed check fired in some (its mistake showed
         only there). None: it is judged."""
-        if self.allowed_reason or not self.expected_fail or self.caught_by or self.failed:
-            return self.allowed_reason
+        if self.allowed_reason is not None:
+            if self.failed:  # its own checks could not fire, others did: say so, not that nothing could catch it
+                fired = ", ".join(f"{c}×{n}" for c, n in self.checks.items())
+                return (f"{self.allowed_reason}, so it is not judged by its own; it failed {self.failed} scenario(s) "
+                        f"on other checks ({fired})")
+            return f"{self.allowed_reason}, so no scenario of this campaign could catch it (not judged)"
+        if not self.expected_fail or self.caught_by or self.failed:
+            return None
         fired = [c for c in self.allowed if self.waived[c]]
         if not fired:
             return None
@@ -153,8 +159,7 @@ def _allowing(caught_by: str | tuple[str, ...] | None, allowed: tuple[str, ...])
     if left:
         return (left[0] if len(left) == 1 else left), None
     return caught_by, (f"its check{'s' if len(named) > 1 else ''} {' and '.join(named)} "
-                       f"{'were' if len(named) > 1 else 'was'} allowed (--allow), so no scenario of this campaign "
-                       "could catch it (not judged)")
+                       f"{'were' if len(named) > 1 else 'was'} allowed (--allow)")
 
 
 def summarize(results: list[dict], subjects: Iterable[str], subject: str, tallies_key: str,

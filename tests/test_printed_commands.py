@@ -100,3 +100,24 @@ def test_every_suites_replay_pastes_from_a_path_with_spaces_and_accents(tmp_path
     assert shlex.split(campaign_repro({"suite": "lifecycle", "stores": ["magasin_é:make", "memory"], "seed": 5},
                                       ("stores", "seed"))) == [
         "eos-harness", "chaos", "--suite", "lifecycle", "--stores", "magasin_é:make,memory", "--seed", "5"]
+
+
+def test_a_mutant_whose_own_check_was_allowed_but_others_caught_is_not_said_to_be_uncatchable():
+    """``--allow`` of the check naming a mutant's mistake: the mutant is not judged (not exercised); when other
+    checks still failed its scenarios, its why says so instead of claiming no scenario could catch it."""
+    from eos_harness.campaign_summary import summarize
+
+    def summary(violations):
+        result = {"store": "m", "verdict": "fail" if violations else "pass", "violations": violations}
+        return summarize([result], ["m"], "store", "stores", lambda s: True,
+                         lambda s: "read_committed_isolation", allowed=["read_committed_isolation"])
+
+    quiet = summary([])["stores"]["m"]
+    assert quiet["status"] == "not exercised"
+    assert quiet["not_exercised_why"].endswith("so no scenario of this campaign could catch it (not judged)")
+    caught = summary([{"check": "flush_is_noop"}])
+    tally = caught["stores"]["m"]
+    assert tally["status"] == "not exercised" and caught["unexpected"] == []
+    assert tally["not_exercised_why"] == ("its check read_committed_isolation was allowed (--allow), so it is not "
+                                          "judged by its own; it failed 1 scenario(s) on other checks "
+                                          "(flush_is_noop×1)")
