@@ -117,6 +117,13 @@ def _feature(java: str) -> int | None:
     return int(version) if version.isdigit() else None
 
 
+def _vfork(options: JvmOptions, java: str) -> None:
+    """Hadoop's processes started with vfork on Java 17 to 24 (see the module)."""
+    feature = _feature(java)
+    if feature is not None and feature < VFORK_UNTIL:
+        options.add("-Djdk.lang.Process.launchMechanism=VFORK")
+
+
 def native_library(cache: Path | None = None) -> Path | None:
     """The folder holding RocksDB's native library taken out of pyspark's ``rocksdbjni`` jar (once, into the
     cache, written under a temp name and renamed); None off glibc on x86_64 and aarch64 Linux, or without the jar
@@ -150,9 +157,7 @@ def driver_options(cache: Path | None = None, make: bool = True) -> JvmOptions:
         return JvmOptions([])
     java = _java()
     options = archive_options(archive, make, quiet=(*QUIET.split(), *at_its_address(java)))
-    feature = _feature(java)
-    if feature is not None and feature < VFORK_UNTIL:
-        options.add("-Djdk.lang.Process.launchMechanism=VFORK")
+    _vfork(options, java)
     native = native_library(cache)
     default = java_property(java, "java.library.path")
     if native is not None and default is not None and not any(c.isspace() for c in f"{native}{default}"):
@@ -171,9 +176,7 @@ def session_options(cache: Path | None = None) -> JvmOptions:
     java = _java()
     options = JvmOptions([f"-XX:SharedArchiveFile={archive}", *QUIET.split(), *at_its_address(java)]
                          if archive.is_file() else [])
-    feature = _feature(java)
-    if feature is not None and feature < VFORK_UNTIL:
-        options.add("-Djdk.lang.Process.launchMechanism=VFORK")
+    _vfork(options, java)
     return options
 
 
