@@ -5,6 +5,7 @@ transaction whose records no run may read), the queries run through the CLI as a
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 import threading
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from eos_harness.suites.spark.kafka_input import (
+    KafkaRecord,
     TopicSnapshot,
     default_limit,
     micro_batches,
@@ -109,13 +111,107 @@ def test_a_scenario_over_a_topic_names_it_its_limit_and_its_content():
     assert "--input kafka://127.0.0.1:9092/events --max-offsets-per-trigger 6" in scenario.repro()
     assert scenario.header()["topic"] == {"offsets": [[0, 0, 30]], "records": 23, "digest": "abc",
                                           "max_offsets_per_trigger": 6}
+    assert TopicSnapshot.from_json(scenario.header()["topic"]) == topic  # chaos --export-repro reads it back
     with pytest.raises(ValueError, match="has 5 micro-batches"):
         replace(scenario, schedule=("sink@5",)).validate()
     key = reference_key(scenario, None)
     assert reference_key(replace(scenario, input="kafka://10.0.0.1:9092/events"), None) == key
     assert reference_key(replace(scenario, topic=replace(topic, digest="abd")), None) != key
     assert reference_key(replace(scenario, max_offsets=10), None) != key
-    assert "input is a Kafka topic" in user_query(scenario)
+    assert "was not read by this command" in user_query(replace(scenario, topic=None))
+
+
+def _record(partition: int, offset: int, value: bytes | None, key: bytes | None = b"k") -> KafkaRecord:
+    return KafkaRecord("events", partition, offset, 1_700_000_000_123 + offset, 0, key, value)
+
+
+_FAILED = {"verdict": "fail", "schedule": ["sink@1"], "sink": "parquet", "repro": "eos-harness run",
+           "crash_windows": [], "violations": [{"check": "restart_liveness", "key": "run 1", "expected": "a restart",
+                                                "observed": "java.lang.AssertionError: assertion failed: "
+                                                            "CheckpointInfo length: 0"}]}
+
+
+def _exported_topic(tmp_path: Path, name: str, batches, schema: str | None):
+    """A query over a topic of ``batches`` exported; its folder and its script's module (loaded, not run)."""
+    import importlib.util
+
+    from eos_harness.suites.spark.export import Query, export_repro
+
+    module = tmp_path / "jobs.py"
+    module.write_text("def build(source):\n    return source.writeStream.format('parquet')\n")
+    query = Query("jobs:build", "jobs", "build", (), schema, "rocksdb", False, 2, None, module_file=module,
+                  topic="kafka://127.0.0.1:9092/events", max_offsets=4, topic_batches=batches)
+    folder = export_repro(_FAILED, query, tmp_path / name)
+    spec = importlib.util.spec_from_file_location(f"repro_{name}", folder / "repro.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)  # the script's own code, not run: its main() is behind __name__ == "__main__"
+    return folder, script
+
+
+def test_a_topics_micro_batches_are_exported_as_files_of_sparks_kafka_columns(tmp_path):
+    """Without --schema the query got Spark's Kafka columns: each micro-batch the harness counted is a file of
+    records (key and value in base64, any bytes, none), which the script maps back to those columns; the README
+    and the script say the topic was replaced by files holding the same micro-batches."""
+    from eos_harness.suites.spark.kafka_input import split_micro_batches
+
+    records = [_record(0, 0, b'{"id": 0}', key=None), _record(0, 1, b"\xff\x00 not text"), _record(0, 2, b"a\nb"),
+               _record(0, 4, None), _record(1, 0, b'{"id": 1}'), _record(1, 1, b"")]
+    topic = TopicSnapshot(((0, 0, 5), (1, 0, 2)), 6, "d")  # offset 3 of partition 0: a commit marker
+    batches = split_micro_batches(records[::-1], topic, 4)  # 4 offsets a batch: 2 of partition 0 and 1 of 1, then 3+1
+    assert [[(r.partition, r.offset) for r in b] for b in batches] == [[(0, 0), (0, 1), (1, 0)],
+                                                                       [(0, 2), (0, 4), (1, 1)]]
+    folder, script = _exported_topic(tmp_path, "report", batches, None)
+    files = sorted((folder / "input").iterdir())
+    assert [p.name for p in files] == ["part-00000.json", "part-00001.json"]
+    read = [[json.loads(line) for line in p.read_text().splitlines()] for p in files]
+    assert read[0][0] == {"key": None, "value": base64.b64encode(b'{"id": 0}').decode(), "topic": "events",
+                          "partition": 0, "offset": 0, "timestamp": 1_700_000_000_123, "timestampType": 0}
+    back = [(r["partition"], r["offset"], *(None if r[c] is None else base64.b64decode(r[c]) for c in ("key", "value")))
+            for f in read for r in f]
+    assert back == [(r.partition, r.offset, r.key, r.value) for b in batches for r in b]
+    assert back[-2][3] is None and back[-1][3] == b""  # a tombstone stays none, an empty value empty
+    assert script.SCHEMA is None and script.TOPIC == "kafka://127.0.0.1:9092/events"
+    assert script.RECORD == ("key string, value string, topic string, partition int, offset long, timestamp long, "
+                             "timestampType int")
+    text = (folder / "repro.py").read_text()
+    assert "eos_harness" not in text and 'F.unbase64("value").alias("value")' in text
+    assert 'F.timestamp_millis("timestamp").alias("timestamp")' in text
+    readme = " ".join((folder / "README.md").read_text().split())
+    assert "here the topic is replaced by files holding the same micro-batches (the same records, the same batch " \
+           "boundaries)" in readme and "may not reproduce" in readme
+    assert "`part-00001.json`: micro-batch 1, 3 records (partition 0 offsets 2..4, partition 1 offset 1)" in readme
+    assert "`maxOffsetsPerTrigger` 4" in readme and "`key` and `value` in base64" in readme
+
+
+def test_with_a_schema_the_exported_files_are_the_values_and_the_script_says_when_it_did_not_reproduce(tmp_path,
+                                                                                                   capsys):
+    """With --schema the query got the values' columns: the files hold the values, a line each (the script parses
+    them with from_json as the harness did); a value that is no line (a line break) keeps the records' files, parsed
+    the same way. A restart that ends well: NOT REPRODUCED, exit 0, the topic's replacement said again."""
+    values = [[_record(0, 0, b'{"id": 1, "key": "a"}'), _record(0, 1, b'{"id": 2, "key": "b"}')], [],
+              [_record(0, 5, b'{"id": 3}')]]
+    folder, script = _exported_topic(tmp_path, "values", values, "id long, key string")
+    assert [p.read_bytes() for p in sorted((folder / "input").iterdir())] == [
+        b'{"id": 1, "key": "a"}\n{"id": 2, "key": "b"}\n', b"", b'{"id": 3}\n']  # an empty batch: an empty file
+    text = (folder / "repro.py").read_text()
+    assert script.SCHEMA == "id long, key string" and 'format("text")' in text and "RECORD" not in text
+    assert "`part-00001.json`: micro-batch 1, 0 records - `part-00002.json`: micro-batch 2, 1 record (partition 0 offset 5)" in " ".join(
+        (folder / "README.md").read_text().split())
+    broken = [[_record(0, 0, b'{"id": 1,\n "key": "a"}')]]
+    folder, script = _exported_topic(tmp_path, "records", broken, "id long, key string")
+    assert json.loads((folder / "input" / "part-00000.json").read_text())["value"] == base64.b64encode(
+        broken[0][0].value).decode()
+    assert script.SCHEMA == "id long, key string" and "F.from_json(F.col(\"value\").cast(\"string\"), SCHEMA)" in \
+        (folder / "repro.py").read_text()
+    # the restart ended well (the driver's run stood in for: the slow test runs the real one)
+    script.WORK, script.KILLS = tmp_path / "work", []
+    script.run = lambda number, kill=None: (0, None, "the query ended")
+    assert script.main() == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert printed.startswith("The query read the Kafka topic kafka://127.0.0.1:9092/events; here the topic is "
+                              "replaced by files"), printed
+    assert "NOT REPRODUCED: the restart did not fail with 'assertion failed: CheckpointInfo length: 0'" in printed
+    assert printed.endswith("a failure that depends on Spark's Kafka source itself may not reproduce."), printed
 
 
 # -- on the session's broker -----------------------------------------------------------------------------------
@@ -358,3 +454,104 @@ def test_a_stopped_campaign_over_a_topic_written_since_is_not_resumed(cli, tmp_p
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"the input topic {url} changed since it began (then: 15 records" in said, said
     assert "now: 23 records" in said and "the query's source files" not in said
+
+
+_SAME_SOURCE = '''
+import importlib.util, json, os, shutil, sys
+from pathlib import Path
+from pyspark.sql import SparkSession
+from eos_harness.spark.user_app import kafka_source
+
+exports, bootstrap, topic, limit, jars, temp = json.loads(sys.argv[1])
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").config("spark.jars", jars)
+         .config("spark.local.dir", temp).config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={temp}")
+         .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+got = []
+for n, (export, schema) in enumerate(exports):
+    spec = importlib.util.spec_from_file_location(f"repro{n}", Path(export) / "repro.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)  # its code, not run: main() is behind __name__ == "__main__"
+    script.WORK = Path(temp) / f"work{n}"  # input/ copied as the script's main copies it (its order: the files' times)
+    (script.WORK / "input").mkdir(parents=True)
+    for i, path in enumerate(sorted((Path(export) / "input").iterdir())):
+        shutil.copyfile(path, script.WORK / "input" / path.name)
+        os.utime(script.WORK / "input" / path.name, (1_700_000_000 + i, 1_700_000_000 + i))
+    # what the harness's driver gave build(source) over the topic (eos_harness.spark.user_app), and the script's
+    harness = kafka_source(spark, {"kafka": {"bootstrap": bootstrap, "topic": topic, "max_offsets": int(limit)},
+                                   "schema": schema})
+    sides = {}
+    for name, frame in {"kafka": harness, "files": script.source(spark)}.items():
+        batches = sides.setdefault(name, {"schema": frame.schema.jsonValue(), "batches": []})["batches"]
+        query = (frame.writeStream.foreachBatch(lambda df, i, b=batches: b.append(sorted(map(repr, df.collect()))))
+                 .option("checkpointLocation", f"{temp}/checkpoint-{n}-{name}").trigger(availableNow=True).start())
+        query.awaitTermination()
+    got.append(sides)
+spark.stop()
+print(json.dumps(got))
+'''
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.slow  # Kafka, Spark and a plain-PySpark venv: opt-in with the other Spark findings (make test-spark-full)
+def test_sparks_own_restart_failure_over_a_topic_is_exported_as_a_standalone_repro_that_fails_the_same_way(
+        cli, tmp_path, eos_kafka_cluster, events_topic):
+    """Checkpoint format 2, the file sink, the driver killed after the sink's metadata of batch 1: the restart fails
+    in Spark itself. The export holds the topic's micro-batches as files, the script gives the query Spark's Kafka
+    columns from them (the same schema and rows, batch by batch, as Spark's Kafka source gives) and fails the same
+    way on plain PySpark, with no broker and nothing of the harness, saying the topic was replaced by files."""
+    import subprocess
+    import sys
+
+    from eos_harness.suites.spark.kafka_input import kafka_jars
+
+    from tests.test_spark_user_pipelines import _run_exported
+
+    export = tmp_path / "report"
+    done = cli("run", "--suite", "spark", "--pipeline", "spark_user_kafka_dedup:build", "--input", events_topic,
+               "--checkpoint-format", "2", "--crash-at", "sink@1", "--seed", "9", "--out", tmp_path / "run",
+               "--json", tmp_path / "run.json", "--export-repro", export, "--no-report", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"exported: {export}" in " ".join(done.stdout.split()), done.stdout
+    assert sorted(p.name for p in export.iterdir()) == ["README.md", "input", "repro.py", "spark_user_kafka_dedup.py"]
+    # the 5 micro-batches the harness counted (offsets 0..30, 6 a batch): 23 committed records, none aborted
+    files = [[json.loads(line) for line in p.read_text().splitlines()] for p in sorted((export / "input").iterdir())]
+    assert [len(f) for f in files] == [6, 5, 4, 3, 5]
+    assert [[r["offset"] for r in f] for f in files][1] == [6, 8, 9, 10, 11]  # a commit marker at 7
+    assert [json.loads(base64.b64decode(r["value"]))["id"] for r in files[0]] == [0, 1, 2, 3, 4, 5]
+    readme = " ".join((export / "README.md").read_text().split())
+    assert "CheckpointInfo length: 0" in readme and "replaced by files holding the same micro-batches" in readme
+    assert "`part-00001.json`: micro-batch 1, 5 records (partition 0 offsets 6..11)" in readme, readme
+    script = (export / "repro.py").read_text()
+    assert "eos_harness" not in script and "checkpointFormatVersion': '2'" in script
+    ran = _run_exported(tmp_path, export)  # no broker named, no harness importable
+    assert "the topic is replaced by files holding the same micro-batches" in ran.stdout, ran.stdout
+    assert "run 0: killed right after output/_spark_metadata/1 appeared" in ran.stdout, ran.stdout
+    assert "sink/1 yes, commit/1 no" in ran.stdout
+    assert "REPRODUCED: assertion failed: CheckpointInfo length: 0" in ran.stdout, ran.stdout + ran.stderr
+    # the script's source over the files gives build(source) what the harness's driver gave it over the topic,
+    # batch by batch: Spark's Kafka columns, and (the same topic exported with --schema) the parsed values' columns
+    from eos_harness.suites.spark.export import export_repro, user_query
+    from eos_harness.suites.spark.user import UserScenario
+
+    ddl = "id long, key string, ts long"
+    scenario = UserScenario("spark_user_kafka_dedup:build", events_topic, ddl, checkpoint_format=2,
+                            schedule=("sink@1",), module_file=str(FIXTURES / "spark_user_kafka_dedup.py")).resolved()
+    assert scenario.max_offsets == 6  # the topic's 30 offsets in 5 micro-batches, as the run cut them
+    with_schema = export_repro(json.loads((tmp_path / "run.json").read_text()), user_query(scenario),
+                               tmp_path / "with-schema")
+    assert (with_schema / "input" / "part-00001.json").read_bytes().splitlines()[0] == json.dumps(events(0)[6]).encode()
+    url = parse_input(events_topic)
+    (tmp_path / "spark-tmp").mkdir()
+    same = subprocess.run([sys.executable, "-c", _SAME_SOURCE, json.dumps([
+        [[str(export), None], [str(with_schema), ddl]], url.bootstrap, url.topic, "6", ",".join(kafka_jars()),
+        str(tmp_path / "spark-tmp")])], capture_output=True, text=True, timeout=600, start_new_session=True)
+    assert same.returncode == 0, same.stderr[-3000:]
+    columns, values = json.loads(same.stdout.splitlines()[-1])
+    assert [f["name"] for f in columns["files"]["schema"]["fields"]] == ["key", "value", "topic", "partition",
+                                                                         "offset", "timestamp", "timestampType"]
+    assert [f["name"] for f in values["files"]["schema"]["fields"]] == ["id", "key", "ts"]
+    for got in (columns, values):
+        assert got["files"]["schema"] == got["kafka"]["schema"]
+        assert [len(b) for b in got["kafka"]["batches"]] == [6, 5, 4, 3, 5]
+        assert got["files"]["batches"] == got["kafka"]["batches"]

@@ -289,7 +289,7 @@ def _finish_run(result: dict, run_dir, json_path, junit_path, suites, title: str
         json_error = json_error or write_junit(junit_path, suites, title)
     _print_result(result)
     if export_folder is not None:
-        _export(result, query(), export_folder)
+        _export(result, query, export_folder)
     if json_error:
         console.print(f"[red]{json_error}[/]")
     if not no_report:
@@ -298,13 +298,16 @@ def _finish_run(result: dict, run_dir, json_path, junit_path, suites, title: str
 
 
 def _export(result: dict, query, folder) -> None:
-    """``--export-repro``: the standalone reproduction of a failure in Spark itself, or why there is none."""
+    """``--export-repro``: the standalone reproduction of a failure in Spark itself, or why there is none (``query``:
+    the query to export, or a function giving it, called only for a failure in Spark: it may read a topic)."""
     from eos_harness.suites.spark import export
 
     if export.spark_failure(result) is None:
         console.print(f"--export-repro: nothing exported: the verdict ({result['verdict']}) names no failure in "
                       "Spark itself (a restart after a kill failing with Spark's error)", markup=False, highlight=False)
         return
+    if callable(query):
+        query = query()
     why = query if isinstance(query, str) else export.unsupported(result, query)
     if why:
         console.print(f"--export-repro: nothing exported: {why}", markup=False, highlight=False)
@@ -352,11 +355,15 @@ def _export_first(campaign: dict) -> None:
                   f", {conf['state_provider']}, format {conf['checkpoint_format']}), the first of {len(found)} that "
                   "failed in Spark itself", markup=False, highlight=False)
     if "reference" in result:  # a user's query: the campaign's, in this scenario's state configuration
+        from eos_harness.suites.spark.kafka_input import TopicSnapshot
         from eos_harness.suites.spark.plan import _user_template
 
         scenario = replace(_user_template(campaign, probed=True), provider=conf["state_provider"],
                            changelog=conf["changelog_checkpointing"], checkpoint_format=conf["checkpoint_format"],
                            schedule=tuple(result["schedule"]))
+        if result.get("topic"):  # the topic's micro-batches as this scenario's verdict counted them
+            scenario = replace(scenario, topic=TopicSnapshot.from_json(result["topic"]),
+                               max_offsets=result["topic"]["max_offsets_per_trigger"])
         query = export.user_query(scenario)
     else:
         from eos_harness.suites.spark.runner import SparkScenario

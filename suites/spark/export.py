@@ -4,7 +4,9 @@ A run's verdict names a Spark failure when a restart after a kill fails with Spa
 (``restart_liveness`` with the run's error) while the crash-free run of the same query over the same input
 ended well: the query is fine, Spark cannot restart it. The export writes, into a new directory:
 
-- ``input/``: the micro-batches, one JSON-lines file each, in name order;
+- ``input/``: the micro-batches, one JSON-lines file each, in name order; of a query over a Kafka topic, the
+  micro-batches Spark's Kafka source read (the topic read again, its digest the judged one; :func:`topic_files`),
+  so the script gives ``build(source)`` the same columns from files (:data:`_TOPIC_SOURCES`);
 - the user's module file, imported by the script (their query, unchanged); a module of a package: the package's
   folder, whole (its sibling modules with it);
 - ``repro.py``: the same Spark confs (state provider, changelog checkpointing, checkpoint format), the same
@@ -18,16 +20,19 @@ ended well: the query is fine, Spark cannot restart it. The export writes, into 
 
 from __future__ import annotations
 
+import base64
+import json
 import platform
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from eos_harness.faults.spark import parse_target
+from eos_harness.suites.spark.kafka_input import KafkaRecord
 
 __all__ = ["Query", "built_in_query", "check_export_dir", "export_repro", "exported_kills", "spark_failure",
-           "user_query"]
+           "topic_files", "user_query"]
 
 # where the file of each step appears, relative to the script's work directory (state: the first file of the
 # batch's state version, N+1, in any operator's partition below it)
@@ -93,6 +98,14 @@ class Query:
     module_file: Path | None = None
     module_text: str | None = None
     package: Path | None = None  # the top-level package the module is of, copied whole beside the script
+    topic: str | None = None  # a query over a Kafka topic: its URL (kafka://HOST:PORT/TOPIC)
+    max_offsets: int | None = None  # and its maxOffsetsPerTrigger
+    # its micro-batches' records, in batch order (each batch's by partition and offset): written as input/'s files
+    topic_batches: tuple[tuple[KafkaRecord, ...], ...] | None = None
+
+    @property
+    def batches(self) -> int:
+        return len(self.topic_batches) if self.topic_batches is not None else len(self.inputs)
 
 
 def _top_package(module_file: Path) -> Path | None:
@@ -106,20 +119,60 @@ def _top_package(module_file: Path) -> Path | None:
 
 
 def user_query(scenario) -> Query | str:
-    """What the export runs of a user's query; why there is none (a str) when its input is a Kafka topic."""
+    """What the export runs of a user's query; why there is none (a str). A query over a Kafka topic: the topic is
+    read again (:func:`~.kafka_input.read_micro_batches`) into the micro-batches the harness counted, refused when it
+    cannot be read or changed since ``scenario.topic`` was taken."""
+    from eos_harness.suites.spark.kafka_input import read_micro_batches
     from eos_harness.suites.spark.user import input_files
-
-    if scenario.kafka:
-        return (f"the query's input is a Kafka topic ({scenario.input}): the standalone script reads input files; "
-                "its replay command reproduces it")
 
     module_file = Path(scenario.module_file or "")
     package = _top_package(module_file) if module_file.is_file() else None
     # a module of a package is imported by its dotted name (its sibling modules with it); a top-level one by its file's
     module = scenario.ref.partition(":")[0] if package is not None else module_file.stem
-    return Query(scenario.ref, module, scenario.ref.partition(":")[2],
-                 tuple(input_files(Path(scenario.input))), scenario.schema, scenario.provider, scenario.changelog,
-                 scenario.checkpoint_format, None, module_file=module_file, package=package)
+    query = Query(scenario.ref, module, scenario.ref.partition(":")[2], (), scenario.schema, scenario.provider,
+                  scenario.changelog, scenario.checkpoint_format, None, module_file=module_file, package=package)
+    if not scenario.kafka:
+        return replace(query, inputs=tuple(input_files(Path(scenario.input))))
+    if scenario.topic is None or not scenario.max_offsets:
+        return f"the input topic {scenario.input} was not read by this command"
+    try:
+        batches = read_micro_batches(scenario.kafka, scenario.topic, scenario.max_offsets)
+    except ValueError as exc:
+        return f"the input topic's micro-batches cannot be read again: {exc}"
+    return replace(query, topic=scenario.kafka.url, max_offsets=scenario.max_offsets,
+                   topic_batches=tuple(tuple(b) for b in batches))
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _a_line(value: bytes | None) -> bool:
+    """A value the text source reads back as it is, a line of its own: not empty, UTF-8, no line break, no
+    byte-order mark."""
+    if not value or b"\n" in value or b"\r" in value or value.startswith(b"\xef\xbb\xbf"):
+        return False
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def topic_files(query: Query) -> tuple[str, list[bytes]]:
+    """The files of a query over a topic, one a micro-batch, and how the script reads them (a key of
+    :data:`_TOPIC_SOURCES`): with ``--schema``, the values themselves, a line each (``values``: the text source,
+    then ``from_json`` as the harness's Kafka input); without, or when a value is no line (none, empty, a line break,
+    not UTF-8), each record as a JSON object of Spark's Kafka columns, key and value in base64 (``records``)."""
+    assert query.topic_batches is not None
+    if query.schema and all(_a_line(r.value) for batch in query.topic_batches for r in batch):
+        return "values", [b"".join(r.value + b"\n" for r in batch) for batch in query.topic_batches]
+    files = []
+    for batch in query.topic_batches:
+        files.append("".join(json.dumps({"key": _b64(r.key), "value": _b64(r.value), "topic": r.topic,
+                                         "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
+                                         "timestampType": r.timestamp_type}) + "\n" for r in batch).encode())
+    return "records", files
 
 
 _BUILT_IN = '''"""The eos-harness built-in pipeline {pipeline}, written out (the harness's own code, inline): event time
@@ -247,6 +300,11 @@ def export_repro(result: dict, query: Query, folder: Path) -> Path:
     assert violation is not None
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "input").mkdir()
+    kind = "files"
+    if query.topic_batches is not None:  # the topic's micro-batches, a file each
+        kind, contents = topic_files(query)
+        for n, data in enumerate(contents):
+            (folder / "input" / f"part-{n:05d}.json").write_bytes(data)
     for n, path in enumerate(query.inputs):
         shutil.copyfile(path, folder / "input" / f"part-{n:05d}.json")
     module_name = f"{query.module}.py"
@@ -271,10 +329,13 @@ def export_repro(result: dict, query: Query, folder: Path) -> Path:
         "spark.sql.session.timeZone": "UTC",
     }
     sink = query.sink or result.get("sink")
+    note = None if query.topic is None else _topic_note(query.topic)
+    source = (_FILE_SOURCE if kind == "files" else _TOPIC_SOURCES[kind]).format(
+        schema=repr(query.schema), topic=repr(query.topic), max_offsets=query.max_offsets, note=repr(note))
     script = _SCRIPT.format(
         title=f"Spark {pyspark.__version__}: the restart of a streaming query killed "
               f"{', '.join(result['schedule'])} fails",
-        conf=_pretty(conf), module=query.module, function=query.function, schema=repr(query.schema),
+        conf=_pretty(conf), module=query.module, function=query.function, source=source,
         file_sink=repr(sink in FILE_SINKS), kills=repr(kills), marker=repr(marker), step_dirs=repr(_STEP_DIRS))
     (folder / "repro.py").write_text(script)
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
@@ -287,8 +348,98 @@ def export_repro(result: dict, query: Query, folder: Path) -> Path:
         module=module_name, ref=query.ref, conf="\n".join(f"    {k}={v}" for k, v in conf.items()), sink=sink,
         pyspark=pyspark.__version__, python=platform.python_version(), java=java[0] if java else "?",
         system=f"{platform.system()} {platform.release()} {platform.machine()}", marker=marker,
-        batches=len(query.inputs), repro=result.get("repro", "")))
+        input_step=_input_step(query, kind), topic_note="" if note is None else f"\n{_wrap(note)}\n",
+        repro=result.get("repro", "")))
     return folder
+
+
+def _topic_note(url: str) -> str:
+    return (f"The query read the Kafka topic {url}; here the topic is replaced by files holding the same micro-batches "
+            "(the same records, the same batch boundaries), read by Spark's file source: a failure that depends on "
+            "Spark's Kafka source itself may not reproduce.")
+
+
+def _wrap(text: str, indent: str = "") -> str:
+    import textwrap
+
+    return textwrap.fill(text, 110, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+
+
+def _input_step(query: Query, kind: str) -> str:
+    """The README's first step: what ``input/`` holds."""
+    if query.topic is None:
+        return f"copies the {query.batches} input files of `input/` (one micro-batch each, JSON lines) to `work/input`;"
+    assert query.topic_batches is not None
+    lines = []
+    for n, batch in enumerate(query.topic_batches):
+        spans = {}
+        for record in batch:
+            first, last = spans.get(record.partition, (record.offset, record.offset))
+            spans[record.partition] = (min(first, record.offset), max(last, record.offset))
+        where = ", ".join(f"partition {p} offset{f' {a}' if a == b else f's {a}..{b}'}"
+                          for p, (a, b) in sorted(spans.items()))
+        count = f"{len(batch)} record{'' if len(batch) == 1 else 's'}"
+        lines.append(f"   - `part-{n:05d}.json`: micro-batch {n}, {count}" + (f" ({where})" if where else ""))
+    what = ("each record's value, a line each (the script parses them with `from_json` and the schema, as the "
+            "harness did)" if kind == "values" else
+            "each record as a JSON object of Spark's Kafka source's columns, `key` and `value` in base64 (the script "
+            "maps them back to `key`, `value` binary, `topic`, `partition`, `offset`, `timestamp`, `timestampType`"
+            + (", then parses the value with `from_json` and the schema, as the harness did)" if query.schema else ")"))
+    text = (f"copies the {query.batches} files of `input/` to `work/input`: the micro-batches Spark's Kafka source "
+            f"read from the topic `{query.topic}` (`maxOffsetsPerTrigger` {query.max_offsets}, `read_committed`), a "
+            f"file each, in order, holding {what}:")
+    return _wrap(text, "   ") + "\n" + "\n".join(lines)
+
+
+# the script's source(spark): the DataFrame the query's build(source) gets (a template filled by str.format)
+_FILE_SOURCE = '''SCHEMA = {schema}  # the input's schema as DDL (None: inferred from the first file)
+NOTE = None
+
+
+def source(spark):
+    """The query's input: one JSON-lines file per micro-batch (maxFilesPerTrigger 1), in name order."""
+    first = sorted((WORK / "input").iterdir())[0]
+    schema = SCHEMA or spark.read.json(str(first)).schema
+    return spark.readStream.format("json").schema(schema).option("maxFilesPerTrigger", 1).load(str(WORK / "input"))
+'''
+
+_TOPIC_HEAD = '''# The query read a Kafka topic, TOPIC, with Spark's Kafka source (maxOffsetsPerTrigger {max_offsets}, read_committed);
+# here each of its micro-batches is a file of input/ (the same records, the same batch boundaries).
+TOPIC = {topic}
+SCHEMA = {schema}  # DDL: each value parsed as a JSON object of it (from_json), its columns only; None: Kafka's columns
+NOTE = {note}
+'''
+
+_TOPIC_SOURCES = {
+    # each record's value, a line each: read by the text source, parsed as the harness parsed the topic's values
+    "values": _TOPIC_HEAD + '''
+
+def source(spark):
+    """Each record's value parsed as a JSON object of SCHEMA (from_json of the value as a string), from one file of
+    values per micro-batch (maxFilesPerTrigger 1), in name order."""
+    from pyspark.sql import functions as F
+
+    lines = spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(str(WORK / "input"))
+    return lines.select(F.from_json(F.col("value"), SCHEMA).alias("r")).select("r.*")
+''',
+    # each record as a JSON object of Spark's Kafka source's columns, key and value in base64
+    "records": _TOPIC_HEAD + '''RECORD = "key string, value string, topic string, partition int, offset long, timestamp long, timestampType int"
+
+
+def source(spark):
+    """Spark's Kafka source's columns as it gives them (key and value binary, topic string, partition int, offset
+    long, timestamp timestamp, timestampType int; no headers), from one file of records per micro-batch
+    (maxFilesPerTrigger 1), in name order: key and value from base64, the timestamp from milliseconds."""
+    from pyspark.sql import functions as F
+
+    records = spark.readStream.format("json").schema(RECORD).option("maxFilesPerTrigger", 1).load(str(WORK / "input"))
+    kafka = records.select(F.unbase64("key").alias("key"), F.unbase64("value").alias("value"), "topic", "partition",
+                           "offset", F.timestamp_millis("timestamp").alias("timestamp"), "timestampType")
+    if SCHEMA is None:
+        return kafka
+    return kafka.select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("r")).select("r.*")
+''',
+}
 
 
 def _kill_file(step: str, batch: int) -> str:
@@ -305,7 +456,7 @@ _README = """# {title}
 
 A Structured Streaming query whose driver was killed ({schedule}) cannot be restarted on its checkpoint:
 the restarted query fails in Spark itself.
-
+{topic_note}
 ## Steps
 
     python repro.py
@@ -313,13 +464,13 @@ the restarted query fails in Spark itself.
 needs only PySpark {pyspark} (`pip install pyspark=={pyspark}`), Java 17 and Linux (the script watches
 the checkpoint with inotify). It works in `./work` (removed first), and:
 
-1. copies the {batches} input files of `input/` (one micro-batch each, JSON lines) to `work/input`;
+1. {input_step}
 2. runs the query of `{module}` (`{ref}`) with `trigger(availableNow=True)` and
    `maxFilesPerTrigger=1` on the checkpoint `work/checkpoint`, its {sink} sink writing `work/output`, in a
    process group of its own;
 {kills}
 3. restarts it (run {restart}) on the same checkpoint: it fails, and the script prints Spark's error and
-   `REPRODUCED` (exit 1); `NOT REPRODUCED` (exit 0) when the restart ended well.
+   `REPRODUCED` (exit 1); `NOT REPRODUCED` (exit 0) when the restart did not fail with that error.
 
 The Spark confs:
 
@@ -367,12 +518,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work"
 CONF = {conf}
-SCHEMA = {schema}  # the input's schema as DDL (None: inferred from the first file)
 FILE_SINK = {file_sink}  # the query's sink is a file sink: its path is work/output
 KILLS = {kills}  # one run per kill: (step, micro-batch)
 STEP_DIRS = {step_dirs}
 EXPECTED = {marker}
 
+{source}
 
 def driver():
     """One run of the query on WORK's checkpoint, to its end (or its kill)."""
@@ -390,10 +541,7 @@ def driver():
     sys.path.insert(0, str(HERE))
     from {module} import {function} as build
 
-    first = sorted((WORK / "input").iterdir())[0]
-    schema = SCHEMA or spark.read.json(str(first)).schema
-    source = spark.readStream.format("json").schema(schema).option("maxFilesPerTrigger", 1).load(str(WORK / "input"))
-    writer = build(source).option("checkpointLocation", str(WORK / "checkpoint"))
+    writer = build(source(spark)).option("checkpointLocation", str(WORK / "checkpoint"))
     if FILE_SINK:
         writer = writer.option("path", str(WORK / "output"))
     writer.trigger(availableNow=True).start().awaitTermination()
@@ -483,6 +631,8 @@ def main():
     if sys.argv[1:] == ["--driver"]:
         driver()
         return 0
+    if NOTE:
+        print(NOTE)
     shutil.rmtree(WORK, ignore_errors=True)
     (WORK / "input").mkdir(parents=True)
     for n, path in enumerate(sorted((HERE / "input").iterdir())):
@@ -506,6 +656,8 @@ def main():
         return 1
     print("\\n".join(dict.fromkeys(errors[:8])))
     print(f"NOT REPRODUCED: the restart did not fail with {{EXPECTED!r}} (log: {{WORK / f'run-{{number}}.log'}})")
+    if NOTE:
+        print(NOTE)
     return 0
 
 

@@ -21,8 +21,9 @@ import socket
 import time
 from dataclasses import dataclass
 
-__all__ = ["CONNECT_TIMEOUT_S", "kafka_jars", "DEFAULT_BATCHES", "KafkaInput", "TopicSnapshot", "default_limit", "is_kafka_input",
-           "micro_batches", "parse_input", "snapshot"]
+__all__ = ["CONNECT_TIMEOUT_S", "kafka_jars", "DEFAULT_BATCHES", "KafkaInput", "KafkaRecord", "TopicSnapshot",
+           "default_limit", "is_kafka_input", "micro_batches", "parse_input", "read_micro_batches", "snapshot",
+           "split_micro_batches"]
 
 SCHEME = "kafka://"
 CONNECT_TIMEOUT_S = 10.0  # a broker must answer a metadata request within this
@@ -89,6 +90,11 @@ class TopicSnapshot:
     def to_json(self) -> dict:
         return {"offsets": [list(o) for o in self.offsets], "records": self.records, "digest": self.digest}
 
+    @classmethod
+    def from_json(cls, data: dict) -> TopicSnapshot:
+        """The snapshot :meth:`to_json` wrote (a verdict's ``topic``)."""
+        return cls(tuple(tuple(o) for o in data["offsets"]), data["records"], data["digest"])
+
 
 def _kafka_error(exc: BaseException) -> str:
     from eos_harness.broker.kafka_client import error_of
@@ -117,6 +123,54 @@ def snapshot(source: KafkaInput, connect_timeout: float = CONNECT_TIMEOUT_S,
     offset taken first) into a :class:`TopicSnapshot`. A ValueError naming the broker and topic when no broker
     answers within ``connect_timeout``, the topic does not exist or holds no record, or it cannot be read to its
     end within ``read_timeout`` (an open transaction, or the topic being written)."""
+    return _read_topic(source, connect_timeout, read_timeout, None)
+
+
+@dataclass(frozen=True)
+class KafkaRecord:
+    """One committed record as Spark's Kafka source gives it (``KafkaRecordToRowConverter``: no headers, the harness
+    never sets ``includeHeaders``): ``timestamp`` in milliseconds, ``timestamp_type`` Kafka's id (-1 none, 0
+    CreateTime, 1 LogAppendTime)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+
+
+def read_micro_batches(source: KafkaInput, expected: TopicSnapshot, limit: int,
+                       connect_timeout: float = CONNECT_TIMEOUT_S,
+                       read_timeout: float = READ_TIMEOUT_S) -> list[list[KafkaRecord]]:
+    """The committed records of each micro-batch Spark's Kafka source plans over ``source``'s topic with
+    ``maxOffsetsPerTrigger`` ``limit`` (:func:`micro_batches`), each batch's by partition and offset: the topic read
+    whole again, as :func:`snapshot` reads it. A ValueError when it cannot be read, or when it is not ``expected``
+    any more (its digest: records added, removed, compacted since)."""
+    kept: list[KafkaRecord] = []
+    now = _read_topic(source, connect_timeout, read_timeout, kept)
+    if now != expected:
+        raise ValueError(f"the topic {source.url} changed since it was judged (then: {expected.describe()}; now: "
+                         f"{now.describe()})")
+    return split_micro_batches(kept, expected, limit)
+
+
+def split_micro_batches(records: list[KafkaRecord], topic: TopicSnapshot, limit: int) -> list[list[KafkaRecord]]:
+    """``records`` of ``topic`` cut into the micro-batches of :func:`micro_batches` (a batch of markers or aborted
+    records only: empty), each batch's by partition and offset."""
+    start = {p: low for p, low, _ in topic.offsets}
+    batches = []
+    for end in micro_batches(topic, limit):
+        batches.append(sorted((r for r in records if start[r.partition] <= r.offset < end[r.partition]),
+                              key=lambda r: (r.partition, r.offset)))
+        start = end
+    return batches
+
+
+def _read_topic(source: KafkaInput, connect_timeout: float, read_timeout: float,
+                kept: list[KafkaRecord] | None) -> TopicSnapshot:
+    """:func:`snapshot`; each record read also appended to ``kept`` (not None)."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
     from eos_harness.broker import kafka_client
 
@@ -184,6 +238,8 @@ def snapshot(source: KafkaInput, connect_timeout: float = CONNECT_TIMEOUT_S,
                     digest.update(b"h" + name.encode() + b"\0" + (value or b""))
                 position[p] = msg.offset() + 1
                 records += 1
+                if kept is not None:  # confluent-kafka's timestamp kinds (0 none, 1 create, 2 append): Kafka's id + 1
+                    kept.append(KafkaRecord(source.topic, p, msg.offset(), stamp, kind - 1, msg.key(), msg.value()))
     except KafkaException as exc:
         raise ValueError(f"--input {source.url}: reading {where}: {_kafka_error(exc)}") from None
     finally:
