@@ -13,7 +13,7 @@ not be injected, or a campaign stopped early means the campaign did not test wha
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from eos_harness.campaign import UNTIL_FAILURE, error_lines, points_hit
@@ -228,15 +228,19 @@ def campaign_exit_code(campaign: dict, tallies_key: str, judge: Judge = _recorde
                      incomplete=incomplete or bool(summary.get("fault_errors")))
 
 
-def campaign_repro(state: dict, options: tuple[str, ...]) -> str:
+def campaign_repro(state: dict, options: tuple[str, ...], negatable: Collection[str] = ()) -> str:
     """The command that runs a campaign's plan again: ``eos-harness chaos --suite SUITE`` with the
-    ``options`` of its kept ``state`` that decide the plan (a list comma-joined, a flag when true)."""
+    ``options`` of its kept ``state`` that decide the plan (a list comma-joined, a flag when true; one of
+    ``negatable``, ``--NAME/--no-NAME``, as ``--no-NAME`` when false)."""
     words: list[object] = ["chaos", "--suite", state["suite"]]
     for name in options:
         value = state.get(name)
+        flag = "--" + name.replace("_", "-")
+        if value is False and name in negatable:
+            words.append("--no-" + flag[2:])
+            continue
         if value is None or value is False or value == []:
             continue
-        flag = "--" + name.replace("_", "-")
         if name in REPEATED:
             words += [word for item in value for word in (flag, item)]
             continue

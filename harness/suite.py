@@ -62,8 +62,9 @@ GENERIC_CHAOS = "eos_harness.faces.chaos:chaos_command_for"  # the chaos command
 @dataclass(frozen=True)
 class Option:
     """One of a suite's own campaign options (``--NAME``): its kind (``int``, ``float``, ``text``, ``list``: a
-    comma-separated list of names, ``choice``, ``flag``, ``broker``, ``kafka-broker``: a broker that must be
-    Kafka), its default, its help, and for ``int``/``float`` its lower
+    comma-separated list of names, ``choice``, ``flag``, ``switch``: ``--NAME/--no-NAME``, None when neither is
+    given, ``broker``, ``kafka-broker``: a broker that must be Kafka), its default, its help, and for ``int``/``float``
+    its lower
     bound, for ``choice``/``list`` the values it may take (empty: any). ``plan``: whether it decides the
     plan (a resumed campaign keeps it); else it may be given anew on ``--resume``."""
 
@@ -165,7 +166,10 @@ class Suite:
                 "package": f"eos_harness.suites.{self.package}", "subject": self.subject,
                 "commands": {"run": self.run is not None, "chaos": self.chaos is not None},
                 "engines": self.engines, "pytest_entry": self.pytest_entry, "checks": self.checks(),
-                "allowable": list(self.allowable())}
+                "allowable": list(self.allowable()),
+                # its own chaos options (besides the subjects and those of every campaign), with what each does
+                "chaos_options": {(f"{o.flag}/--no-{o.flag[2:]}" if o.kind == "switch" else o.flag): o.help
+                                  for o in self.options} if self.chaos else {}}
 
 
 _FACES = "eos_harness.faces"
@@ -221,8 +225,8 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
           pytest_entry=True, extras=("spark",), minutes=None, show=f"{_FACES}.spark:show_campaign", options=(
               Option("pipeline", "text", None, "Your own query as module:function (build(source) returns a "
                      "DataStreamWriter, not started): killed in every commit window under every state configuration "
-                     "it allows, judged against its own crash-free run (then --sinks is not given: its subject is "
-                     "'user')."),
+                     "(or those --state-provider, --checkpoint-format, --changelog/--no-changelog choose), judged "
+                     "against its own crash-free run (then --sinks is not given: its subject is 'user')."),
               Option("input", "text", None, "Your query's input: a directory of JSON-lines files, one micro-batch "
                      "each, in name order; or a Kafka topic, kafka://HOST:PORT/TOPIC (read from its earliest offsets, "
                      "read_committed; it must not change while the campaign runs)."),
@@ -236,6 +240,14 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
                      "back (default: read_output in your query's module, else the file sink's own format)."),
               Option("sink_guarantee", "choice", None, "What your query's sink promises (default: at least once for "
                      "the Kafka sink, else exactly once).", choices=("exactly-once", "at-least-once")),
+              Option("state_provider", "choice", None, "Only the state configurations of this state store provider, "
+                     "as run --state-provider (default: every one: hdfs, and rocksdb with and without changelog "
+                     "checkpointing).", choices=("hdfs", "rocksdb")),
+              Option("checkpoint_format", "choice", None, "Only the state configurations of this checkpoint format, "
+                     "as run --checkpoint-format (default: 1 and 2; the HDFS provider has format 1 only).",
+                     choices=("1", "2")),
+              Option("changelog", "switch", None, "Only RocksDB with changelog checkpointing (--changelog, as run's) "
+                     "or only the configurations without it (--no-changelog; default: both)."),
               Option("source", "choice", "file", "Where the pipelines read their input.", choices=("file", "kafka")),
               Option("strict", "flag", False, "At-least-once duplicates fail the verdict."),
               Option("broker", "kafka-broker", "kafka-local", "Kafka for --source kafka / --sinks kafka: kafka-local "

@@ -142,8 +142,9 @@ def run_suite_campaign(entry: Suite, seed: int, options: Mapping, out_dir: Path,
     results = found.results + kept.results(run)
     plan_options = ("seed", entry.tallies, *(o.name for o in entry.options if o.replay), "allow", "minutes",
                     "scenarios")
+    negatable = [o.name for o in entry.options if o.kind == "switch"]
     campaign = {"suite": entry.name, "seed": seed, "subject": entry.subject, **options,
-                "minutes": minutes, "repro": campaign_summary.campaign_repro(kept.state, plan_options),
+                "minutes": minutes, "repro": campaign_summary.campaign_repro(kept.state, plan_options, negatable),
                 "scenarios": results, "summary": summarize(entry, results, subjects, found.not_applicable,
                                                            options.get("allow") or ()),
                 "seconds": round(kept.seconds, 1), **({"log": str(log)} if log is not None else {}), **found.fields}

@@ -112,6 +112,10 @@ def chaos_command_for(entry: Suite) -> click.Command:
         if option.kind == "flag":
             command = click.option(option.flag, option.name, is_flag=True, help=option.help)(command)
             continue
+        if option.kind == "switch":  # --NAME/--no-NAME, None when neither is given
+            command = click.option(f"{option.flag}/--no-{option.flag[2:]}", option.name, default=None,
+                                   help=option.help)(command)
+            continue
         command = click.option(option.flag, option.name, type=subject_type if option is subjects else _param_type(option),
                                default=option.default, show_default=option.default is not None,
                                help=option.help)(command)

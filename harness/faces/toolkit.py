@@ -254,8 +254,13 @@ def given_or_kept(ctx: click.Context, state: dict, name: str, value):
 
 def refuse_with_resume(ctx: click.Context, names: tuple[str, ...]) -> None:
     """A usage error when an option that shapes the plan is given with --resume (the campaign keeps its own)."""
-    given = [f"--{name.replace('_', '-')}" for name in names
-             if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+    def spelled(name: str) -> str:  # as given: --no-NAME for the off side of a --NAME/--no-NAME switch
+        param = next((p for p in ctx.command.params if p.name == name), None)
+        if param is not None and getattr(param, "secondary_opts", None) and ctx.params.get(name) is False:
+            return param.secondary_opts[0]
+        return f"--{name.replace('_', '-')}"
+
+    given = [spelled(name) for name in names if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
     if given:
         raise click.UsageError(f"{', '.join(given)}: a resumed campaign keeps the options it started with "
                                "(the same plan); drop them, or start a new campaign")

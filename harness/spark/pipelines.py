@@ -32,6 +32,17 @@ def unsupported(pipeline: str, sink: str, provider: str, checkpoint_format: int 
         return "the file sink supports only append mode; a streaming aggregation without a watermark cannot append"
     if pipeline == "tws" and provider != "rocksdb":
         return "transformWithStateInPandas needs the RocksDB state store provider"
+    return unsupported_state(provider, checkpoint_format)
+
+
+# Every state configuration Spark runs, whatever the query: (state store provider, RocksDB changelog checkpointing,
+# checkpoint format), format 1's first; the HDFS provider has no format 2 (:func:`unsupported_state`).
+STATE_CONFIGURATIONS = (("hdfs", False, 1), ("rocksdb", False, 1), ("rocksdb", True, 1), ("rocksdb", False, 2),
+                        ("rocksdb", True, 2))
+
+
+def unsupported_state(provider: str, checkpoint_format: int) -> str | None:
+    """Why Spark refuses this state store provider with this checkpoint format, whatever the query (None: it runs)."""
     if provider == "hdfs" and checkpoint_format > 1:
         # what Spark 4.1.1 says on the first batch (seen in chaos seed 7)
         return ("[STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED] HDFSBackedStateStoreProvider does not support "

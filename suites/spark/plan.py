@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from eos_harness.commands import command_line
 from eos_harness.faults import kinds
 from eos_harness.faults.spark import parse_target
-from eos_harness.spark.pipelines import PIPELINES, SINKS, unsupported, validate_state_options
+from eos_harness.spark.pipelines import (
+    PIPELINES,
+    SINKS,
+    STATE_CONFIGURATIONS,
+    unsupported,
+    unsupported_state,
+    validate_state_options,
+)
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, verdict_of
 
 STATE_CONFIGS = (("hdfs", False), ("rocksdb", False), ("rocksdb", True))  # provider, changelog checkpointing
+CONFIGURATIONS = STATE_CONFIGURATIONS  # (provider, changelog checkpointing, checkpoint format): every one Spark runs
+CONTROL_CONFIGURATION = ("rocksdb", False, 1)  # the mutant sink's, unless a campaign's choice leaves it out
 
 
 WINDOWS = ("offsets", "state", "sink", "commit")
@@ -93,14 +102,62 @@ class SparkScenario:
         return command_line(*words, "--seed", self.seed)
 
 
-def matrix(source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS) -> list[dict]:
-    """Every (pipeline, sink, state configuration, checkpoint format, crash window) Spark accepts."""
+@dataclass(frozen=True)
+class StateChoice:
+    """The state configurations a campaign runs: ``chaos --state-provider``, ``--checkpoint-format`` and
+    ``--changelog``/``--no-changelog`` (as ``run`` spells them), each given narrowing :data:`CONFIGURATIONS` to those
+    that match it; none given: every one (the plan of a seed as it always was)."""
+
+    provider: str | None = None
+    checkpoint_format: int | None = None
+    changelog: bool | None = None
+
+    @classmethod
+    def of(cls, options: Mapping) -> StateChoice:
+        """The choice of a campaign's options (``state_provider``, ``checkpoint_format``, ``changelog``)."""
+        fmt = options.get("checkpoint_format")
+        return cls(options.get("state_provider"), None if fmt is None else int(fmt), options.get("changelog"))
+
+    def admits(self, provider: str, changelog: bool, checkpoint_format: int) -> bool:
+        return ((self.provider is None or provider == self.provider)
+                and (self.checkpoint_format is None or checkpoint_format == self.checkpoint_format)
+                and (self.changelog is None or changelog == self.changelog))
+
+    def flags(self) -> str:
+        """The options given, as the command line spells them."""
+        words = [f"--state-provider {self.provider}"] if self.provider is not None else []
+        if self.checkpoint_format is not None:
+            words.append(f"--checkpoint-format {self.checkpoint_format}")
+        if self.changelog is not None:
+            words.append("--changelog" if self.changelog else "--no-changelog")
+        return " ".join(words)
+
+    def configurations(self) -> tuple[tuple[str, bool, int], ...]:
+        """The configurations of :data:`CONFIGURATIONS` chosen, in its order; a ValueError (a usage error, before
+        anything runs) when the choice leaves none, naming why."""
+        chosen = tuple(c for c in CONFIGURATIONS if self.admits(*c))
+        if chosen:
+            return chosen
+        provider = self.provider or "rocksdb"
+        try:
+            validate_state_options(provider, self.checkpoint_format or 1, bool(self.changelog))
+            why = f"Spark refuses it: {unsupported_state(provider, self.checkpoint_format or 1)}"
+        except ValueError as exc:
+            why = str(exc)
+        raise ValueError(f"{self.flags()}: no state configuration to run ({why}); the state configurations: hdfs "
+                         "(format 1), rocksdb with --changelog or --no-changelog (format 1 or 2)")
+
+
+def matrix(source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS,
+           configurations: Collection[tuple[str, bool, int]] = CONFIGURATIONS) -> list[dict]:
+    """Every (pipeline, sink, state configuration, checkpoint format, crash window) Spark accepts, of the state
+    ``configurations`` given ((provider, changelog checkpointing, checkpoint format); default: every one)."""
     cases = []
     for pipeline in PIPELINES:
         for sink in sinks:
             for provider, changelog in STATE_CONFIGS:
                 for fmt in (1, 2):
-                    if unsupported(pipeline, sink, provider, fmt):
+                    if unsupported(pipeline, sink, provider, fmt) or (provider, changelog, fmt) not in configurations:
                         continue
                     for window in WINDOWS:
                         cases.append({"pipeline": pipeline, "sink": sink, "provider": provider, "changelog": changelog,
@@ -108,17 +165,29 @@ def matrix(source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS) -> list[
     return cases
 
 
+def control(seed: int, source: str = "file", batches: int = 5,
+            configurations: Collection[tuple[str, bool, int]] = CONFIGURATIONS) -> SparkScenario:
+    """The campaign's first scenario: the mutant sink (it shows the checks can fail), killed after its sink of batch 2,
+    in :data:`CONTROL_CONFIGURATION`, or the first of the state ``configurations`` when they leave that out."""
+    provider, changelog, fmt = CONTROL_CONFIGURATION if CONTROL_CONFIGURATION in configurations else next(
+        iter(configurations))
+    return SparkScenario("count", MUTANT_SINK, provider, fmt, changelog, source, ("sink@2",), seed, batches)
+
+
 def plan(seed: int, count: int | None, source: str = "file", batches: int = 5,
-         sinks: tuple[str, ...] = MATRIX_SINKS, strict: bool = False) -> list:
+         sinks: tuple[str, ...] = MATRIX_SINKS, strict: bool = False,
+         configurations: Collection[tuple[str, bool, int]] = CONFIGURATIONS) -> list:
     """The campaign's scenarios, in order: the mutant sink first, then the matrix in four rounds. Each
     round has every (pipeline, sink, state configuration, format), shuffled by ``seed``, each with a
     crash window of its own (rotated, so every window appears in every round and a combination gets a
     new window each round); the kill hits a random batch, and every fifth case gets a second kill at a
-    random time. A campaign cut short by ``--minutes`` or ``count`` still covers every combination."""
+    random time. A campaign cut short by ``--minutes`` or ``count`` still covers every combination.
+    ``configurations``: the state configurations it runs (:meth:`StateChoice.configurations`; default: every one)."""
     rng = random.Random(seed)
-    combos = sorted({tuple((k, v) for k, v in case.items() if k != "window") for case in matrix(source, sinks)})
+    combos = sorted({tuple((k, v) for k, v in case.items() if k != "window")
+                     for case in matrix(source, sinks, configurations)})
     rng.shuffle(combos)
-    scenarios = [SparkScenario("count", MUTANT_SINK, "rocksdb", 1, False, source, ("sink@2",), seed, batches)]
+    scenarios = [control(seed, source, batches, configurations)]
     i = 0
     for round_number in range(len(WINDOWS)):
         for position, combo in enumerate(combos):
@@ -142,7 +211,8 @@ RANDOM_FLOOR_MS = 500  # the earliest the plan draws it (faults.kinds: random@MS
 
 
 def campaign_plan(seed: int, count: int | None, source: str = "file", batches: int = 5,
-                  sinks: tuple[str, ...] = MATRIX_SINKS, strict: bool = False) -> list:
+                  sinks: tuple[str, ...] = MATRIX_SINKS, strict: bool = False,
+                  configurations: Collection[tuple[str, bool, int]] = CONFIGURATIONS) -> list:
     """A campaign's scenarios: :func:`plan` (pinned seed for seed), each kill one its scenario reaches. The
     plan's second kill at a random time is drawn up to 8 s after the restarted run's first offsets file,
     often after that run ended, so that it never fired (and a scheduled kill that never fired makes the
@@ -154,7 +224,7 @@ def campaign_plan(seed: int, count: int | None, source: str = "file", batches: i
         return f"{RANDOM}@{RANDOM_FLOOR_MS + int(number) % (RANDOM_REACHED_MS - RANDOM_FLOOR_MS + 1)}"
 
     return [replace(s, schedule=tuple(map(reached, s.schedule))) for s in plan(seed, count, source, batches, sinks,
-                                                                              strict)]
+                                                                              strict, configurations)]
 
 
 # -- the suite contract (:mod:`eos_harness.suite`) ------------------------------------------------------
@@ -215,9 +285,12 @@ def unexpected(result: dict, strict: bool) -> bool:
 
 
 def check_options(options: Mapping) -> None:
-    """The ``kafka`` extra, when the campaign's source or a sink of it is Kafka (MissingExtra, a usage error)."""
+    """The ``kafka`` extra, when the campaign's source or a sink of it is Kafka (MissingExtra, a usage error); a
+    ValueError (a usage error) for a state choice that leaves no configuration (:meth:`StateChoice.configurations`),
+    and for what cannot run (a user's query checked by a probe of its module, in a child)."""
     from eos_harness.extras import require
 
+    StateChoice.of(options).configurations()
     user_options = [o for o in ("input", "schema", "key", "read_output", "sink_guarantee", "max_offsets_per_trigger")
                     if options.get(o)]
     if options.get("export_repro"):
@@ -288,19 +361,20 @@ def _user_template(options: Mapping, probed: bool = False):
 
 
 def campaign(seed: int, options: Mapping) -> list:
-    """:func:`campaign_plan` of the campaign's ``source``, ``sinks`` and ``strict``, its first ``scenarios``;
-    ``kafka``: the bootstrap servers of the Kafka its campaign opened, for the scenarios that use it. A user's
-    query (``pipeline``): the mutant sink first (it shows the checks can fail), then
-    :func:`~eos_harness.suites.spark.user.user_plan`."""
+    """:func:`campaign_plan` of the campaign's ``source``, ``sinks``, ``strict`` and state configurations
+    (:class:`StateChoice`), its first ``scenarios``; ``kafka``: the bootstrap servers of the Kafka its campaign
+    opened, for the scenarios that use it. A user's query (``pipeline``): the mutant sink first (it shows the checks
+    can fail), then :func:`~eos_harness.suites.spark.user.user_plan`."""
+    configurations = StateChoice.of(options).configurations()
     if options.get("pipeline"):
         from eos_harness.suites.spark.user import user_plan
 
-        mutant = SparkScenario("count", MUTANT_SINK, "rocksdb", 1, False, "file", ("sink@2",), seed, 5)
-        planned = [mutant, *user_plan(seed, _user_template(options, probed=True))]
+        planned = [control(seed, "file", 5, configurations),
+                   *user_plan(seed, _user_template(options, probed=True), configurations=configurations)]
         return planned[:options["scenarios"]] if options.get("scenarios") else planned
     planned = campaign_plan(seed, options.get("scenarios"), options.get("source", "file"),
                             sinks=tuple(s for s in options["sinks"] if s != MUTANT_SINK),
-                            strict=bool(options.get("strict")))
+                            strict=bool(options.get("strict")), configurations=configurations)
     kafka = options.get("kafka")
     return planned if kafka is None else [replace(s, kafka=kafka) for s in planned]
 

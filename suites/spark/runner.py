@@ -37,7 +37,7 @@ from eos_harness.suites.spark.checks import (
 )
 from eos_harness.suites.spark.driver_run import committed_batches, run_driver
 from eos_harness.suites.spark.kafka_input import kafka_jars
-from eos_harness.suites.spark.plan import SparkScenario, judge, matrix
+from eos_harness.suites.spark.plan import SparkScenario, StateChoice, judge, matrix
 from eos_harness.verdict import (
     ERROR,
     NOT_APPLICABLE,
@@ -383,12 +383,13 @@ def campaign_fields(campaign: dict) -> dict:
     """The campaign's summary with the scenarios Spark refused (``not_applicable``), the size of the matrix
     (with the mutant sink) and the duplicates of the at-least-once Kafka sink."""
     results = campaign["scenarios"]
+    configurations = StateChoice.of(campaign).configurations()  # those chosen (default: every one)
     if campaign.get("pipeline"):  # a user's query: every window under every state configuration, and the mutant
-        from eos_harness.suites.spark.user import STATE_CONFIGS, WINDOWS
+        from eos_harness.suites.spark.user import WINDOWS
 
-        size = len(STATE_CONFIGS) * len(WINDOWS) + 1
+        size = len(configurations) * len(WINDOWS) + 1
     else:
-        size = len(matrix(campaign["source"], tuple(campaign["sinks"]))) + 1
+        size = len(matrix(campaign["source"], tuple(campaign["sinks"]), configurations)) + 1
     return {"summary": {**campaign["summary"],
                         "not_applicable": [judge(r) for r in results].count(NOT_APPLICABLE),
                         "matrix_size": size,

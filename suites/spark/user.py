@@ -38,13 +38,14 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from eos_harness.commands import command_line
 from eos_harness.faults.spark import final_files, parse_target
 from eos_harness.rundir import claim
-from eos_harness.spark.pipelines import validate_state_options
+from eos_harness.spark.pipelines import STATE_CONFIGURATIONS, validate_state_options
 from eos_harness.spark.process import PipelineProcess
 from eos_harness.suites.spark.checks import check_restarts, recorded_watermarks
 from eos_harness.suites.spark.driver_run import RUN_TIMEOUT_S, committed_batches, run_driver
@@ -922,18 +923,19 @@ def user_error_result(scenario: UserScenario, exc: BaseException) -> dict:
 # -- a campaign: every commit window under every state configuration ------------------------------------------
 
 USER_SUBJECT = "user"  # the subject (``sink``) a campaign of a user's query tallies
-STATE_CONFIGS = (("hdfs", False, 1), ("rocksdb", False, 1), ("rocksdb", True, 1), ("rocksdb", False, 2),
-                 ("rocksdb", True, 2))  # provider, changelog checkpointing, checkpoint format (HDFS has no v2)
+STATE_CONFIGS = STATE_CONFIGURATIONS  # (provider, changelog checkpointing, checkpoint format): every one Spark runs
 
 
-def user_plan(seed: int, template: UserScenario, count: int | None = None) -> list[UserScenario]:
-    """A campaign of the user's query, in four rounds: each round has every state configuration, shuffled by
-    ``seed``, each with a commit window of its own (rotated: every window in every round, a configuration a new
-    window each round) at a batch drawn with one batch before and one after it; every fifth case gets a second
+def user_plan(seed: int, template: UserScenario, count: int | None = None,
+              configurations: Collection[tuple[str, bool, int]] = STATE_CONFIGS) -> list[UserScenario]:
+    """A campaign of the user's query, in four rounds: each round has every state configuration (of
+    ``configurations``, :meth:`~eos_harness.suites.spark.plan.StateChoice.configurations`; default: every one),
+    shuffled by ``seed``, each with a commit window of its own (rotated: every window in every round, a configuration
+    a new window each round) at a batch drawn with one batch before and one after it; every fifth case gets a second
     kill at a random time (500 to 1000 ms after the restarted run's first offsets file)."""
     rng = random.Random(seed)
     batches = template.batch_count() or 1
-    configs = list(STATE_CONFIGS)
+    configs = list(configurations)
     rng.shuffle(configs)
     planned = []
     for round_number in range(len(WINDOWS)):
