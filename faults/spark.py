@@ -1,7 +1,8 @@
 """Spark driver kills between micro-batch commit steps, placed by watching files appear.
 
 A micro-batch commits in steps, each a file renamed into place in the checkpoint or output
-directory: ``offsets/N``, the state version ``N+1`` of each partition (``N+1.delta``,
+directory: ``offsets/N``, the state version ``N+1`` of each partition (or of each store of a partition: a
+stream-stream join keeps four) (``N+1.delta``,
 ``N+1.changelog``, ``N+1.zip``; ``N+1_<uuid>.…`` with checkpoint format v2), the sink's commit
 (the file sink's ``_spark_metadata/N``, a marker ``_batches/N`` written after a ``foreachBatch``
 sink committed), then ``commits/N``. :class:`FileWatcher` (inotify) SIGKILLs a process group
@@ -84,7 +85,9 @@ def step_of(root: str, relative: str) -> tuple[str, int] | None:
             return "offsets", int(name)
         if len(parts) == 2 and parts[0] == "commits" and name.isdigit():
             return "commit", int(name)
-        if parts[0] == "state" and len(parts) == 4:
+        # state/OP/PARTITION/N.delta, or below a store of the partition: a stream-stream join keeps four
+        # (state/OP/PARTITION/left-keyToNumValues/N.delta, …), each its own version files
+        if parts[0] == "state" and (len(parts) == 4 or len(parts) == 5 and not parts[3].startswith("_")):
             m = _STATE_FILE.match(name)
             if m:
                 return "state", int(m.group(1)) - 1

@@ -70,6 +70,13 @@ def test_step_of_names_each_commit_step_and_ignores_temp_and_crc_files():
     assert step_of("checkpoint", "state/0/1/.4.delta.crc") is None
     assert step_of("checkpoint", "state/0/1/4.zip.crc") is None
     assert step_of("checkpoint", "offsets/.3.abc.tmp") is None
+    # a stream-stream join: four stores below each partition, each with its own version files (the campaign of
+    # a user's join never reached state@N before these were read)
+    assert step_of("checkpoint", "state/0/1/left-keyToNumValues/4.zip") == ("state", 3)
+    assert step_of("checkpoint", "state/0/1/right-keyWithIndexToValue/4.delta") == ("state", 3)
+    assert step_of("checkpoint", "state/0/1/left-keyToNumValues/SSTs/000008-5ca979f5.sst") is None
+    assert step_of("checkpoint", "state/0/1/_metadata/4") is None
+    assert step_of("checkpoint", "state/0/_metadata/v2/4") is None
     assert step_of("output", "_spark_metadata/3") == ("sink", 3)
     assert step_of("output", "_batches/3") == ("sink", 3)
 
@@ -219,6 +226,25 @@ def test_a_query_that_cannot_start_is_reported_with_sparks_error():
     assert [(v.check, v.key) for v in found] == [("restart_liveness", "run 0")]
     assert "STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED" in unsupported("count", "foreach", "hdfs", 2)
     assert unsupported("count", "foreach", "rocksdb", 2) is None
+
+
+def test_a_state_configuration_spark_refuses_for_a_query_is_named_with_sparks_words():
+    """What a user's transformWithStateInPandas query's crash-free run on the HDFS provider ended with (chaos of a
+    sessionizer, PySpark 4.2.0): the configuration is not the query's (``not_applicable``), unlike a query that
+    fails or Spark's own restart failure."""
+    from eos_harness.spark.pipelines import refused_configuration
+
+    seen = ("org.apache.spark.sql.execution.streaming.state.StateStoreBackendNotSupportedForTWSException: "
+            "[UNSUPPORTED_FEATURE.STORE_BACKEND_NOT_SUPPORTED_FOR_TWS] The feature is not supported: Store backend "
+            "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider is not supported by "
+            "TransformWithState operator. Please use RocksDBStateStoreProvider. SQLSTATE: 0A000\n"
+            "StreamingQueryException: [STREAM_FAILED] Query [id = abbda0b5] terminated with exception: …")
+    assert refused_configuration(seen) == (
+        "[UNSUPPORTED_FEATURE.STORE_BACKEND_NOT_SUPPORTED_FOR_TWS] The feature is not supported: Store backend "
+        "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider is not supported by "
+        "TransformWithState operator. Please use RocksDBStateStoreProvider.")
+    assert refused_configuration("java.lang.AssertionError: assertion failed: CheckpointInfo length: 0") is None
+    assert refused_configuration("[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column named `ts` cannot be resolved") is None
 
 
 def test_a_watermark_that_lags_after_a_restart_is_reported_and_judged_with_what_spark_recorded():

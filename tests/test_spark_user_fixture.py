@@ -60,11 +60,14 @@ def impressions_and_clicks(batches: int = 4) -> list[list[dict]]:
 
 @pytest.mark.slow  # opt-in with the full Spark tier (make test-spark-full): make test keeps test_spark_user_pipelines
 def test_a_stream_stream_join_into_an_idempotent_foreach_batch_survives_a_kill_after_its_sink(eos_spark_pipeline):
-    found = eos_spark_pipeline.verify(build_join, batches=impressions_and_clicks(), windows=("sink",),
+    found = eos_spark_pipeline.verify(build_join, batches=impressions_and_clicks(), windows=("sink", "state"),
                                       schema="side string, id long, ts long", read_output=read_clicks)
-    [result] = found.results
-    assert found.verdict == "pass" and result["sink"] == "foreachBatch"
+    result, killed_in_state = found.results
+    assert found.verdict == "pass" and result["sink"] == "foreachBatch", found.explain()
     assert [c["window"] for c in result["crash_windows"]] == ["after_sink"]
+    # the join keeps a store per side and kind below each partition (state/0/P/left-keyToNumValues/2.zip, …): a
+    # kill after its state files lands there (it never fired before the watcher knew them)
+    assert [c["window"] for c in killed_in_state["crash_windows"]] == ["after_state"], found.explain()
     assert result["checks"]["output_rows_compared"] == 7  # 4 same-batch clicks, 3 across batches
     # the join's state, read by joinSide (Spark's state data source), equals the crash-free run's
     assert result["checks"]["state_matches_crash_free"].startswith("pass (batches 0.."), result["checks"]
@@ -124,6 +127,19 @@ def build_sessions(source):
     return (events.groupBy("user").transformWithStateInPandas(
         statefulProcessor=_sessionizer(), outputStructType="user string, start long, end long, events long",
         outputMode="Append", timeMode="EventTime").writeStream.outputMode("append").format("json"))
+
+
+@pytest.mark.slow
+def test_a_sessionizer_on_a_state_provider_spark_refuses_for_it_is_not_applicable_with_sparks_reason(
+        eos_spark_pipeline):
+    # transformWithState needs RocksDB: the crash-free run on the HDFS provider ends with Spark's refusal before its
+    # first commit; the configuration is not the query's, so no window of it is judged (and the fixture says so)
+    found = eos_spark_pipeline.verify(build_sessions, batches=[[{"user": "u1", "ts": 1_000_000}]] * 3,
+                                      windows=("sink", "commit"), schema="user string, ts long",
+                                      state_provider="hdfs", fail=False)
+    assert [r["verdict"] for r in found.results] == ["not_applicable"] * 2 and found.verdict == "not_applicable"
+    assert all("STORE_BACKEND_NOT_SUPPORTED_FOR_TWS" in r["reason"] for r in found.results), found.explain()
+    assert "not applicable: Spark refuses this state configuration for the query" in found.explain()
 
 
 @pytest.mark.slow

@@ -50,6 +50,27 @@ def unsupported_state(provider: str, checkpoint_format: int) -> str | None:
     return None
 
 
+# Spark's error classes that refuse a state configuration for a query's operators (what the query allows is
+# known only once Spark plans it: transformWithState and state TTL need RocksDB, so does more than one column
+# family); a user's query whose crash-free run ends with one of them before its first commit does not run in
+# that configuration (``not_applicable``, with Spark's words), as the combinations :func:`unsupported` names
+REFUSED_CONFIGURATION_ERRORS = ("UNSUPPORTED_FEATURE.STORE_BACKEND_NOT_SUPPORTED_FOR_TWS",
+                                "UNSUPPORTED_FEATURE.STATE_STORE_MULTIPLE_COLUMN_FAMILIES",
+                                "UNSUPPORTED_FEATURE.STATE_STORE_TTL",
+                                "UNSUPPORTED_FEATURE.STATE_STORE_REMOVING_COLUMN_FAMILIES",
+                                "STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED")
+
+
+def refused_configuration(error: str) -> str | None:
+    """Spark's words when ``error`` (a failed run's) is Spark refusing the run's state configuration, else None."""
+    for line in error.splitlines():
+        for name in REFUSED_CONFIGURATION_ERRORS:
+            at = line.find(f"[{name}]")
+            if at >= 0:
+                return line[at:].split(" SQLSTATE:")[0].strip()
+    return None
+
+
 def _timer_ms(times: list[int]) -> int:
     return (max(times) + TIMEOUT_S) * 1000 + 500
 

@@ -62,7 +62,10 @@ class PipelineVerification:
         """The table, then each result that did not pass: its violations (the first five) and its replay."""
         parts = [f"{self.ref}: {self.verdict}", self.table()]
         for r in self.results:
-            if r["verdict"] in (PASS, NOT_APPLICABLE):
+            if r["verdict"] == PASS:
+                continue
+            if r["verdict"] == NOT_APPLICABLE:  # e.g. a configuration Spark refuses for the query: say so
+                parts.append(f"{','.join(r['schedule'])}: not applicable: {r.get('reason', '')}")
                 continue
             parts.append(f"{','.join(r['schedule'])}: {r['verdict']}" + (f": {r['error']}" if r.get("error") else ""))
             parts += [f"  {v['check']}: {v['key']} expected {v['expected']} observed {v['observed']}"

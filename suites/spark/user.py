@@ -45,7 +45,7 @@ from pathlib import Path
 from eos_harness.commands import command_line
 from eos_harness.faults.spark import final_files, parse_target
 from eos_harness.rundir import claim
-from eos_harness.spark.pipelines import STATE_CONFIGURATIONS, validate_state_options
+from eos_harness.spark.pipelines import STATE_CONFIGURATIONS, refused_configuration, validate_state_options
 from eos_harness.spark.process import PipelineProcess
 from eos_harness.suites.spark.checks import check_restarts, recorded_watermarks
 from eos_harness.suites.spark.driver_run import RUN_TIMEOUT_S, committed_batches, run_driver
@@ -664,6 +664,11 @@ def run_user_scenario(scenario: UserScenario, run_dir: Path, reference_root: Pat
     ref = reference(scenario, Path(reference_root or run_dir), scenario.module_file)
     base = {**scenario.header(ref.get("sink") or "?"), "sink_guarantee": _guarantee(scenario, ref.get("sink")),
             "reference": {k: ref.get(k) for k in ("folder", "seconds", "cached", "commits", "exit")}}
+    refused = ref.get("error") and not ref.get("commits") and refused_configuration(ref["error"])
+    if refused:  # the query does not run in this configuration: nothing to kill, nothing broken
+        return {**base, "verdict": NOT_APPLICABLE, "reason": f"Spark refuses this state configuration for the "
+                f"query: {refused}", "violations": [], "crash_points": [], "crash_windows": [], "seconds": 0.0,
+                "started_at": started_at}
     if ref.get("error"):
         return {**base, "verdict": ERROR, "violations": [], "crash_points": [], "crash_windows": [],
                 "error": ref["error"] if ref.get("topic_changed") else
