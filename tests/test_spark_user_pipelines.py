@@ -268,6 +268,33 @@ def test_a_campaign_of_a_users_query_kills_it_in_every_window_under_every_state_
         subjects_of({"sinks": ["user"]})
 
 
+def test_a_campaign_of_a_users_query_shows_its_windows_by_configuration():
+    """The table a user reads after `chaos --pipeline`: a row per state configuration, a column per window aimed
+    at, each cell the verdict, the check that fired and where the kill landed on disk."""
+    from eos_harness.faces.spark import window_grid
+    from rich.console import Console
+
+    def scenario(provider, fmt, schedule, verdict, landed, checks=()):
+        return {"sink": "user", "pipeline": "jobs:build", "schedule": schedule, "verdict": verdict,
+                "configuration": {"state_provider": provider, "changelog_checkpointing": False,
+                                  "checkpoint_format": fmt, "source": "file"},
+                "crash_windows": [{"window": w, "batch": b} for w, b in landed],
+                "violations": [{"check": c, "key": "run 1", "expected": "a restart", "observed": "…"} for c in checks]}
+
+    results = [scenario("rocksdb", 2, ["sink@3"], "fail", [("after_sink", 3)], ["restart_liveness"]),
+               scenario("rocksdb", 2, ["commit@2", "random@650"], "pass", [("after_commit", 2), ("after_offsets", 3)]),
+               scenario("hdfs", 1, ["state@1"], "not_applicable", []),
+               {"sink": "foreach-nocheck", "pipeline": "count", "schedule": ["sink@2"], "verdict": "fail"}]
+    console = Console(width=200, record=True)
+    console.print(window_grid(results, "jobs:build"))
+    lines = [" ".join(line.replace("│", " ").replace("┃", " ").split()) for line in console.export_text().splitlines()]
+    assert "configuration killed after offsets@N killed after state@N killed after sink@N killed after commit@N" \
+        in lines
+    assert "rocksdb/fmt2 - - fail restart_liveness sink(3) pass commit(2), offsets(3) + random" in lines
+    assert "hdfs/fmt1 - n/a - -" in lines
+    assert not any("foreach-nocheck" in line or "count" in line for line in lines)  # the mutant sink: not the query's
+
+
 def test_rows_are_compared_whole_or_by_the_key_columns_only(tmp_path):
     from eos_harness.suites.spark.user import _rows
 

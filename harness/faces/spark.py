@@ -68,6 +68,35 @@ def _matrix_table(results: list[dict], title: str) -> Table:
     return table
 
 
+_GRID_STEPS = ("offsets", "state", "sink", "commit")
+
+
+def window_grid(results: list[dict], title: str) -> Table:
+    """A user's query's campaign, windows × configurations: a row per state configuration, a column per commit
+    window a kill was aimed at, each cell the verdict and the window (batch) the files on disk showed after the
+    kill (``+ random``: a random kill too); ``n/a`` where the window or configuration does not apply."""
+    cells: dict[tuple, dict[str, str]] = {}
+    for r in results:
+        if r["sink"] != "user" or not r.get("schedule"):
+            continue
+        conf = r["configuration"]
+        state = (conf["state_provider"], conf["changelog_checkpointing"], conf["checkpoint_format"])
+        step = r["schedule"][0].split("@")[0]
+        colour = {"pass": "green", "fail": "red", "not_applicable": "dim"}.get(r["verdict"], "yellow")
+        verdict = "n/a" if r["verdict"] == "not_applicable" else r["verdict"]
+        fired = sorted({v["check"] for v in counted_violations(r, r.get("strict", False))})
+        text = f"[{colour}]{verdict}[/]" + (f" {', '.join(fired)}" if fired and r["verdict"] == "fail" else "")
+        landed = ", ".join(f"{c['window'].removeprefix('after_')}({c['batch']})" for c in r.get("crash_windows", []))
+        text += (f" {landed}" if landed else "") + (" + random" if len(r["schedule"]) > 1 else "")
+        cells.setdefault(state, {})[step] = text
+    table = Table(title=title)
+    for col in ("configuration", *(f"killed after {s}@N" for s in _GRID_STEPS)):
+        table.add_column(col, overflow="fold")
+    for (provider, changelog, fmt), row in sorted(cells.items()):
+        table.add_row(provider + ("+changelog" if changelog else "") + f"/fmt{fmt}", *(row.get(s, "-") for s in _GRID_STEPS))
+    return table
+
+
 BROKER_HELP = ("Kafka for --source kafka / --sink kafka: kafka-local (default: one KRaft broker on 127.0.0.1 "
                "started for this command and stopped at its end; kafka-local:N for N brokers), kafka-quorum[:N] "
                "(3 dedicated KRaft controllers and N brokers) or "
@@ -323,6 +352,9 @@ def show_campaign(campaign: dict) -> None:
     strict = bool(campaign.get("strict"))
     console.print(_matrix_table(campaign["scenarios"], f"spark chaos, seed {campaign['seed']}: "
                                                        f"{campaign['summary']['total']} scenarios by configuration"))
+    if campaign.get("pipeline") and ":" in str(campaign["pipeline"]):  # a user's query: its windows × configurations
+        console.print(window_grid(campaign["scenarios"], f"{campaign['pipeline']}: windows × configurations "
+                                                         "(verdict, window on disk)"))
     failing = [r for r in campaign["scenarios"] if r["verdict"] != "pass"]
     if failing:
         console.print(_table(failing, f"the {len(failing)} scenarios that did not pass"))
