@@ -159,6 +159,55 @@ def test_the_join_model_multiplies_each_delta_by_its_key_s_rate_at_its_time_and_
     assert any(v.check == "output_values" for v in check_output(records, outputs, complete=True))
 
 
+def test_a_join_output_of_a_table_update_applied_out_of_timestamp_order_is_named_as_such():
+    from dataclasses import replace
+
+    from eos_harness.suites.kafka_streams.checks import joined
+
+    records = [r for batch in workload(3, 2, 20, 4, 2, table=True) for r in batch]
+    products = joined(records)[0]
+    # A table update that changed its key's rate, the key's first stream record after it and its last before it
+    rate, late = {}, None
+    for r in records:
+        if r.update is not None:
+            key, before = r.update[0], rate.get(r.update[0], 1)
+            rate[key] = r.update[1]
+            after = next((x for x in records if x.seq >= r.seq and x.key == key), None)
+            earlier = next((x for x in reversed(records) if x.seq < r.seq and x.key == key), None)
+            if late is None and after is not None and earlier is not None and before != r.update[1]:
+                late = (r, after, earlier, before)
+    assert late is not None
+    update, after, earlier, before = late
+
+    def outputs_joined(seq, rate):
+        processed = [replace(p, delta=r.delta * rate) if p.seq == seq else p
+                     for r, p in zip(records, products, strict=True)]
+        return [(key, s, total) for s, (key, total) in expected_outputs(processed).items()]
+
+    tail = " (max.task.idle.ms=0: records already on the broker are processed in timestamp order)"
+    # Streams joined the record after the update with the rate before it (the table record processed after it)
+    found = check_output(records, outputs_joined(after.seq, before), complete=True, join=True)
+    assert found and all(v.check == "output_values" for v in found)
+    assert found[0].key == f"input {after.seq} ({after.key})"
+    assert found[0].observed.endswith(
+        f": input {after.seq} was joined with rate {before}, from before the table update of input {update.seq} "
+        f"({after.key} -> {update.update[1]}, timestamp {update.ts - 1}), which the broker had acknowledged before "
+        f"input {after.seq} was sent" + tail)
+    # each later output of its key, right about its own record, names the record whose join it carries
+    assert all(v.observed.endswith(f" (input {after.seq}'s join carried)") for v in found[1:])
+    # ... and the record before the update with its rate (the table record processed before it)
+    found = check_output(records, outputs_joined(earlier.seq, update.update[1]), complete=True, join=True)
+    assert found[0].key == f"input {earlier.seq} ({earlier.key})"
+    assert found[0].observed.endswith(
+        f": input {earlier.seq} was joined with rate {update.update[1]} of the table update of input {update.seq} "
+        f"(timestamp {update.ts - 1}, after input {earlier.seq}'s {earlier.ts}), sent after the broker had "
+        f"acknowledged input {earlier.seq}" + tail)
+    # A wrong output no rate of its key's table explains is said as before
+    wrong = [(key, seq, total + 1000 if seq == after.seq else total) for key, seq, total in outputs_joined(-1, 1)]
+    assert [v.observed for v in check_output(records, wrong, complete=True, join=True)] == [
+        f"sum {expected_outputs(products)[after.seq][1] + 1000}"]
+
+
 def test_the_global_table_s_updates_come_before_their_batch_and_apply_to_all_of_it():
     from eos_harness.suites.kafka_streams.checks import check_state, joined, model_state
 

@@ -7,7 +7,8 @@ outputs ``SEQ,SUM``. The model is the same fold over the input in each partition
 expected output is its key's sum after it, and the store after input ``S`` is every key's sum over ``S``.
 The stream-table join (``join-`` applications) first multiplies each delta by its key's rate in a KTable fed
 by a second topic (1 while the key has none): the model applies each table update before the stream records
-of later timestamps (Streams processes a task's records in timestamp order when they are on the broker).
+of later timestamps (Streams documents that with ``max.task.idle.ms`` 0 it processes a task's records in
+timestamp order when they are on the broker; 4.4.0 does not always, see :func:`join_orders` and the README).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import dataclass, replace
 from eos_harness.verdict import Violation
 
 __all__ = ["CHECKS", "CONDITIONS", "InputRecord", "Restore", "changelog_state", "check_changelog", "check_liveness",
-           "check_no_wipe", "check_output", "check_state", "expected_outputs", "joined", "model_state", "workload"]
+           "check_no_wipe", "check_output", "check_state", "expected_outputs", "joined", "join_orders",
+           "model_state", "workload"]
 
 # Each check, in report order, with the promise it tests.
 CHECKS = {
@@ -117,6 +119,62 @@ def joined(records: Iterable[InputRecord]) -> tuple[list[InputRecord], dict[str,
     return out, rates
 
 
+def join_orders(records: list[InputRecord], outputs: Iterable[tuple[str, int, int]]) -> dict[int, str]:
+    """Why the stream-table join's outputs differ from the model, where its key's table explains it: input seq ->
+    what it says. An output's error less its key's previous output's is its own record's (the sums are read in
+    full): the record was joined with ``rate model + that / delta``; a rate of one of its key's table updates (or
+    1, none yet) says which update Streams processed out of timestamp order: one before the record that it had
+    not applied yet (acknowledged before the record was sent), or one after it that it had already applied (sent
+    after the record was acknowledged). An output right about its own record but off by an earlier one names
+    that one."""
+    got = {seq: total for _, seq, total in outputs}
+    products, _ = joined(records)
+    want = expected_outputs(products)
+    updates: dict[str, list[tuple[int, int, int]]] = {}  # key -> [(input, rate, timestamp)], input order
+    for r in sorted(records, key=lambda r: r.seq):
+        if r.update is not None:
+            updates.setdefault(r.update[0], []).append((r.seq, r.update[1], r.ts - 1))
+    said: dict[int, str] = {}
+    # key -> (its previous output's error, the input that made it); None after an output not read
+    previous: dict[str, tuple[int, int | None] | None] = {}
+    for r, p in sorted(zip(records, products, strict=True), key=lambda rp: rp[0].seq):
+        if r.seq not in got:
+            previous[r.key] = None  # the next output's own error is unknown
+            continue
+        error = got[r.seq] - want[r.seq][1]
+        last = previous.get(r.key, (0, None))
+        previous[r.key] = (error, None if last is None else last[1])
+        if last is None or error == 0:
+            continue
+        before, cause = last
+        own = error - before
+        if own == 0:
+            if cause is not None:
+                said[r.seq] = f" (input {cause}'s join carried)"
+            continue
+        if own % r.delta:
+            continue
+        rate = p.delta // r.delta + own // r.delta
+        chain = [(None, 1, None)] + updates.get(r.key, [])  # the key's rates in order: none yet, then each update's
+        at = max(i for i, (u, _, _) in enumerate(chain) if u is None or u <= r.seq)  # the model's
+        stale = [i for i in range(at) if chain[i][1] == rate]
+        early = [i for i in range(at + 1, len(chain)) if chain[i][1] == rate]
+        if stale and (not early or at - stale[-1] <= early[0] - at):
+            u, new, ts = chain[stale[-1] + 1]
+            why = (f"joined with rate {rate}, from before the table update of input {u} ({r.key} -> {new}, "
+                   f"timestamp {ts}), which the broker had acknowledged before input {r.seq} was sent")
+        elif early:
+            u, _, ts = chain[early[0]]
+            why = (f"joined with rate {rate} of the table update of input {u} (timestamp {ts}, after input "
+                   f"{r.seq}'s {r.ts}), sent after the broker had acknowledged input {r.seq}")
+        else:
+            continue
+        previous[r.key] = (error, r.seq)
+        said[r.seq] = (f": input {r.seq} was {why} (max.task.idle.ms=0: records already on the broker are "
+                       f"processed in timestamp order)")
+    return said
+
+
 def expected_outputs(records: Iterable[InputRecord], window_ms: int = 0) -> dict[int, tuple[str, int]]:
     """seq -> (key, the key's sum, in its window with ``window_ms``, after that record)."""
     sums: Counter = Counter()
@@ -139,6 +197,7 @@ def check_output(records: list[InputRecord], outputs: list[tuple[str, int, int]]
                  window_ms: int = 0, join: bool = False) -> list[Violation]:
     """``outputs``: (key, seq, sum) as read committed, in read order; ``complete``: the application processed
     all its input (else a missing output is liveness's, not a loss); ``join``: the stream-table join's."""
+    raw = records
     if join:
         records = joined(records)[0]
     want = expected_outputs(records, window_ms)
@@ -154,8 +213,10 @@ def check_output(records: list[InputRecord], outputs: list[tuple[str, int, int]]
             found.append(Violation("exactly_once_output", f"inputs {missing[:10]}", "each read once",
                                    f"{len(missing)} never read though the application processed its input"))
     wrong = [(key, seq, got) for key, seq, got in outputs if seq in want and want[seq] != (key, got)]
+    orders = join_orders(raw, outputs) if join and wrong else {}
     for key, seq, got in wrong[:20]:
-        found.append(Violation("output_values", f"input {seq} ({key})", f"sum {want[seq][1]}", f"sum {got}"))
+        why = orders.get(seq, "") if want[seq][0] == key else ""
+        found.append(Violation("output_values", f"input {seq} ({key})", f"sum {want[seq][1]}", f"sum {got}{why}"))
     if len(wrong) > 20:
         found.append(Violation("output_values", "more", "", f"{len(wrong) - 20} more wrong outputs"))
     unknown = sorted(seq for _, seq, _ in outputs if seq not in want)
