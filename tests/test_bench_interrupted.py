@@ -26,10 +26,22 @@ def test_make_bench_stopped_by_sigterm_removes_what_it_wrote_in_the_temp_directo
         assert any(temp.rglob("*.parquet")), "the benchmark wrote nothing to interrupt"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
+        # what the benchmark started (its pool of Parquet writers) is stopped with it, none left in its group
+        time.sleep(0.5)
+        left = _alive(proc.pid)
     finally:
-        if proc.poll() is None:
+        if _alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        proc.wait()
     assert proc.returncode == 143, (proc.returncode, out, err)
     assert "interrupted (SIGTERM)" in err
+    assert not left, "processes of the benchmark outlived it"
     assert list(temp.iterdir()) == []  # its Parquet and the session's root, gone
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
