@@ -73,6 +73,7 @@ def scenarios_per_second(broker: str, seconds: float, out: Path) -> tuple[int, f
 
     started = time.monotonic()
     entry, opened = SUITES["lifecycle"], parse(broker, internal=True)  # the cluster this benchmark started
+    out.mkdir(parents=True, exist_ok=True)  # a campaign holds its run directory, which must exist
     campaign = run_suite_campaign(entry, 13, {**defaults(entry), "broker": opened.cli_text}, out, minutes=seconds / 60,
                                   running={"opened": opened})
     # Stores expected to pass that failed (a short run need not reach every mutant's catching scenario).

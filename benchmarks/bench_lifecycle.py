@@ -29,6 +29,7 @@ def scenarios_per_second(seconds: float, out: Path) -> tuple[int, float]:
 
     started = time.monotonic()
     entry = SUITES["lifecycle"]
+    out.mkdir(parents=True, exist_ok=True)  # a campaign holds its run directory, which must exist
     campaign = run_suite_campaign(entry, 11, defaults(entry), out, minutes=seconds / 60)
     elapsed = time.monotonic() - started
     return campaign["summary"]["total"], elapsed
