@@ -12,9 +12,9 @@ from collections import Counter
 import pytest
 from eos_harness.campaign_summary import campaign_repro
 from eos_harness.suites.spark.plan import (
-    CONFIGURATIONS,
     MATRIX_SINKS,
     MUTANT_SINK,
+    STATE_CONFIGURATIONS,
     WINDOWS,
     StateChoice,
     campaign,
@@ -22,7 +22,7 @@ from eos_harness.suites.spark.plan import (
     matrix,
 )
 from eos_harness.suites.spark.runner import campaign_fields
-from eos_harness.suites.spark.user import STATE_CONFIGS, UserScenario, user_plan
+from eos_harness.suites.spark.user import UserScenario, user_plan
 
 NOT_GIVEN = {"state_provider": None, "checkpoint_format": None, "changelog": None}
 
@@ -42,7 +42,7 @@ def named_in_replay(scenario) -> bool:
 def test_the_built_in_matrix_runs_only_the_configurations_chosen_each_in_every_window():
     everything = campaign(7, {"sinks": list(MATRIX_SINKS), **NOT_GIVEN})
     assert everything == campaign(7, {"sinks": list(MATRIX_SINKS)})  # a campaign kept before the options: the same
-    assert {configuration(s) for s in everything} == set(CONFIGURATIONS)
+    assert {configuration(s) for s in everything} == set(STATE_CONFIGURATIONS)
 
     options = {"sinks": list(MATRIX_SINKS), **NOT_GIVEN, "state_provider": "rocksdb", "checkpoint_format": "1"}
     planned = campaign(7, options)
@@ -73,7 +73,7 @@ def test_a_users_query_runs_every_window_under_each_configuration_chosen(tmp_pat
     for n in range(5):
         (folder / f"batch-{n}.jsonl").write_text(json.dumps({"id": n}) + "\n")
     template = UserScenario("my_jobs:build", str(folder))
-    assert user_plan(7, template, configurations=STATE_CONFIGS) == user_plan(7, template)  # none given: as always
+    assert user_plan(7, template, configurations=STATE_CONFIGURATIONS) == user_plan(7, template)  # none given: as always
 
     chosen = StateChoice("rocksdb", 1, True).configurations()
     assert chosen == (("rocksdb", True, 1),)
@@ -84,7 +84,7 @@ def test_a_users_query_runs_every_window_under_each_configuration_chosen(tmp_pat
 
     planned = user_plan(7, template, configurations=StateChoice(checkpoint_format=1).configurations())
     cells = {(*configuration(s), s.schedule[0].split("@")[0]) for s in planned}
-    assert cells == {(*c, w) for c in STATE_CONFIGS if c[2] == 1 for w in WINDOWS} and len(planned) == 12
+    assert cells == {(*c, w) for c in STATE_CONFIGURATIONS if c[2] == 1 for w in WINDOWS} and len(planned) == 12
     # the campaign's summary counts the plan it ran: 4 windows of the one configuration, and the mutant sink
     fields = campaign_fields({"scenarios": [], "summary": {}, "pipeline": "my_jobs:build", "source": "file",
                               "sinks": ["user"], "state_provider": "rocksdb", "checkpoint_format": "1",

@@ -251,13 +251,13 @@ def test_a_non_idempotent_foreach_batch_is_caught_with_its_crash_window_and_repl
 
 def test_a_campaign_of_a_users_query_kills_it_in_every_window_under_every_state_configuration(tmp_path):
     from eos_harness.suites.spark.plan import subjects_of
-    from eos_harness.suites.spark.user import STATE_CONFIGS, WINDOWS, UserScenario, user_plan
+    from eos_harness.suites.spark.user import STATE_CONFIGURATIONS, WINDOWS, UserScenario, user_plan
 
     template = UserScenario("my_jobs:build", str(write_batches(tmp_path / "in")))
     planned = user_plan(7, template)
     assert planned == user_plan(7, template)  # the seed decides it
     cells = {(s.provider, s.changelog, s.checkpoint_format, s.schedule[0].split("@")[0]) for s in planned}
-    assert cells == {(*c, w) for c in STATE_CONFIGS for w in WINDOWS}  # each window under each configuration
+    assert cells == {(*c, w) for c in STATE_CONFIGURATIONS for w in WINDOWS}  # each window under each configuration
     assert all(1 <= int(s.schedule[0].split("@")[1]) <= 3 for s in planned)  # a batch before and after the kill
     assert sum(len(s.schedule) == 2 for s in planned) == len(planned) // 5  # every fifth: a random kill too
     assert [s.checkpoint_format for s in planned if s.provider == "hdfs"] == [1] * len(WINDOWS)

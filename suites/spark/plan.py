@@ -20,7 +20,6 @@ from eos_harness.spark.pipelines import (
 from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, Violation, verdict_of
 
 STATE_CONFIGS = (("hdfs", False), ("rocksdb", False), ("rocksdb", True))  # provider, changelog checkpointing
-CONFIGURATIONS = STATE_CONFIGURATIONS  # (provider, changelog checkpointing, checkpoint format): every one Spark runs
 CONTROL_CONFIGURATION = ("rocksdb", False, 1)  # the mutant sink's, unless a campaign's choice leaves it out
 
 
@@ -105,7 +104,7 @@ class SparkScenario:
 @dataclass(frozen=True)
 class StateChoice:
     """The state configurations a campaign runs: ``chaos --state-provider``, ``--checkpoint-format`` and
-    ``--changelog``/``--no-changelog`` (as ``run`` spells them), each given narrowing :data:`CONFIGURATIONS` to those
+    ``--changelog``/``--no-changelog`` (as ``run`` spells them), each given narrowing :data:`STATE_CONFIGURATIONS` to those
     that match it; none given: every one (the plan of a seed as it always was)."""
 
     provider: str | None = None
@@ -133,9 +132,9 @@ class StateChoice:
         return " ".join(words)
 
     def configurations(self) -> tuple[tuple[str, bool, int], ...]:
-        """The configurations of :data:`CONFIGURATIONS` chosen, in its order; a ValueError (a usage error, before
+        """The configurations of :data:`STATE_CONFIGURATIONS` chosen, in its order; a ValueError (a usage error, before
         anything runs) when the choice leaves none, naming why."""
-        chosen = tuple(c for c in CONFIGURATIONS if self.admits(*c))
+        chosen = tuple(c for c in STATE_CONFIGURATIONS if self.admits(*c))
         if chosen:
             return chosen
         provider = self.provider or "rocksdb"
@@ -149,7 +148,7 @@ class StateChoice:
 
 
 def matrix(source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS,
-           configurations: Collection[tuple[str, bool, int]] = CONFIGURATIONS) -> list[dict]:
+           configurations: Collection[tuple[str, bool, int]] = STATE_CONFIGURATIONS) -> list[dict]:
     """Every (pipeline, sink, state configuration, checkpoint format, crash window) Spark accepts, of the state
     ``configurations`` given ((provider, changelog checkpointing, checkpoint format); default: every one)."""
     cases = []
@@ -166,7 +165,7 @@ def matrix(source: str = "file", sinks: tuple[str, ...] = MATRIX_SINKS,
 
 
 def control(seed: int, source: str = "file", batches: int = 5,
-            configurations: Collection[tuple[str, bool, int]] = CONFIGURATIONS) -> SparkScenario:
+            configurations: Collection[tuple[str, bool, int]] = STATE_CONFIGURATIONS) -> SparkScenario:
     """The campaign's first scenario: the mutant sink (it shows the checks can fail), killed after its sink of batch 2,
     in :data:`CONTROL_CONFIGURATION`, or the first of the state ``configurations`` when they leave that out."""
     provider, changelog, fmt = CONTROL_CONFIGURATION if CONTROL_CONFIGURATION in configurations else next(
@@ -176,7 +175,7 @@ def control(seed: int, source: str = "file", batches: int = 5,
 
 def plan(seed: int, count: int | None, source: str = "file", batches: int = 5,
          sinks: tuple[str, ...] = MATRIX_SINKS, strict: bool = False,
-         configurations: Collection[tuple[str, bool, int]] = CONFIGURATIONS) -> list:
+         configurations: Collection[tuple[str, bool, int]] = STATE_CONFIGURATIONS) -> list:
     """The campaign's scenarios, in order: the mutant sink first, then the matrix in four rounds. Each
     round has every (pipeline, sink, state configuration, format), shuffled by ``seed``, each with a
     crash window of its own (rotated, so every window appears in every round and a combination gets a
@@ -212,7 +211,7 @@ RANDOM_FLOOR_MS = 500  # the earliest the plan draws it (faults.kinds: random@MS
 
 def campaign_plan(seed: int, count: int | None, source: str = "file", batches: int = 5,
                   sinks: tuple[str, ...] = MATRIX_SINKS, strict: bool = False,
-                  configurations: Collection[tuple[str, bool, int]] = CONFIGURATIONS) -> list:
+                  configurations: Collection[tuple[str, bool, int]] = STATE_CONFIGURATIONS) -> list:
     """A campaign's scenarios: :func:`plan` (pinned seed for seed), each kill one its scenario reaches. The
     plan's second kill at a random time is drawn up to 8 s after the restarted run's first offsets file,
     often after that run ended, so that it never fired (and a scheduled kill that never fired makes the

@@ -928,11 +928,10 @@ def user_error_result(scenario: UserScenario, exc: BaseException) -> dict:
 # -- a campaign: every commit window under every state configuration ------------------------------------------
 
 USER_SUBJECT = "user"  # the subject (``sink``) a campaign of a user's query tallies
-STATE_CONFIGS = STATE_CONFIGURATIONS  # (provider, changelog checkpointing, checkpoint format): every one Spark runs
 
 
 def user_plan(seed: int, template: UserScenario, count: int | None = None,
-              configurations: Collection[tuple[str, bool, int]] = STATE_CONFIGS) -> list[UserScenario]:
+              configurations: Collection[tuple[str, bool, int]] = STATE_CONFIGURATIONS) -> list[UserScenario]:
     """A campaign of the user's query, in four rounds: each round has every state configuration (of
     ``configurations``, :meth:`~eos_harness.suites.spark.plan.StateChoice.configurations`; default: every one),
     shuffled by ``seed``, each with a commit window of its own (rotated: every window in every round, a configuration
