@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 
 from eos_harness.campaign import UNTIL_FAILURE, error_lines, points_hit
 from eos_harness.commands import command_line
-from eos_harness.verdict import ERROR, FAIL, exit_code
+from eos_harness.verdict import ERROR, FAIL, NOT_APPLICABLE, exit_code
 
 __all__ = ["NOT_EXERCISED", "Tally", "campaign_exit_code", "campaign_repro", "summarize", "waived_lines"]
 
 Judge = Callable[[dict], str]  # a result -> its verdict (Spark's judges at-least-once duplicates under --strict)
-NOT_EXERCISED = "not exercised"  # the status of a mutant every check naming its mistake was allowed (not judged)
+NOT_EXERCISED = "not exercised"  # the status of a mutant every check naming its mistake was allowed, or of a subject
+# none of whose scenarios applied (not judged)
 REPEATED = frozenset({"allow"})  # kept options given once per value (``--allow A --allow B``), not comma-joined
 
 
@@ -52,6 +53,7 @@ class Tally:
     total: int = 0
     failed: int = 0
     errors: int = 0  # scenarios that could not be run to their end
+    inapplicable: int = 0  # scenarios that did not apply to it (nothing judged: e.g. a configuration Spark refuses)
     checks: dict[str, int] = field(default_factory=dict)  # check -> scenarios it fired in
     caught_by_its_check: int = 0
     first_catch: int | None = None  # how many of its scenarios ran, in plan order, up to its first failure
@@ -73,6 +75,8 @@ class Tally:
         self.not_applicable.update(not_applicable_checks(result.get("not_applicable")))
         if verdict == ERROR:
             self.errors += 1
+        if verdict == NOT_APPLICABLE:
+            self.inapplicable += 1
         if verdict == FAIL:
             self.failed += 1
             if self.first_catch is None:
@@ -119,6 +123,8 @@ class Tally:
     def status(self) -> str:
         if not self.total:
             return "not run"
+        if self.inapplicable == self.total:  # none of its scenarios applied: nothing was judged, not "ok"
+            return NOT_EXERCISED
         if self.expected_fail and self.allowed_out:
             return NOT_EXERCISED
         if self.expected_fail:

@@ -135,3 +135,16 @@ def test_suites_says_what_the_choice_does(cli):
     assert "as run --state-provider" in options["--state-provider"]
     assert "as run --checkpoint-format" in options["--checkpoint-format"]
     assert "--no-changelog" in options["--changelog/--no-changelog"]
+
+
+def test_a_subject_none_of_whose_scenarios_applied_is_not_exercised_not_ok():
+    # a user's transformWithState query narrowed to --state-provider hdfs: Spark refuses every configuration, each
+    # scenario not applicable; the campaign judged nothing of it, so it must not read "ok"
+    from eos_harness.campaign_summary import NOT_EXERCISED, Tally
+
+    tally = Tally("user", False)
+    for _ in range(4):
+        tally.add({"verdict": "not_applicable", "violations": []}, "not_applicable")
+    assert tally.status == NOT_EXERCISED and not tally.unexpected
+    tally.add({"verdict": "pass", "violations": []}, "pass")
+    assert tally.status == "ok"  # one scenario judged: the others' not applying is said per scenario
