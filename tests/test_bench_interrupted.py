@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 
-
-
 def test_the_benchmarks_chaos_rate_runs_a_campaign_into_a_folder_it_makes(tmp_path):
     # bench_lifecycle and bench_kafka time a lifecycle campaign through run_suite_campaign, which holds its run
     # directory: make bench stopped at bench_kafka with "chaos-kafka: cannot be used: No such file or directory"
